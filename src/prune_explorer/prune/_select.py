@@ -1,0 +1,267 @@
+"""Exact selection of the k smallest entries without sorting everything.
+
+``torch.nn.utils.prune`` picks the entries to prune with ``torch.topk``, which on the CPU builds and
+partially sorts an array of (value, index) pairs for the whole tensor: seconds for a 16M-element
+weight, and several times the tensor's memory.  Pruning only needs the *set* of the k smallest
+entries, so we find the k-th smallest value instead and compare every entry against it:
+
+1. Sort a strided sample (about 65k entries) and read off a narrow bracket ``[lo, hi]`` that should
+   hold the k-th smallest value.
+2. Count the entries below ``lo`` and up to ``hi`` (vectorised, multi-threaded comparisons).  If the
+   k-th value is not inside the bracket, widen it and count again; the last resort brackets
+   everything, so the answer is always exact and only the speed depends on the sample.
+3. Gather the few entries inside the bracket and take their exact order statistic.
+
+The result is a threshold ``v`` and how ties at ``v`` are split.  When the k-th value has no tie
+that straddles the cut, the selected set is the same as ``topk``'s: that set is unique.  When it
+does, ``topk``'s choice depends on its internal partial sort; callers that must reproduce it
+bit-for-bit (the random methods, whose draws are meant to match torch's) ask for ``exact_ties`` and
+fall back to ``torch.topk``; the deterministic methods take the tied entries with the lowest flat
+index first (same count as torch, documented deviation).
+
+Entries that are NaN rank after every number, as in ``topk``.
+
+All work happens on the tensors' own device; only the sample (and the scalar threshold) is small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "SMALL",
+    "Threshold",
+    "get_tie_break",
+    "select_smallest",
+    "set_tie_break",
+    "supports_fast_select",
+    "tie_break",
+]
+
+#: At or below this many elements, callers use ``torch.topk`` directly (it is fast there, and its
+#: tie order then matches torch's exactly).
+SMALL = 1 << 17
+
+_SAMPLE = 1 << 16
+_FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+_TIE_MODES = ("index", "torch")
+_TIE_BREAK: ContextVar[str] = ContextVar("prune_explorer_tie_break", default="index")
+
+
+def get_tie_break() -> str:
+    """The current tie rule for the deterministic methods: ``"index"`` or ``"torch"``."""
+    return _TIE_BREAK.get()
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in _TIE_MODES:
+        raise ValueError(f"tie_break: mode must be one of {_TIE_MODES}; got {mode!r}")
+
+
+def set_tie_break(mode: str) -> None:
+    """Choose how L1 pruning splits entries that tie exactly at the cut on large tensors.
+
+    ``"index"`` (default): the same *count* as torch, lowest flat index first -- fast.
+    ``"torch"``: exactly torch's choice, by calling ``torch.topk`` whenever a tie straddles the
+    cut -- identical masks always, at torch's speed in those cases. Tensors of at most
+    ``SMALL`` entries always get torch's choice.
+
+    Examples
+    --------
+    >>> from prune_explorer import prune
+    >>> prune.set_tie_break("torch"); prune.get_tie_break()
+    'torch'
+    >>> prune.set_tie_break("index")
+    """
+    _check_mode(mode)
+    _TIE_BREAK.set(mode)
+
+
+@contextlib.contextmanager
+def tie_break(mode: str) -> Iterator[None]:
+    """Context manager form of :func:`set_tie_break`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> with prune.tie_break("torch"):
+    ...     m = prune.l1_unstructured(torch.nn.Linear(4, 4), "weight", amount=0.5)
+    """
+    _check_mode(mode)
+    token = _TIE_BREAK.set(mode)
+    try:
+        yield
+    finally:
+        _TIE_BREAK.reset(token)
+
+
+def exact_ties() -> bool:
+    """Whether the current tie rule asks for torch's exact choice."""
+    return _TIE_BREAK.get() == "torch"
+
+
+def supports_fast_select(dtype: torch.dtype) -> bool:
+    """Whether :func:`select_smallest` handles keys of this dtype (floating point only)."""
+    return dtype in _FAST_DTYPES
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Which entries are the k smallest: those ``< value``, plus ties at ``value``.
+
+    Attributes
+    ----------
+    value
+        0-d tensor, the k-th smallest key (on the CPU; compare with ``.to(device)``).
+    inclusive
+        True when every entry equal to ``value`` is selected (no tie straddles the cut).
+    ties
+        When ``inclusive`` is False: for each key tensor, the flat indices of the entries equal to
+        ``value`` that are selected (``None`` where none are).
+    """
+
+    value: torch.Tensor
+    inclusive: bool
+    ties: tuple[torch.Tensor | None, ...] | None = None
+
+    def selected(self, keys: torch.Tensor, i: int = 0) -> torch.Tensor:
+        """Boolean tensor, True where ``keys`` (the ``i``-th key tensor) is among the k smallest."""
+        v = self.value.to(keys.device)
+        if self.inclusive:
+            return keys <= v
+        out = keys < v
+        ties = self.ties[i] if self.ties is not None else None
+        if ties is not None:
+            out.view(-1)[ties.to(keys.device)] = True
+        return out
+
+    def write_unselected(self, keys: torch.Tensor, out: torch.Tensor, i: int = 0) -> torch.Tensor:
+        """Write 1 where the entry is *not* selected, 0 where it is, into ``out`` (may be ``keys``).
+
+        ``out`` is a floating tensor of the keys' shape: this builds a pruning mask in one pass
+        without a temporary boolean tensor.
+        """
+        v = self.value.to(keys.device)
+        if self.inclusive:
+            return torch.gt(keys, v, out=out)
+        ties = self.ties[i] if self.ties is not None else None
+        torch.ge(keys, v, out=out)
+        if ties is not None:
+            out.view(-1)[ties.to(out.device)] = 0
+        return out
+
+
+def _count(x: torch.Tensor, op: str, v: torch.Tensor) -> int:
+    if op == "lt":
+        return int(torch.count_nonzero(x < v))
+    return int(torch.count_nonzero(x <= v))
+
+
+def select_smallest(
+    keys: Sequence[torch.Tensor], k: int, *, exact_ties: bool
+) -> Threshold | None:
+    """Find the k smallest entries across ``keys`` (flat, contiguous, one floating dtype).
+
+    Parameters
+    ----------
+    keys
+        One or more 1-D tensors, read in order as if concatenated. They may live on different
+        devices.
+    k
+        How many entries to select, ``1 <= k <= total``.
+    exact_ties
+        If True, return ``None`` when ties at the cut make the selected set ambiguous (the caller
+        then reproduces ``torch.topk``'s choice by calling it). If False, ties are resolved
+        lowest flat index first.
+
+    Returns
+    -------
+    Threshold or None
+        ``None`` also when the k smallest would have to include NaN entries (callers then use
+        ``torch.topk``, which defines that order).
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([0.5, 0.1, 0.9, 0.3])
+    >>> thr = select_smallest([x], 2, exact_ties=True)
+    >>> thr.selected(x).tolist()
+    [False, True, False, True]
+    """
+    total = sum(x.numel() for x in keys)
+    if not 1 <= k <= total:
+        raise ValueError(f"select_smallest: k must be in [1, {total}]; got {k}")
+    dtype = keys[0].dtype
+    cpu = torch.device("cpu")
+
+    # 1. Bracket from a strided sample (no RNG: the global generator must not advance).
+    stride = max(1, total // _SAMPLE)
+    sample = torch.cat([x[::stride].to(cpu) for x in keys])
+    sample = torch.sort(sample).values
+    m = sample.numel()
+    q = k / total
+    pos = q * m
+    margin = 4.0 * math.sqrt(max(m * q * (1.0 - q), 1.0)) + 8.0
+
+    lo: torch.Tensor | None = None
+    hi: torch.Tensor | None = None
+    c_lo = c_hi = 0
+    found = False
+    for _ in range(3):
+        lo_i = math.floor(pos - margin)
+        hi_i = math.ceil(pos + margin)
+        lo = sample[lo_i] if lo_i > 0 else None
+        hi = sample[hi_i] if hi_i < m - 1 else torch.tensor(math.inf, dtype=dtype)
+        c_lo = 0 if lo is None else sum(_count(x, "lt", lo.to(x.device)) for x in keys)
+        c_hi = sum(_count(x, "le", hi.to(x.device)) for x in keys)
+        if c_lo < k <= c_hi:
+            found = True
+            break
+        margin *= 16.0
+    if not found:
+        lo, hi = None, torch.tensor(math.inf, dtype=dtype)
+        c_lo = 0
+        c_hi = sum(_count(x, "le", hi.to(x.device)) for x in keys)
+        if k > c_hi:  # the k smallest include NaNs: topk's order among them is the reference
+            return None
+
+    # 2. The k-th smallest lies in [lo, hi]; gather that (small) slice and finish exactly.
+    if lo is not None and bool(lo == hi):
+        value = hi.clone()
+        n_lt, n_eq = c_lo, c_hi - c_lo
+    else:
+        parts = []
+        for x in keys:
+            inside = x <= hi.to(x.device)
+            if lo is not None:
+                inside &= x >= lo.to(x.device)
+            parts.append(x[inside].to(cpu))
+        cand = torch.cat(parts)
+        value = torch.kthvalue(cand, k - c_lo).values
+        n_lt = c_lo + int(torch.count_nonzero(cand < value))
+        n_eq = int(torch.count_nonzero(cand == value))
+    need = k - n_lt
+    if need == n_eq:
+        return Threshold(value, inclusive=True)
+    if exact_ties:
+        return None
+
+    # 3. Ties straddle the cut: take the lowest flat indices, in the order of ``keys``.
+    ties: list[torch.Tensor | None] = []
+    for x in keys:
+        if need == 0:
+            ties.append(None)
+            continue
+        idx = torch.nonzero(x == value.to(x.device)).view(-1)[:need]
+        need -= idx.numel()
+        ties.append(idx if idx.numel() else None)
+    return Threshold(value, inclusive=False, ties=tuple(ties))
