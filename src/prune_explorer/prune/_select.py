@@ -206,56 +206,72 @@ def select_smallest(
     # 1. Bracket from a strided sample (no RNG: the global generator must not advance).
     stride = max(1, total // _SAMPLE)
     sample = torch.cat([x[::stride].to(cpu) for x in keys])
-    sample = torch.sort(sample).values
     m = sample.numel()
     q = k / total
-    pos = q * m
-    margin = 4.0 * math.sqrt(max(m * q * (1.0 - q), 1.0)) + 8.0
+    margin = 3.0 * math.sqrt(max(m * q * (1.0 - q), 1.0)) + 8.0
+    inf = torch.tensor(math.inf, dtype=dtype)
 
-    lo: torch.Tensor | None = None
-    hi: torch.Tensor | None = None
-    c_lo = c_hi = 0
-    found = False
-    for _ in range(3):
-        lo_i = math.floor(pos - margin)
-        hi_i = math.ceil(pos + margin)
-        lo = sample[lo_i] if lo_i > 0 else None
-        hi = sample[hi_i] if hi_i < m - 1 else torch.tensor(math.inf, dtype=dtype)
-        c_lo = 0 if lo is None else sum(_count(x, "lt", lo.to(x.device)) for x in keys)
-        c_hi = sum(_count(x, "le", hi.to(x.device)) for x in keys)
-        if c_lo < k <= c_hi:
-            found = True
-            break
-        margin *= 16.0
-    if not found:
-        lo, hi = None, torch.tensor(math.inf, dtype=dtype)
-        c_lo = 0
-        c_hi = sum(_count(x, "le", hi.to(x.device)) for x in keys)
-        if k > c_hi:  # the k smallest include NaNs: topk's order among them is the reference
+    def order_stat(i: float) -> torch.Tensor | None:
+        # the sample's i-th smallest (0-based), or None past either end (= no bound there)
+        j = math.floor(i) if i < q * m else math.ceil(i)
+        if j <= 0 or j >= m - 1:
             return None
+        return torch.kthvalue(sample, j + 1).values
 
-    # 2. The k-th smallest lies in [lo, hi]; gather that (small) slice and finish exactly.
-    if lo is not None and bool(lo == hi):
-        value = hi.clone()
-        n_lt, n_eq = c_lo, c_hi - c_lo
-    else:
+    # 2. Count below lo and up to hi, and gather the entries between, tensor by tensor, so no
+    #    model-sized temporary outlives one tensor. Widen the bracket until it holds the k-th.
+    bracket = None
+    for attempt in range(4):
+        if attempt < 3:
+            lo, hi = order_stat(q * m - margin), order_stat(q * m + margin)
+        else:  # last resort: everything that is not NaN
+            lo, hi = None, None
+        hi = inf if hi is None else hi
+        if lo is not None and bool(lo == hi):  # one value fills the bracket: count, no gather
+            c_lo = sum(int(torch.count_nonzero(x < lo.to(x.device))) for x in keys)
+            c_eq = sum(int(torch.count_nonzero(x == lo.to(x.device))) for x in keys)
+            if c_lo < k <= c_lo + c_eq:
+                need = k - c_lo
+                if need == c_eq:
+                    return Threshold(lo.clone(), inclusive=True)
+                return None if exact_ties else _lowest_index_ties(keys, lo.clone(), need)
+            margin *= 16.0
+            continue
+        c_lo = 0
         parts = []
         for x in keys:
             inside = x <= hi.to(x.device)
             if lo is not None:
-                inside &= x >= lo.to(x.device)
+                below = x < lo.to(x.device)
+                c_lo += int(torch.count_nonzero(below))
+                inside ^= below  # below is a subset of inside: this leaves lo <= x <= hi
+                del below
             parts.append(x[inside].to(cpu))
-        cand = torch.cat(parts)
-        value = torch.kthvalue(cand, k - c_lo).values
-        n_lt = c_lo + int(torch.count_nonzero(cand < value))
-        n_eq = int(torch.count_nonzero(cand == value))
+            del inside
+        c_hi = c_lo + sum(p.numel() for p in parts)
+        if c_lo < k <= c_hi:
+            bracket = (lo, hi, c_lo, parts)
+            break
+        margin *= 16.0
+    if bracket is None:  # the k smallest include NaNs: topk's order among them is the reference
+        return None
+    lo, hi, c_lo, parts = bracket
+
+    # 3. The k-th smallest is among the few gathered entries; finish exactly.
+    cand = torch.cat(parts)
+    value = torch.kthvalue(cand, k - c_lo).values
+    n_lt = c_lo + int(torch.count_nonzero(cand < value))
+    n_eq = int(torch.count_nonzero(cand == value))
     need = k - n_lt
     if need == n_eq:
         return Threshold(value, inclusive=True)
     if exact_ties:
         return None
+    return _lowest_index_ties(keys, value, need)
 
-    # 3. Ties straddle the cut: take the lowest flat indices, in the order of ``keys``.
+
+def _lowest_index_ties(keys: Sequence[torch.Tensor], value: torch.Tensor, need: int) -> Threshold:
+    """Select everything below ``value`` plus the ``need`` lowest-index entries equal to it."""
     ties: list[torch.Tensor | None] = []
     for x in keys:
         if need == 0:

@@ -1,0 +1,194 @@
+"""Speed and peak memory of prune_explorer.prune against torch.nn.utils.prune, in the same run.
+
+Each measurement runs in its own child process, so peak memory is not polluted by the other
+implementation: the child builds the weights, resets the kernel's peak-RSS counter
+(``/proc/self/clear_refs``), prunes, and reports the extra peak resident memory over the memory
+held just before the call. Time is the median over ``--repeats`` calls on fresh copies (torch:
+one call on the big cases unless ``--torch-repeats`` says otherwise).
+
+The weights are tie-free by construction (every |value| distinct, interleaved across tensors,
+random signs), so the masks must be *identical*; the script asserts it by comparing a hash of
+each implementation's masks. With ``--data randn`` the weights are Gaussian instead; there ties
+at the cut may occur and the masks are then only required to prune the same count.
+
+Usage::
+
+    python benchmarks/bench_prune.py                  # all four cases
+    python benchmarks/bench_prune.py --cases l1 ln    # a subset
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+CASES = {
+    "resnet50": "global_unstructured L1 0.5 over ResNet-50 weight shapes",
+    "gpt2": "global_unstructured L1 0.5 over GPT-2-small weight shapes",
+    "l1": "l1_unstructured 0.5 on one 4096x4096 weight",
+    "ln": "ln_structured n=2 dim=0 on one 4096x4096 weight",
+}
+
+
+def resnet50_shapes() -> list[tuple[int, ...]]:
+    shapes: list[tuple[int, ...]] = [(64, 3, 7, 7)]
+    inplanes = 64
+    for planes, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for b in range(blocks):
+            shapes += [(planes, inplanes, 1, 1), (planes, planes, 3, 3),
+                       (planes * 4, planes, 1, 1)]
+            if b == 0:
+                shapes.append((planes * 4, inplanes, 1, 1))
+            inplanes = planes * 4
+    shapes += [(1000, 2048), (1000,)]
+    return shapes
+
+
+def gpt2_shapes() -> list[tuple[int, ...]]:
+    d, vocab, ctx = 768, 50257, 1024
+    shapes: list[tuple[int, ...]] = [(vocab, d), (ctx, d)]
+    for _ in range(12):
+        shapes += [(d,), (d,), (d, 3 * d), (3 * d,), (d, d), (d,), (d,), (d,),
+                   (d, 4 * d), (4 * d,), (4 * d, d), (d,)]
+    shapes += [(d,), (d,)]
+    return shapes
+
+
+def case_shapes(case: str) -> list[tuple[int, ...]]:
+    if case == "resnet50":
+        return resnet50_shapes()
+    if case == "gpt2":
+        return gpt2_shapes()
+    return [(4096, 4096)]
+
+
+def make_weights(shapes: list[tuple[int, ...]], data: str, seed: int = 0) -> list[torch.Tensor]:
+    """Weights with pairwise-distinct magnitudes (``data="distinct"``) or Gaussian ones."""
+    g = torch.Generator().manual_seed(seed)
+    if data == "randn":
+        return [torch.randn(s, generator=g) * 0.02 for s in shapes]
+    count = len(shapes)
+    base = 0x3A000000  # bit pattern of a small positive float; patterns above it are increasing
+    out = []
+    for i, s in enumerate(shapes):
+        n = int(torch.Size(s).numel())
+        bits = base + i + count * torch.randperm(n, generator=g, dtype=torch.int64)
+        w = bits.to(torch.int32).view(torch.float32)
+        sign = torch.randint(0, 2, (n,), generator=g, dtype=torch.int8).to(torch.float32) * 2 - 1
+        out.append((w * sign).view(s))
+    return out
+
+
+def _peak_rss_reset() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _modules(weights: list[torch.Tensor]) -> list[torch.nn.Module]:
+    mods = []
+    for w in weights:
+        m = torch.nn.Module()
+        m.weight = torch.nn.Parameter(w.clone())
+        mods.append(m)
+    return mods
+
+
+def _run(impl: str, case: str, mods: list[torch.nn.Module]) -> None:
+    if impl == "torch":
+        import torch.nn.utils.prune as prune
+    else:
+        from prune_explorer import prune  # type: ignore[no-redef]
+    if case in ("resnet50", "gpt2"):
+        prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured, amount=0.5)
+    elif case == "l1":
+        prune.l1_unstructured(mods[0], "weight", amount=0.5)
+    else:
+        prune.ln_structured(mods[0], "weight", amount=0.5, n=2, dim=0)
+
+
+def child(impl: str, case: str, data: str, repeats: int) -> dict:
+    torch.manual_seed(0)
+    weights = make_weights(case_shapes(case), data)
+    times = []
+    peak = 0
+    mods: list[torch.nn.Module] = []
+    for r in range(repeats):
+        mods = _modules(weights)
+        if r == 0:
+            _peak_rss_reset()
+            before = _rss_kib("VmRSS")
+        t0 = time.perf_counter()
+        _run(impl, case, mods)
+        times.append(time.perf_counter() - t0)
+        if r == 0:
+            peak = _rss_kib("VmHWM") - before
+    digest = hashlib.sha256()
+    pruned = 0
+    for m in mods:
+        mask = m.weight_mask.to(torch.uint8).contiguous()
+        digest.update(mask.numpy().tobytes())
+        pruned += int((mask == 0).sum())
+    return {"time": statistics.median(times), "times": times, "peak_mib": peak / 1024,
+            "digest": digest.hexdigest(), "pruned": pruned,
+            "numel": sum(w.numel() for w in weights)}
+
+
+def measure(impl: str, case: str, data: str, repeats: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", impl, case, "--data", data,
+           "--repeats", str(repeats)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--data", choices=["distinct", "randn"], default="distinct")
+    parser.add_argument("--repeats", type=int, default=5, help="calls timed for ours")
+    parser.add_argument("--torch-repeats", type=int, default=1, help="calls timed for torch")
+    parser.add_argument("--child", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], args.child[1], args.data, args.repeats)))
+        return 0
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, data={args.data}")
+    ok = True
+    for case in args.cases:
+        theirs = measure("torch", case, args.data, args.torch_repeats)
+        ours = measure("ours", case, args.data, args.repeats)
+        same = theirs["digest"] == ours["digest"]
+        same_count = theirs["pruned"] == ours["pruned"]
+        verdict = "identical masks" if same else (
+            "same count, ties split differently" if same_count else "MASKS DIFFER")
+        if args.data == "distinct" and not same or not same_count:
+            ok = False
+        print(f"\n{CASES[case]}  ({ours['numel'] / 1e6:.1f}M parameters)")
+        print(f"  torch : {theirs['time'] * 1e3:9.1f} ms   peak +{theirs['peak_mib']:8.1f} MiB")
+        print(f"  ours  : {ours['time'] * 1e3:9.1f} ms   peak +{ours['peak_mib']:8.1f} MiB"
+              f"   (median of {len(ours['times'])})")
+        print(f"  speed-up {theirs['time'] / ours['time']:6.1f}x   "
+              f"memory ratio ours/torch {ours['peak_mib'] / max(theirs['peak_mib'], 1e-9):.2f}"
+              f"   {verdict}")
+    if not ok:
+        print("\nFAILED: masks are not identical")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
