@@ -151,13 +151,16 @@ class Threshold:
         without a temporary boolean tensor.
         """
         v = self.value.to(keys.device)
+        # "not selected" is not "greater than": NaN entries are never selected, and
+        # ``NaN > v`` is False. So write the selection and flip it: out = 1 - selected.
         if self.inclusive:
-            return torch.gt(keys, v, out=out)
-        ties = self.ties[i] if self.ties is not None else None
-        torch.ge(keys, v, out=out)
-        if ties is not None:
-            out.view(-1)[ties.to(out.device)] = 0
-        return out
+            torch.le(keys, v, out=out)
+        else:
+            torch.lt(keys, v, out=out)
+            ties = self.ties[i] if self.ties is not None else None
+            if ties is not None:
+                out.view(-1)[ties.to(out.device)] = 1
+        return out.neg_().add_(1)
 
 
 def _count(x: torch.Tensor, op: str, v: torch.Tensor) -> int:
@@ -216,7 +219,8 @@ def select_smallest(
         j = math.floor(i) if i < q * m else math.ceil(i)
         if j <= 0 or j >= m - 1:
             return None
-        return torch.kthvalue(sample, j + 1).values
+        value = torch.kthvalue(sample, j + 1).values
+        return None if bool(torch.isnan(value)) else value  # NaN bounds nothing
 
     # 2. Count below lo and up to hi, and gather the entries between, tensor by tensor, so no
     #    model-sized temporary outlives one tensor. Widen the bracket until it holds the k-th.

@@ -72,12 +72,13 @@ def check_amount_fits(amount: Any, size: int, where: str, what: str = "units") -
         )
 
 
-def check_structured(t: torch.Tensor, where: str) -> None:
+def check_structured(t: torch.Tensor, where: str, name: str | None = None) -> None:
     """Structured pruning removes slices along ``dim``, so it needs at least two dimensions."""
     if t.dim() <= 1:
+        what = f"tensor {name!r}" if name else "the pruned tensor"
         raise ValueError(
-            problem(where, "the pruned tensor", "at least 2-D for structured pruning",
-                    tuple(t.shape))
+            problem(where, what, "at least 2-D for structured pruning (use an unstructured "
+                    "method for 1-D tensors such as biases)", f"shape {tuple(t.shape)}")
         )
 
 
@@ -105,16 +106,24 @@ def check_n(n: Any, where: str, t: torch.Tensor | None = None, dim: int | None =
     """Check the norm order ``n``: a real number (inf and -inf included), 'fro' or 'nuc'.
 
     'nuc' is a matrix norm: torch accepts it only when the norm runs over exactly two dimensions,
-    i.e. for 3-D tensors. ``None`` is passed through to ``torch.norm`` as torch does.
+    i.e. for 3-D tensors; 'fro' over at most two (tensors up to 3-D). ``None`` is passed through
+    to ``torch.norm`` as torch does.
     """
     if n is None:
         return
     if isinstance(n, str):
         if n not in _NAMED_NORMS:
             raise RuntimeError(problem(where, "n", "a real number, inf, -inf, 'fro' or 'nuc'", n))
+        # the norm runs over every dim but one: 'nuc' needs exactly two, 'fro' at most two
         if n == "nuc" and t is not None and t.dim() != 3:
             raise RuntimeError(
                 problem(where, "n", "'nuc' only for 3-D tensors (a norm over two dims)", n)
+                + f" (tensor is {t.dim()}-D)"
+            )
+        if n == "fro" and t is not None and t.dim() > 3:
+            raise RuntimeError(
+                problem(where, "n", "'fro' only for tensors of at most 3-D (a norm over at most "
+                        "two dims); use n=2 for the same norm on higher ranks", n)
                 + f" (tensor is {t.dim()}-D)"
             )
         return

@@ -280,8 +280,10 @@ def _global_l1(entries: list[_Entry], method: L1Unstructured) -> list[torch.Tens
     thr = select_smallest(keys, k, exact_ties=exact_ties())
     if thr is None:  # ties (in "torch" mode) or NaN among the pruned: torch's rule decides
         return None
-    for i, (mask, key) in enumerate(zip(masks, keys, strict=True)):
-        thr.write_unselected(key, mask.view(-1), i)  # NaN (already pruned) compares False -> 0
+    for i, (mask, key, e) in enumerate(zip(masks, keys, entries, strict=True)):
+        thr.write_unselected(key, mask.view(-1), i)
+        if e.old_mask is not None:  # already pruned entries (NaN keys above) stay pruned
+            mask.mul_(e.old_mask.to(mask.device))
     return masks
 
 

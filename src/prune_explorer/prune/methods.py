@@ -537,7 +537,7 @@ class _StructuredMixin:
 
     def _structured_count(self, t: torch.Tensor) -> tuple[int, int]:
         where = caller(type(self).__name__)
-        check_structured(t, where)
+        check_structured(t, where, getattr(self, "_tensor_name", None))
         dim = check_dim(t, self.dim, where)
         size = t.shape[dim]
         return dim, _count_for(self.amount, size, where, f"slices along dim {self.dim}")
