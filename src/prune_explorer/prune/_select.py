@@ -49,6 +49,12 @@ __all__ = [
 SMALL = 1 << 17
 
 _SAMPLE = 1 << 16
+_SAME_SIZE_INT = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -151,8 +157,20 @@ class Threshold:
         without a temporary boolean tensor.
         """
         v = self.value.to(keys.device)
-        # "not selected" is not "greater than": NaN entries are never selected, and
-        # ``NaN > v`` is False. So write the selection and flip it: out = 1 - selected.
+        bits = _SAME_SIZE_INT.get(keys.dtype)
+        if bits is not None and bool(v >= 0):
+            # For keys >= 0 (|t| and uniform draws are) the IEEE bit patterns, read as integers,
+            # sort like the values, with NaN above +inf: one integer comparison then says "not
+            # selected" exactly, NaN included (a float ``NaN > v`` would say False).
+            ints, v_int = keys.view(bits), v.view(bits)
+            if self.inclusive:
+                return torch.gt(ints, v_int, out=out)
+            torch.ge(ints, v_int, out=out)
+            ties = self.ties[i] if self.ties is not None else None
+            if ties is not None:
+                out.view(-1)[ties.to(out.device)] = 0
+            return out
+        # General keys: write the selection and flip it (out = 1 - selected).
         if self.inclusive:
             torch.le(keys, v, out=out)
         else:
