@@ -175,7 +175,7 @@ def main() -> int:
         same_count = theirs["pruned"] == ours["pruned"]
         verdict = "identical masks" if same else (
             "same count, ties split differently" if same_count else "MASKS DIFFER")
-        if args.data == "distinct" and not same or not same_count:
+        if (args.data == "distinct" and not same) or not same_count:
             ok = False
         print(f"\n{CASES[case]}  ({ours['numel'] / 1e6:.1f}M parameters)")
         print(f"  torch : {theirs['time'] * 1e3:9.1f} ms   peak +{theirs['peak_mib']:8.1f} MiB")
