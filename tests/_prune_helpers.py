@@ -205,8 +205,12 @@ def assert_same_tensor(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
     assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
     assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}"
     assert a.device == b.device, f"{what}: device {a.device} != {b.device}"
-    if torch.equal(a, b):  # fast path; NaNs and the diagnostic message go through assert_close
+    if torch.equal(a, b):  # fast paths; the diagnostic message comes from assert_close
         return
+    if a.is_floating_point():
+        nan_a, nan_b = a.isnan(), b.isnan()
+        if torch.equal(nan_a, nan_b) and torch.equal(a[~nan_a], b[~nan_b]):
+            return
     torch.testing.assert_close(
         a.detach(), b.detach(), rtol=0, atol=0, equal_nan=True, msg=lambda m: f"{what}: {m}"
     )
@@ -238,9 +242,21 @@ def assert_pruned_alike(m_ours: nn.Module, m_theirs: nn.Module) -> None:
                 assert_same_tensor(getattr(so, tname), getattr(st, tname), f"{where}.{tname}")
     sd_o, sd_t = m_ours.state_dict(), m_theirs.state_dict()
     assert list(sd_o) == list(sd_t), "state_dict keys/order"
-    for k in sd_o:
-        assert_same_tensor(sd_o[k], sd_t[k], f"state_dict[{k!r}]")
+    for k, v in sd_o.items():
+        w = sd_t[k]
+        assert (v.dtype, v.shape, v.device) == (w.dtype, w.shape, w.device), f"state_dict[{k!r}]"
+        # values: compared above through _parameters/_buffers (the same tensors, detached),
+        # unless ours stores something else under this key
+        if not _is_param_or_buffer(m_ours, k, v):
+            assert_same_tensor(v, w, f"state_dict[{k!r}]")
     assert ours.is_pruned(m_ours) == theirs.is_pruned(m_theirs)
+
+
+def _is_param_or_buffer(root: nn.Module, key: str, value: torch.Tensor) -> bool:
+    owner_name, _, attr = key.rpartition(".")
+    owner = root.get_submodule(owner_name) if owner_name else root
+    held = owner._parameters.get(attr, owner._buffers.get(attr))
+    return held is not None and held.data_ptr() == value.data_ptr() and held.shape == value.shape
 
 
 def mask_of(module: nn.Module, name: str = "weight") -> torch.Tensor:
