@@ -246,8 +246,14 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
         """Apply the *last* method of the chain to what ``default_mask`` leaves unpruned."""
         method = self._pruning_methods[-1]
-        new_mask = default_mask.to(dtype=t.dtype, copy=True)
         kind = method.PRUNING_TYPE
+        if kind == "unstructured" and t.numel() > SMALL and getattr(
+            method, "_has_own_compute_mask", lambda: False
+        )():
+            fast = method._mask_on_alive(t, default_mask)  # type: ignore[attr-defined]
+            if fast is not None:
+                return fast
+        new_mask = default_mask.to(dtype=t.dtype, copy=True)
         if kind == "unstructured":
             index: Any = default_mask == 1
         elif kind == "structured":
@@ -451,6 +457,25 @@ class RandomUnstructured(
                   and prob.shape == like.shape and prob.is_contiguous())
         return _fresh_unstructured_mask(prob, k, like, largest=True, keys_are_buffer=buffer)
 
+    def _mask_on_alive(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor | None:
+        """Container step: draw for the surviving entries exactly as torch does (one
+        ``rand_like`` of the gathered vector), then scatter the choice back by position."""
+        alive = (default_mask == 1).reshape(-1)
+        n_alive = int(torch.count_nonzero(alive))
+        k = _count_for(self.amount, n_alive, caller(type(self).__name__), "entries")
+        new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
+                                   copy=True)
+        if k == 0:
+            return new_mask
+        prob = self._draw_like(torch.empty(n_alive, dtype=t.dtype, device=t.device))
+        pruned = _pruned_entries(prob, k, largest=True)
+        if pruned is None:
+            pruned = torch.zeros(n_alive, dtype=torch.bool, device=t.device)
+            pruned[torch.topk(prob, k=k).indices] = True
+        where = torch.zeros_like(alive).masked_scatter_(alive, pruned)
+        new_mask.view(-1).masked_fill_(where, 0)
+        return new_mask
+
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount}
 
@@ -503,6 +528,30 @@ class L1Unstructured(_AmountMixin, BasePruningMethod, _torch_prune.L1Unstructure
             torch.abs(t, out=keys)
             return _fresh_unstructured_mask(keys, k, like, largest=False, keys_are_buffer=True)
         return _unstructured_mask(torch.abs(t), k, torch.ones_like(like), largest=False)
+
+    def _mask_on_alive(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor | None:
+        """Container step on the entries ``default_mask`` keeps, without gathering them.
+
+        Pruned entries get a NaN key, which ranks after every number, so the k smallest keys are
+        the k smallest surviving ones, in the same flat order as torch's gathered vector.
+        """
+        if not supports_fast_select(t.dtype):
+            return None
+        alive = default_mask == 1
+        k = self._count_alive(int(torch.count_nonzero(alive)))
+        new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
+                                   copy=True)
+        if k == 0:
+            return new_mask
+        keys = torch.abs(t).masked_fill_(~alive, float("nan")).reshape(-1)
+        thr = select_smallest([keys], k, exact_ties=exact_ties())
+        if thr is None:
+            return None
+        new_mask.view(-1).masked_fill_(thr.selected(keys), 0)
+        return new_mask
+
+    def _count_alive(self, alive: int) -> int:
+        return _count_for(self.amount, alive, caller(type(self).__name__), "entries")
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount}
