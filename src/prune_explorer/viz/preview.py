@@ -1,0 +1,199 @@
+"""A reusable mask picture for live sliders: new mask in, PNG bytes out, no new figure.
+
+:class:`MaskPreview` builds its figure, axes, image and colour bar once. Each
+:meth:`MaskPreview.update` pools the new mask to one cell per pixel of the axes (exact kept
+fraction per cell), swaps the image data in place and updates labels and title; :meth:`png`
+renders with the Agg canvas. A 4096 x 4096 mask goes from tensor to PNG in a few tens of
+milliseconds on two cores.
+
+Examples
+--------
+>>> import torch
+>>> preview = MaskPreview()
+>>> pooled = preview.update(torch.rand(4096, 4096) > 0.5, name="fc.weight")
+>>> pooled.source_shape, pooled.shape[0] <= 512
+((4096, 4096), True)
+>>> preview.png()[:4] == b"\\x89PNG"
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from prune_explorer.viz import style
+from prune_explorer.viz.figures import set_cell_ticks
+from prune_explorer.viz.png import encode_png
+from prune_explorer.viz.pooling import MaxCells, PooledView, _parse_max_cells, pool_view
+from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
+
+# Axes and colour-bar rectangles in figure fractions (fixed: no layout engine per frame).
+_AXES_RECT = (0.15, 0.14, 0.63, 0.68)
+_CBAR_RECT = (0.81, 0.14, 0.03, 0.68)
+
+
+class MaskPreview:
+    """One figure that redraws a mask quickly, for a slider callback.
+
+    Parameters
+    ----------
+    figsize : (float, float)
+        Figure size in inches.
+    dpi : float
+        Dots per inch (80 gives a 384 x 320 px picture at the default size).
+    max_cells : int or (int, int), optional
+        Cells per side; by default one per pixel of the axes.
+    compress_level : int
+        zlib level for :meth:`png` (1 = fastest).
+
+    Attributes
+    ----------
+    figure : Figure
+    ax : Axes
+    image : AxesImage
+        Updated in place; ``image.get_array()`` is the pooled kept fraction.
+    colorbar : Colorbar
+    pooled : PooledView or None
+        What the image shows now.
+    view : TensorView or None
+
+    Examples
+    --------
+    >>> import torch
+    >>> p = MaskPreview(figsize=(4, 3), dpi=80)
+    >>> _ = p.update(torch.ones(300, 200), name="fc.weight", method="l1_unstructured",
+    ...              settings={"amount": 0.0})
+    >>> p.max_cells, p.pooled.shape
+    ((163, 201), (163, 200))
+    >>> repr(p)[:42]
+    'MaskPreview(320x240 px, cells (163, 201), '
+    """
+
+    def __init__(
+        self,
+        *,
+        figsize: tuple[float, float] = (4.8, 4.0),
+        dpi: float = 80,
+        max_cells: MaxCells | None = None,
+        compress_level: int = 1,
+    ) -> None:
+        self.figure = Figure(figsize=figsize, dpi=dpi)
+        self.canvas = FigureCanvasAgg(self.figure)
+        self.ax = self.figure.add_axes(_AXES_RECT)
+        cax = self.figure.add_axes(_CBAR_RECT)
+        if max_cells is None:
+            width_px, height_px = self.figure.get_size_inches() * dpi
+            max_cells = (
+                max(16, min(512, int(_AXES_RECT[3] * height_px))),
+                max(16, min(512, int(_AXES_RECT[2] * width_px))),
+            )
+        self.max_cells: tuple[int, int] = _parse_max_cells(max_cells, "MaskPreview")
+        self.compress_level = int(compress_level)
+        self.image = self.ax.imshow(
+            np.full((1, 1), np.nan),
+            cmap=style.mask_cmap(),
+            vmin=0.0,
+            vmax=1.0,
+            interpolation="nearest",
+            aspect="auto",
+        )
+        self.colorbar = self.figure.colorbar(self.image, cax=cax)
+        self.colorbar.set_ticks([0.0, 0.5, 1.0])
+        self.colorbar.ax.tick_params(labelsize="small")
+        self.colorbar.set_label("kept fraction per cell (0 = pruned, 1 = kept)", fontsize="small")
+        self.pooled: PooledView | None = None
+        self.view: TensorView | None = None
+        # Everything except the image, the title and the spines, rendered once per layout.
+        self._background: Any = None
+        self._background_key: tuple[Any, ...] | None = None
+        self._layout_key: tuple[Any, ...] = ()
+
+    def update(
+        self,
+        mask: Any,
+        *,
+        layout: Layout = "auto",
+        dim: int = 0,
+        name: str | None = None,
+        method: str | None = None,
+        settings: Mapping[str, Any] | str | None = None,
+        title: str | None = None,
+        module_type: str | None = None,
+    ) -> PooledView:
+        """Show a new mask; returns the pooled data now behind the image.
+
+        Parameters are as in :func:`prune_explorer.viz.plot_mask` (mask mode).
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
+        view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+        pooled = pool_view(view, self.max_cells)
+        rows, cols = pooled.source_shape
+        self.image.set_data(pooled.values)
+        layout_key = (view.kind, view.source_shape, view.tile, view.row_label, view.col_label)
+        if layout_key != self._layout_key:
+            # Extent, ticks and labels only change with the tensor's shape or view.
+            self.image.set_extent((-0.5, cols - 0.5, rows - 0.5, -0.5))
+            self.ax.set_xlim(-0.5, cols - 0.5)
+            self.ax.set_ylim(rows - 0.5, -0.5)
+            set_cell_ticks(self.ax, view)
+            self.ax.set_xlabel(view.col_label, fontsize="small")
+            self.ax.set_ylabel(view.row_label, fontsize="small")
+            self._layout_key = layout_key
+        text = style.format_title(
+            name=name, method=method, settings=settings, sparsity=pooled.sparsity, title=title
+        )
+        if not pooled.full_resolution:
+            text += f" · cell = {pooled.block_text()}"
+        self.ax.set_title(text, fontsize="small")
+        self.pooled = pooled
+        self.view = view
+        return pooled
+
+    def _dynamic_artists(self) -> list[Artist]:
+        return [self.image, *self.ax.spines.values(), self.ax.title]
+
+    def png(self) -> bytes:
+        """Render the current picture to PNG bytes.
+
+        The static part of the figure (axes, ticks, labels, colour bar) is rendered once per
+        tensor shape and reused; each call redraws only the image, the spines and the title on
+        top of it (blitting) and encodes the RGB pixels with :func:`encode_png`. The result is
+        the picture ``render_png(self.figure)`` gives, up to the anti-aliasing of tick marks
+        that touch the image edge.
+        """
+        size = tuple(self.figure.get_size_inches() * self.figure.dpi)
+        key = (size, self._layout_key)
+        if self._background is None or key != self._background_key:
+            dynamic = self._dynamic_artists()
+            for artist in dynamic:
+                artist.set_animated(True)  # skipped by canvas.draw()
+            try:
+                self.canvas.draw()
+            finally:
+                for artist in dynamic:
+                    artist.set_animated(False)
+            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self._background_key = key
+        self.canvas.restore_region(self._background)
+        renderer = self.canvas.get_renderer()
+        for artist in self._dynamic_artists():
+            artist.draw(renderer)
+        rgba = np.asarray(self.canvas.buffer_rgba())
+        return encode_png(rgba[..., :3], compress_level=self.compress_level)
+
+    def __repr__(self) -> str:
+        width, height = (self.figure.get_size_inches() * self.figure.dpi).round().astype(int)
+        shown = "nothing yet"
+        if self.pooled is not None and self.view is not None:
+            shown = (
+                f"{self.view.kind} {self.view.shape} pooled to {self.pooled.shape}, "
+                f"sparsity {100.0 * self.pooled.sparsity:.1f}%"
+            )
+        return f"MaskPreview({width}x{height} px, cells {self.max_cells}, showing {shown})"

@@ -1,0 +1,112 @@
+"""MaskPreview: a new mask updates the same image in place and renders a PNG quickly."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import PIL.Image
+import pytest
+import torch
+import torch.nn.utils.prune as torch_prune
+
+from prune_explorer.viz import MaskPreview, block_edges, render_png
+
+
+def decode(png: bytes) -> np.ndarray:
+    return np.asarray(PIL.Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def test_update_puts_the_exact_pooled_fractions_behind_the_same_image():
+    preview = MaskPreview(figsize=(4, 3), dpi=50)
+    image, figure = preview.image, preview.figure
+    rows, cols = preview.max_cells
+    rng = np.random.default_rng(0)
+    for density in (0.2, 0.7):
+        mask = torch.from_numpy(rng.random((1000, 900)) < density)
+        pooled = preview.update(mask)
+        data = np.asarray(preview.image.get_array())
+        np.testing.assert_array_equal(data, pooled.values)
+        r_edges, c_edges = block_edges(1000, rows), block_edges(900, cols)
+        for r in (0, rows // 2, rows - 1):
+            for c in (0, cols // 3, cols - 1):
+                block = mask.numpy()[r_edges[r] : r_edges[r + 1], c_edges[c] : c_edges[c + 1]]
+                assert data[r, c] == block.mean()
+    # no new figure, axes or image per frame
+    assert preview.image is image
+    assert preview.figure is figure
+    assert len(preview.ax.images) == 1
+    assert len(figure.axes) == 2  # the picture and its colour bar
+
+
+def test_default_cells_match_the_axes_pixels():
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    rows, cols = preview.max_cells
+    height_px = preview.ax.bbox.height
+    width_px = preview.ax.bbox.width
+    assert rows <= height_px < rows + 1
+    assert cols <= width_px < cols + 1
+
+
+def test_title_states_tensor_method_settings_and_sparsity():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(300, 200)
+    torch_prune.l1_unstructured(layer, "weight", amount=0.35)
+    preview = MaskPreview()
+    pooled = preview.update(
+        layer.weight_mask, name="fc.weight", method="l1_unstructured",
+        settings={"amount": 0.35}, module_type="Linear",
+    )
+    title = preview.ax.get_title()
+    assert title.startswith("fc.weight\nl1_unstructured(amount=0.35) · sparsity 35.0%")
+    assert title.endswith(f"cell = {pooled.block_text()}")
+    assert preview.ax.get_xlabel() == "in features (dim 1)"
+
+
+def test_png_matches_a_full_render_of_the_figure():
+    preview = MaskPreview(figsize=(4, 3), dpi=60)
+    for mask in (torch.rand(2000, 500) > 0.4, torch.rand(64, 32, 3, 3) > 0.8):
+        preview.update(mask, name="w")
+        fast = decode(preview.png())
+        full = decode(render_png(preview.figure))
+        assert fast.shape == full.shape == (180, 240, 3)
+        differing = np.any(fast != full, axis=-1).mean()
+        assert differing < 0.001  # only anti-aliased tick ends touching the image may differ
+
+
+def test_png_follows_each_update():
+    preview = MaskPreview(figsize=(3, 3), dpi=50)
+    preview.update(torch.ones(100, 100))
+    all_kept = decode(preview.png())
+    preview.update(torch.zeros(100, 100))
+    all_pruned = decode(preview.png())
+    assert not np.array_equal(all_kept, all_pruned)
+    preview.update(torch.ones(100, 100))
+    np.testing.assert_array_equal(decode(preview.png()), all_kept)
+
+
+def test_a_new_shape_or_layout_updates_axes_and_extent():
+    preview = MaskPreview()
+    preview.update(torch.ones(64, 3, 3, 3), layout="kernels", module_type="Conv2d")
+    assert preview.ax.get_ylabel() == "out ch (dim 0); 3x3 tiles"
+    kernels_png = decode(preview.png())
+    preview.update(torch.ones(10, 20), module_type="Linear")
+    assert preview.ax.get_ylabel() == "out features (dim 0)"
+    assert list(preview.image.get_extent()) == [-0.5, 19.5, 9.5, -0.5]
+    assert preview.ax.get_xlim() == (-0.5, 19.5)
+    assert not np.array_equal(decode(preview.png()), kernels_png)
+
+
+def test_update_validates_layout():
+    with pytest.raises(ValueError, match=r"MaskPreview\.update: layout must be one of"):
+        MaskPreview().update(torch.ones(2, 2), layout="bars")
+
+
+def test_repr_describes_the_preview():
+    preview = MaskPreview(figsize=(4, 3), dpi=80)
+    assert repr(preview) == (
+        f"MaskPreview(320x240 px, cells {preview.max_cells}, showing nothing yet)"
+    )
+    preview.update(torch.zeros(10, 10))
+    assert repr(preview).endswith("showing matrix (10, 10) pooled to (10, 10), sparsity 100.0%)")
+
