@@ -30,6 +30,7 @@ __all__ = [
     "is_pruned",
     "l1_unstructured",
     "ln_structured",
+    "preview_mask",
     "pruned_parameters",
     "random_structured",
     "random_unstructured",
@@ -158,6 +159,55 @@ def custom_from_mask(module: nn.Module, name: str, mask: torch.Tensor) -> nn.Mod
     with calling("custom_from_mask"):
         CustomFromMask.apply(module, name, mask=mask)
     return module
+
+
+def preview_mask(
+    module: nn.Module,
+    name: str,
+    method: BasePruningMethod,
+    importance_scores: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The mask ``method`` would leave on ``module.name`` if applied now; nothing is changed.
+
+    Exactly what ``type(method).apply(module, name, ...)`` would install (same fast paths, same
+    ``PruningContainer`` combination on an already-pruned tensor), but the module, its hooks and
+    the method's containers are left alone. Random methods draw from the RNG as ``apply`` would.
+
+    Parameters
+    ----------
+    module, name
+        The module and the name of the (possibly already pruned) parameter.
+    method
+        A method instance holding the settings, e.g. ``prune.L1Unstructured(amount=0.3)``.
+    importance_scores
+        As for ``apply``; defaults to the tensor's current values.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> layer = torch.nn.Linear(4, 4)
+    >>> mask = prune.preview_mask(layer, "weight", prune.L1Unstructured(amount=6))
+    >>> int((mask == 0).sum()), prune.is_pruned(layer)
+    (6, False)
+    """
+    where = "preview_mask"
+    if not isinstance(method, BasePruningMethod):
+        raise TypeError(problem(where, "method", "a prune_explorer.prune method instance",
+                                type(method).__name__))
+    with calling(where):
+        current = _module.current_tensor(module, name, where)
+        old = _module.find_hook(module, name, where)
+        if importance_scores is not None:
+            check_same_shape(importance_scores, current, where, "importance_scores",
+                             f"parameter {name!r}")
+        scores = current if importance_scores is None else importance_scores
+        previous_name = method._tensor_name
+        method._tensor_name = name
+        try:
+            return method._mask_for(module, name, scores, current, old)
+        finally:
+            method._tensor_name = previous_name
 
 
 # ----------------------------------------------------------------------------------------------

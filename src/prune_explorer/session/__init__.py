@@ -1,0 +1,39 @@
+"""The session layer: a pure-Python model of a pruning exploration (torch + pandas only).
+
+:class:`Session` prunes a live model with preview, per-tensor history, undo, commit and reports;
+:class:`Step` and :class:`Plan` describe pruning with string addresses only, so plans round-trip
+through JSON and export to a stock-torch snippet.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session import Session
+>>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+>>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+>>> print(s.plan.to_snippet().splitlines()[-1])
+prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
+"""
+
+from .errors import InvalidStepError, NotUndoableError
+from .events import SessionEvent
+from .history import HistoryEntry, TensorHistory
+from .packed import PackedMask
+from .plan import InvalidPlanError, Plan
+from .registry import TensorInfo
+from .session import CommitResult, Session
+from .step import Step
+
+__all__ = [
+    "CommitResult",
+    "HistoryEntry",
+    "InvalidPlanError",
+    "InvalidStepError",
+    "NotUndoableError",
+    "PackedMask",
+    "Plan",
+    "Session",
+    "SessionEvent",
+    "Step",
+    "TensorHistory",
+    "TensorInfo",
+]

@@ -1,0 +1,153 @@
+"""Checks of a step against a model's current state, run before anything changes.
+
+:class:`~prune_explorer.session.step.Step` already checks everything that needs no model (method,
+types, ranges). Here the rest: the addresses exist, ``dim`` fits the tensor, structured methods get
+a tensor of at least 2 dims, an integer ``amount`` is no more than what is still unpruned, a custom
+mask has the tensor's shape, global targets share a device, ``remove`` acts on a pruned tensor.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session import Step
+>>> from prune_explorer.session.checks import check_step
+>>> from prune_explorer.session.registry import discover
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+>>> step = Step("ln_structured", "0.bias", amount=1, n=1, dim=0)
+>>> try:
+...     check_step(model, discover(model), step, "Session.apply")
+... except ValueError as err:
+...     print(err)  # doctest: +NORMALIZE_WHITESPACE
+Session.apply: ln_structured prunes whole slices along dim and needs a tensor with at least 2
+dims; '0.bias' has shape (3,)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .errors import InvalidStepError
+from .hooks import find_hook
+from .registry import TensorInfo, unknown_target
+from .step import Step, split_address
+
+__all__ = ["check_step", "unpruned_channels", "unpruned_entries"]
+
+
+def unpruned_entries(module: nn.Module, tensor_name: str) -> int:
+    """Entries of ``module.<tensor_name>`` whose mask is 1 (all entries if not pruned)."""
+    mask = getattr(module, tensor_name + "_mask", None)
+    if mask is None or find_hook(module, tensor_name) is None:
+        return getattr(module, tensor_name).numel()
+    return int(torch.count_nonzero(mask == 1))
+
+
+def unpruned_channels(module: nn.Module, tensor_name: str, dim: int) -> int:
+    """Slices along ``dim`` not entirely masked (what a structured method may still prune)."""
+    tensor = getattr(module, tensor_name)
+    mask = getattr(module, tensor_name + "_mask", None)
+    if mask is None or find_hook(module, tensor_name) is None:
+        return tensor.shape[dim]
+    dim = dim % tensor.dim()
+    others = [d for d in range(tensor.dim()) if d != dim]
+    return int(torch.count_nonzero(mask.sum(dim=others) != 0))
+
+
+def _check_named_norm(step: Step, ndim: int, shape: tuple[int, ...], where: str) -> None:
+    # The norm of a channel runs over the other ndim - 1 dims: 'nuc' needs exactly two of them,
+    # 'fro' at most two (torch.norm refuses otherwise).
+    n = step.settings.get("n")
+    if n == "nuc" and ndim != 3:
+        raise InvalidStepError(
+            f"{where}: n='nuc' needs a 3-D tensor (a matrix norm over the two dims other than "
+            f"dim); {step.target!r} has shape {shape}; got 'nuc'",
+            "n",
+        )
+    if n == "fro" and ndim > 3:
+        raise InvalidStepError(
+            f"{where}: n='fro' needs a tensor of at most 3 dims (a norm over at most two dims); "
+            f"{step.target!r} has shape {shape}; use n=2, the same norm; got 'fro'",
+            "n",
+        )
+
+
+def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where: str) -> None:
+    """Raise :class:`InvalidStepError` if ``step`` cannot run on ``model`` as it is now."""
+    field = "targets" if step.is_global else "target"
+    for address in step.targets:
+        if address not in known:
+            raise unknown_target(address, known, where, field)
+    pairs = []
+    for address in step.targets:
+        module_name, tensor_name = split_address(address)
+        pairs.append((model.get_submodule(module_name), tensor_name))
+
+    if step.method == "remove":
+        module, tensor_name = pairs[0]
+        if find_hook(module, tensor_name) is None:
+            raise InvalidStepError(
+                f"{where}: target {step.target!r} is not pruned, so there is no pruning to "
+                "make permanent",
+                "target",
+            )
+        return
+
+    amount = step.settings.get("amount")
+    if step.is_global:
+        devices = {str(getattr(m, t).device) for m, t in pairs}
+        if len(devices) > 1:
+            raise InvalidStepError(
+                f"{where}: targets must all be on one device; got {sorted(devices)}", "targets"
+            )
+        if isinstance(amount, int):
+            left = sum(unpruned_entries(m, t) for m, t in pairs)
+            if amount > left:
+                raise InvalidStepError(
+                    f"{where}: amount {amount} is more than the {left} entries still unpruned "
+                    f"in targets",
+                    "amount",
+                )
+        return
+
+    module, tensor_name = pairs[0]
+    tensor = getattr(module, tensor_name)
+    shape = tuple(tensor.shape)
+    if step.spec.structured:
+        if tensor.dim() < 2:
+            raise InvalidStepError(
+                f"{where}: {step.method} prunes whole slices along dim and needs a tensor with "
+                f"at least 2 dims; {step.target!r} has shape {shape}",
+                "target",
+            )
+        dim = step.settings["dim"]
+        if not -tensor.dim() <= dim < tensor.dim():
+            raise InvalidStepError(
+                f"{where}: dim must be in [{-tensor.dim()}, {tensor.dim() - 1}] for "
+                f"{step.target!r} of shape {shape}; got {dim}",
+                "dim",
+            )
+        _check_named_norm(step, tensor.dim(), shape, where)
+        if isinstance(amount, int):
+            left = unpruned_channels(module, tensor_name, dim)
+            if amount > left:
+                raise InvalidStepError(
+                    f"{where}: amount {amount} is more than the {left} channels of "
+                    f"{step.target!r} along dim {dim} still unpruned",
+                    "amount",
+                )
+    elif isinstance(amount, int):
+        left = unpruned_entries(module, tensor_name)
+        if amount > left:
+            raise InvalidStepError(
+                f"{where}: amount {amount} is more than the {left} entries of {step.target!r} "
+                "still unpruned",
+                "amount",
+            )
+    elif step.method == "custom_from_mask":
+        mask_shape = step.settings["mask"].shape
+        if mask_shape != shape:
+            raise InvalidStepError(
+                f"{where}: mask must have the shape of {step.target!r}, {shape}; "
+                f"got shape {mask_shape}",
+                "mask",
+            )

@@ -1,0 +1,32 @@
+"""Exceptions raised by the session layer.
+
+Examples
+--------
+>>> from prune_explorer.session import Step, InvalidStepError
+>>> try:
+...     Step("l1_unstructured", "fc.weight", amount=1.5)
+... except InvalidStepError as err:
+...     print(err)
+Step: amount must be a float in [0, 1] or an int >= 0; got 1.5
+"""
+
+from __future__ import annotations
+
+__all__ = ["InvalidStepError", "NotUndoableError"]
+
+
+class InvalidStepError(ValueError, TypeError):
+    """A pruning step (method, target, setting or seed) is not valid.
+
+    Subclasses both ``ValueError`` and ``TypeError`` so callers may catch either: a wrong type
+    and a wrong value are reported the same way. ``field`` names the offending field
+    (``"amount"``, ``"target"``, ...) when there is one.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotUndoableError(RuntimeError):
+    """``undo``/``reset`` would have to go back past a ``commit``, which is permanent."""

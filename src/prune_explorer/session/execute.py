@@ -1,0 +1,51 @@
+"""Running a step on a model with the ``torch.nn.utils.prune`` functions themselves.
+
+Applying goes through the public functions (``prune.ln_structured(module, "weight", ...)``), so the
+module ends up exactly as if the user had called them: same ``_orig``/``_mask`` tensors, same hook
+and ``PruningContainer``. Random steps run right after ``torch.manual_seed(step.seed)`` inside a
+forked RNG.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session import Step
+>>> from prune_explorer.session.execute import run_step
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+>>> run_step(model, Step("random_unstructured", "0.weight", amount=0.5, seed=0))
+>>> int(model[0].weight_mask.sum())
+6
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from prune_explorer import prune
+
+from .methods import METHODS
+from .seeding import as_torch_would
+from .step import Step, split_address
+
+__all__ = ["run_step"]
+
+
+def _locate(model: nn.Module, address: str) -> tuple[nn.Module, str]:
+    module_name, tensor_name = split_address(address)
+    return model.get_submodule(module_name), tensor_name
+
+
+def run_step(model: nn.Module, step: Step) -> None:
+    """Apply ``step`` to ``model`` in place (no validation: callers check the step first)."""
+    if step.is_global:
+        pairs = [_locate(model, address) for address in step.targets]
+        cls = getattr(prune, METHODS[step.settings["pruning_method"]].cls)
+        with as_torch_would(step.seed):
+            prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"])
+        return
+    module, tensor_name = _locate(model, step.target)  # type: ignore[arg-type]
+    function = getattr(prune, step.spec.function)
+    kwargs = dict(step.settings)
+    if "mask" in kwargs:
+        kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)
+    with as_torch_would(step.seed):
+        function(module, tensor_name, **kwargs)

@@ -1,0 +1,217 @@
+"""Bit-packed binary masks: how the session stores masks compactly (1 bit per entry).
+
+A pruning mask from ``torch.nn.utils.prune`` is a float tensor as large as the parameter. History
+keeps one mask per step, so it stores them as bits instead: 32x smaller than float32.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session import PackedMask
+>>> packed = PackedMask.from_tensor(torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]))
+>>> packed
+PackedMask(shape=(2, 3), kept=3, pruned=3, 1 byte)
+>>> packed.unpack()
+tensor([[ True, False,  True],
+        [False, False,  True]])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["PackedMask"]
+
+_SHIFTS: dict[torch.device, torch.Tensor] = {}
+
+
+def _shifts(device: torch.device) -> torch.Tensor:
+    # Bit positions of the 8 entries of one byte, most significant first (numpy's "big" order).
+    if device not in _SHIFTS:
+        _SHIFTS[device] = torch.arange(7, -1, -1, dtype=torch.uint8, device=device)
+    return _SHIFTS[device]
+
+
+def _popcount(array: np.ndarray) -> int:
+    """Number of set bits in a uint8 array (np.bitwise_count needs numpy >= 2)."""
+    if hasattr(np, "bitwise_count"):
+        return int(np.bitwise_count(array).sum())
+    return int(np.unpackbits(array).sum())
+
+
+def _pack(kept: torch.Tensor) -> torch.Tensor:
+    """Pack a bool tensor into uint8 bytes (big-endian bit order) on the same device."""
+    flat = kept.reshape(-1)
+    if flat.device.type == "cpu":
+        return torch.from_numpy(np.packbits(flat.numpy()))
+    pad = (-flat.numel()) % 8
+    if pad:
+        flat = torch.cat([flat, flat.new_zeros(pad)])
+    bits = flat.view(-1, 8).to(torch.uint8)
+    return (bits << _shifts(flat.device)).sum(dim=1, dtype=torch.uint8)
+
+
+def _unpack(data: torch.Tensor, numel: int) -> torch.Tensor:
+    """Inverse of :func:`_pack`: a flat bool tensor of ``numel`` entries."""
+    if data.device.type == "cpu":
+        return torch.from_numpy(np.unpackbits(data.numpy(), count=numel).view(np.bool_))
+    bits = (data.unsqueeze(1) >> _shifts(data.device)) & 1
+    return bits.view(-1)[:numel].bool()
+
+
+class PackedMask:
+    """An immutable binary mask stored as bits, 1 = entry kept, 0 = entry pruned.
+
+    Build one with :meth:`from_tensor` (any tensor of 0/1 values or bools), :meth:`ones` (nothing
+    pruned; stores no bits at all) or :meth:`from_bytes`. Two packed masks are equal when they have
+    the same shape and the same bits, wherever they live.
+
+    Examples
+    --------
+    >>> import torch
+    >>> m = PackedMask.from_tensor(torch.tensor([True, False, True]))
+    >>> m.kept, m.pruned, m.shape
+    (2, 1, (3,))
+    >>> m == PackedMask.from_bytes((3,), m.to_bytes())
+    True
+    >>> PackedMask.ones((2, 2)).unpack(dtype=torch.float32)
+    tensor([[1., 1.],
+            [1., 1.]])
+    """
+
+    __slots__ = ("_data", "_device", "_kept", "_shape")
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        data: torch.Tensor | None,
+        kept: int,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self._shape = tuple(int(s) for s in shape)
+        self._data = data
+        self._kept = int(kept)
+        if data is not None:
+            self._device = data.device
+        else:
+            self._device = torch.device(device if device is not None else "cpu")
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_tensor(cls, mask: torch.Tensor) -> PackedMask:
+        """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device."""
+        kept = mask.detach() if mask.dtype == torch.bool else mask.detach() != 0
+        count = int(torch.count_nonzero(kept))
+        if count == kept.numel():
+            return cls(kept.shape, None, count, kept.device)
+        return cls(kept.shape, _pack(kept), count)
+
+    @classmethod
+    def ones(cls, shape: Sequence[int], device: torch.device | str | None = None) -> PackedMask:
+        """The mask that prunes nothing (stores no bits)."""
+        return cls(shape, None, math.prod(shape), device)
+
+    @classmethod
+    def from_bytes(cls, shape: Sequence[int], raw: bytes) -> PackedMask:
+        """Rebuild a mask from :meth:`to_bytes` output; raises ``ValueError`` if it cannot fit."""
+        shape = tuple(shape)
+        numel = math.prod(shape)
+        expected = (numel + 7) // 8
+        if len(raw) != expected:
+            raise ValueError(
+                f"a mask of shape {shape} needs {expected} bytes of bits; got {len(raw)}"
+            )
+        array = np.frombuffer(raw, dtype=np.uint8).copy()
+        pad = expected * 8 - numel
+        if pad and int(array[-1]) & ((1 << pad) - 1):
+            raise ValueError(f"the {pad} padding bits after the last entry must be 0")
+        kept = _popcount(array)
+        if kept == numel:
+            return cls(shape, None, kept)
+        return cls(shape, torch.from_numpy(array), kept)
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the mask."""
+        return self._shape
+
+    @property
+    def numel(self) -> int:
+        """Number of entries."""
+        return math.prod(self._shape)
+
+    @property
+    def kept(self) -> int:
+        """Number of entries kept (bit set)."""
+        return self._kept
+
+    @property
+    def pruned(self) -> int:
+        """Number of entries pruned (bit clear)."""
+        return self.numel - self._kept
+
+    @property
+    def sparsity(self) -> float:
+        """Fraction of entries pruned (0.0 for an empty tensor)."""
+        return self.pruned / self.numel if self.numel else 0.0
+
+    @property
+    def device(self) -> torch.device:
+        """Device the bits live on."""
+        return self._device
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of storage used by the bits (0 for an all-ones mask)."""
+        return 0 if self._data is None else self._data.numel()
+
+    # -- conversion -----------------------------------------------------------------------------
+    def unpack(
+        self, dtype: torch.dtype = torch.bool, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """Return the mask as a dense tensor of ``dtype`` (default bool) on ``device``."""
+        target = torch.device(device) if device is not None else self._device
+        if self._data is None:
+            return torch.ones(self._shape, dtype=dtype, device=target)
+        dense = _unpack(self._data, self.numel).view(self._shape)
+        return dense.to(device=target, dtype=dtype)
+
+    def to(self, device: torch.device | str) -> PackedMask:
+        """The same mask with its bits on ``device``."""
+        device = torch.device(device)
+        if self._data is None:
+            return PackedMask(self._shape, None, self._kept, device)
+        return PackedMask(self._shape, self._data.to(device), self._kept)
+
+    def to_bytes(self) -> bytes:
+        """The bits as bytes: row-major entries, 8 per byte, first entry in the high bit."""
+        if self._data is None:
+            full, rest = divmod(self.numel, 8)
+            tail = bytes([(0xFF << (8 - rest)) & 0xFF]) if rest else b""
+            return b"\xff" * full + tail
+        return self._data.cpu().numpy().tobytes()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PackedMask):
+            return NotImplemented
+        if self._shape != other._shape or self._kept != other._kept:
+            return False
+        if self._data is None or other._data is None:
+            return self._data is None and other._data is None
+        return torch.equal(self._data.cpu(), other._data.cpu())
+
+    def __hash__(self) -> int:
+        return hash((self._shape, self._kept, self.to_bytes()))
+
+    def __repr__(self) -> str:
+        size = self.nbytes
+        unit = "byte" if size == 1 else "bytes"
+        where = "" if self._device.type == "cpu" else f", device={self._device}"
+        return (
+            f"PackedMask(shape={self._shape}, kept={self._kept}, pruned={self.pruned}, "
+            f"{size} {unit}{where})"
+        )

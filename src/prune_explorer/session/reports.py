@@ -1,0 +1,243 @@
+"""DataFrames describing a model's pruning state (fixed, documented columns).
+
+Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
+
+``REPORT_COLUMNS`` (:func:`tensor_report`)
+    ``name`` address; ``module_type`` class name of the owning module; ``shape`` tuple;
+    ``numel``; ``zeros`` entries equal to 0 in the tensor the forward pass sees (``orig * mask``
+    if pruned -- so committed pruning still counts); ``sparsity`` = zeros / numel;
+    ``channels_pruned`` dict ``{dim: number of slices along dim that are entirely 0}``;
+    ``methods`` tuple of method names applied, in order.
+``COMPARE_COLUMNS`` (:func:`compare_frame`)
+    ``name``, ``numel``, ``sparsity_global``, ``sparsity_local``, ``pruned_global``,
+    ``pruned_local``, ``collapsed_global``, ``collapsed_local``.
+``MEMORY_COLUMNS`` (:func:`memory_report`)
+    ``name``; ``orig_bytes`` the ``_orig`` parameter; ``mask_bytes`` the ``_mask`` buffer;
+    ``pruned_copy_bytes`` the ``orig * mask`` tensor the forward pass uses; ``bytes_before`` the
+    three together; ``bytes_after`` what remains after ``prune.remove`` (the pruned copy, now the
+    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session.reports import channels_pruned, is_collapsed
+>>> channels_pruned(torch.tensor([[0.0, 0.0], [0.0, 1.0]]))
+{0: 1, 1: 1}
+>>> is_collapsed(torch.tensor([False, False, True]), threshold=0.5)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+
+from .hooks import find_hook
+from .registry import TensorInfo
+
+__all__ = [
+    "COMPARE_COLUMNS",
+    "MEMORY_COLUMNS",
+    "REPORT_COLUMNS",
+    "channels_pruned",
+    "compare_frame",
+    "effective_tensor",
+    "is_collapsed",
+    "memory_report",
+    "tensor_report",
+    "with_total",
+]
+
+REPORT_COLUMNS = [
+    "name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned", "methods",
+]
+COMPARE_COLUMNS = [
+    "name", "numel", "sparsity_global", "sparsity_local", "pruned_global", "pruned_local",
+    "collapsed_global", "collapsed_local",
+]
+MEMORY_COLUMNS = [
+    "name", "orig_bytes", "mask_bytes", "pruned_copy_bytes", "bytes_before", "bytes_after",
+    "freed",
+]
+
+
+def effective_tensor(module: nn.Module, tensor_name: str) -> torch.Tensor:
+    """The values the forward pass uses: ``orig * mask`` when pruned, else the parameter."""
+    with torch.no_grad():
+        if find_hook(module, tensor_name) is not None:
+            orig = getattr(module, tensor_name + "_orig")
+            return orig * getattr(module, tensor_name + "_mask")
+        return getattr(module, tensor_name).detach()
+
+
+def _dead_slices(kept: torch.Tensor, dim: int) -> int:
+    # Slices along `dim` with no kept (nonzero) entry.
+    alive = kept.movedim(dim, 0).reshape(kept.shape[dim], -1).any(dim=1)
+    return int(alive.numel() - torch.count_nonzero(alive))
+
+
+def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
+    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor``."""
+    nonzero = tensor != 0
+    if nonzero.numel() == 0:
+        return {d: 0 for d in range(nonzero.dim())}
+    return {d: _dead_slices(nonzero, d) for d in range(nonzero.dim())}
+
+
+def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
+    """Layer collapse: at least ``threshold`` of the entries pruned, or, structurally, every
+    slice along some dim (every channel of a channel set) pruned.
+
+    ``kept`` is a mask (bool or 0/1), True/1 = kept.
+    """
+    kept = kept != 0
+    numel = kept.numel()
+    if numel == 0:
+        return False
+    if (numel - int(torch.count_nonzero(kept))) / numel >= threshold:
+        return True
+    return any(_dead_slices(kept, d) == kept.shape[d] for d in range(kept.dim()))
+
+
+def tensor_report(
+    model: nn.Module,
+    known: Mapping[str, TensorInfo],
+    methods: Mapping[str, tuple[str, ...]],
+) -> pd.DataFrame:
+    """One row per tensor of ``known`` with :data:`REPORT_COLUMNS`."""
+    rows = []
+    for name, info in known.items():
+        module = model.get_submodule(info.module_name)
+        values = effective_tensor(module, info.tensor_name)
+        zeros = info.numel - int(torch.count_nonzero(values))
+        rows.append(
+            {
+                "name": name,
+                "module_type": info.module_type,
+                "shape": info.shape,
+                "numel": info.numel,
+                "zeros": zeros,
+                "sparsity": zeros / info.numel if info.numel else 0.0,
+                "channels_pruned": channels_pruned(values),
+                "methods": tuple(methods.get(name, ())),
+            }
+        )
+    return pd.DataFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
+                                                              "sparsity": "float64"})
+
+
+def with_total(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` from :func:`tensor_report` plus a final ``"TOTAL"`` row for the whole model.
+
+    The total row has ``module_type=""``, ``shape=()``, summed ``numel`` and ``zeros``,
+    ``sparsity = zeros / numel``, ``channels_pruned={}`` and ``methods=()``.
+    """
+    numel = int(frame["numel"].sum())
+    zeros = int(frame["zeros"].sum())
+    total = {
+        "name": "TOTAL",
+        "module_type": "",
+        "shape": (),
+        "numel": numel,
+        "zeros": zeros,
+        "sparsity": zeros / numel if numel else 0.0,
+        "channels_pruned": {},
+        "methods": (),
+    }
+    out = pd.DataFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
+    return out.astype({"numel": "int64", "zeros": "int64", "sparsity": "float64"})
+
+
+def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataFrame:
+    """Bytes that ``prune.remove`` would free, one row per pruned tensor plus ``"TOTAL"``.
+
+    Columns :data:`MEMORY_COLUMNS`.
+    """
+    rows = []
+    for name, info in known.items():
+        module = model.get_submodule(info.module_name)
+        if find_hook(module, info.tensor_name) is None:
+            continue
+        orig = getattr(module, info.tensor_name + "_orig")
+        mask = getattr(module, info.tensor_name + "_mask")
+        copy = getattr(module, info.tensor_name)
+        orig_b, mask_b = orig.numel() * orig.element_size(), mask.numel() * mask.element_size()
+        copy_b = copy.numel() * copy.element_size()
+        rows.append(
+            {
+                "name": name,
+                "orig_bytes": orig_b,
+                "mask_bytes": mask_b,
+                "pruned_copy_bytes": copy_b,
+                "bytes_before": orig_b + mask_b + copy_b,
+                "bytes_after": copy_b,
+                "freed": orig_b + mask_b,
+            }
+        )
+    total = {"name": "TOTAL"}
+    for column in MEMORY_COLUMNS[1:]:
+        total[column] = sum(int(row[column]) for row in rows)
+    frame = pd.DataFrame([*rows, total], columns=MEMORY_COLUMNS)
+    return frame.astype({c: "int64" for c in MEMORY_COLUMNS[1:]})
+
+
+def compare_frame(
+    known: Mapping[str, TensorInfo],
+    names: Sequence[str],
+    global_masks: Mapping[str, torch.Tensor],
+    local_masks: Mapping[str, torch.Tensor],
+    threshold: float = 0.99,
+) -> pd.DataFrame:
+    """Global-vs-local table (:data:`COMPARE_COLUMNS`) from masks, plus a ``"TOTAL"`` row.
+
+    The total row sums ``numel`` and the pruned counts, gives the overall sparsity, and flags
+    collapse when any tensor collapsed.
+    """
+    rows = []
+    for name in names:
+        numel = known[name].numel
+        g_kept, l_kept = global_masks[name] != 0, local_masks[name] != 0
+        g_pruned = numel - int(torch.count_nonzero(g_kept))
+        l_pruned = numel - int(torch.count_nonzero(l_kept))
+        rows.append(
+            {
+                "name": name,
+                "numel": numel,
+                "sparsity_global": g_pruned / numel if numel else 0.0,
+                "sparsity_local": l_pruned / numel if numel else 0.0,
+                "pruned_global": g_pruned,
+                "pruned_local": l_pruned,
+                "collapsed_global": is_collapsed(g_kept, threshold),
+                "collapsed_local": is_collapsed(l_kept, threshold),
+            }
+        )
+    numel = sum(r["numel"] for r in rows)
+    g_total = sum(r["pruned_global"] for r in rows)
+    l_total = sum(r["pruned_local"] for r in rows)
+    rows.append(
+        {
+            "name": "TOTAL",
+            "numel": numel,
+            "sparsity_global": g_total / numel if numel else 0.0,
+            "sparsity_local": l_total / numel if numel else 0.0,
+            "pruned_global": g_total,
+            "pruned_local": l_total,
+            "collapsed_global": any(r["collapsed_global"] for r in rows),
+            "collapsed_local": any(r["collapsed_local"] for r in rows),
+        }
+    )
+    frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    return frame.astype(
+        {
+            "numel": "int64",
+            "pruned_global": "int64",
+            "pruned_local": "int64",
+            "sparsity_global": "float64",
+            "sparsity_local": "float64",
+            "collapsed_global": "bool",
+            "collapsed_local": "bool",
+        }
+    )

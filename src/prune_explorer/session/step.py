@@ -1,0 +1,307 @@
+"""``Step``: one pruning action, described by strings and numbers only.
+
+A step names a method, the tensor(s) it acts on by address (``"features.0.weight"``: module
+qualified name, a dot, the parameter name) and the method's settings. Random methods also carry the
+integer seed that makes their mask reproducible. Steps hold no live objects, so they compare by
+value and serialise to JSON.
+
+Examples
+--------
+>>> from prune_explorer.session import Step
+>>> Step("ln_structured", "features.0.weight", amount=0.25, n=2, dim=0)
+Step('ln_structured', 'features.0.weight', amount=0.25, n=2, dim=0)
+>>> step = Step("global_unstructured", ["fc1.weight", "fc2.weight"],
+...             pruning_method="random_unstructured", amount=0.5, seed=7)
+>>> step.targets, step.is_random
+(('fc1.weight', 'fc2.weight'), True)
+>>> Step.from_dict(step.to_dict()) == step
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from .errors import InvalidStepError
+from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
+from .packed import PackedMask
+
+__all__ = ["Step", "check_address", "split_address"]
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """Split ``"features.0.weight"`` into module name ``"features.0"`` and tensor ``"weight"``."""
+    module_name, _, tensor_name = address.rpartition(".")
+    return module_name, tensor_name
+
+
+def check_address(value: Any, where: str, field: str = "target") -> str:
+    """Validate the syntax of a tensor address (existence is checked against a model later)."""
+    rule = "must be a tensor address such as 'features.0.weight' (dot-separated, no empty parts)"
+    if not isinstance(value, str) or not value or any(not part for part in value.split(".")):
+        raise InvalidStepError(f"{where}: {field} {rule}; got {value!r}", field)
+    return value
+
+
+def _check_targets(spec: MethodSpec, target: Any, where: str) -> str | tuple[str, ...]:
+    if spec.name != "global_unstructured":
+        return check_address(target, where)
+    if isinstance(target, str) or not isinstance(target, Sequence) or not target:
+        raise InvalidStepError(
+            f"{where}: targets must be a non-empty list of tensor addresses for "
+            f"global_unstructured; got {target!r}",
+            "targets",
+        )
+    names = tuple(check_address(t, where, "targets") for t in target)
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InvalidStepError(
+                f"{where}: targets must not repeat a tensor; {name!r} appears twice", "targets"
+            )
+        seen.add(name)
+    return names
+
+
+class Step:
+    """One pruning action on one tensor (or, for ``global_unstructured``, a set of tensors).
+
+    Parameters
+    ----------
+    method : str
+        One of ``"identity"``, ``"random_unstructured"``, ``"l1_unstructured"``,
+        ``"random_structured"``, ``"ln_structured"``, ``"custom_from_mask"``,
+        ``"global_unstructured"`` or ``"remove"`` (the names of ``torch.nn.utils.prune``).
+    target : str or sequence of str
+        Tensor address, e.g. ``"features.0.weight"``; a list of addresses for
+        ``global_unstructured``.
+    seed : int, optional
+        Required for random methods (``random_unstructured``, ``random_structured`` and
+        ``global_unstructured`` with ``pruning_method="random_unstructured"``), forbidden otherwise.
+    **settings
+        Exactly the method's settings: ``amount``; ``amount, dim``; ``amount, n, dim``; ``mask``
+        (tensor of 0/1, stored bit-packed); ``pruning_method, amount`` (global, where
+        ``pruning_method`` is ``"l1_unstructured"`` or ``"random_unstructured"``).
+
+    Raises
+    ------
+    InvalidStepError
+        Unknown method, bad address, missing/unexpected/ill-typed setting, missing or stray seed.
+
+    Examples
+    --------
+    >>> Step("random_unstructured", "fc.weight", amount=0.3, seed=1)
+    Step('random_unstructured', 'fc.weight', amount=0.3, seed=1)
+    >>> try:
+    ...     Step("l1_unstructured", "fc.weight", amount="half")
+    ... except ValueError as err:
+    ...     print(err)
+    Step: amount must be a float in [0, 1] or an int >= 0; got 'half'
+    """
+
+    __slots__ = ("_method", "_seed", "_settings", "_target")
+
+    def __init__(
+        self, method: str, target: str | Sequence[str], *, seed: int | None = None, **settings: Any
+    ) -> None:
+        self._init("Step", method, target, settings, seed)
+
+    def _init(
+        self, where: str, method: Any, target: Any, settings: Mapping[str, Any], seed: Any
+    ) -> None:
+        spec = check_method(method, where)
+        target = _check_targets(spec, target, where)
+        clean = check_settings(spec, settings, where)
+        if is_random(spec, clean):
+            if seed is None:
+                raise InvalidStepError(
+                    f"{where}: seed must be an int in [0, 2**63) for a random method "
+                    f"({spec.name}), so that its mask can be reproduced; got None",
+                    "seed",
+                )
+            seed = check_seed(seed, where)
+        elif seed is not None:
+            raise InvalidStepError(
+                f"{where}: seed must be None for {spec.name}, which draws no random numbers; "
+                f"got {seed!r}",
+                "seed",
+            )
+        self._method = spec.name
+        self._target = target
+        self._settings = MappingProxyType(clean)
+        self._seed = seed
+
+    @classmethod
+    def _build(
+        cls,
+        where: str,
+        method: Any,
+        target: Any,
+        settings: Mapping[str, Any],
+        seed: Any = None,
+    ) -> Step:
+        """Like ``Step(...)``, but errors start with ``where`` (the call that got bad input)."""
+        step = cls.__new__(cls)
+        step._init(where, method, target, settings, seed)
+        return step
+
+    # -- read-only views ------------------------------------------------------------------------
+    @property
+    def method(self) -> str:
+        """Method name (a ``torch.nn.utils.prune`` function name)."""
+        return self._method
+
+    @property
+    def target(self) -> str | tuple[str, ...]:
+        """The address, or a tuple of addresses for a global step."""
+        return self._target
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """Addresses this step acts on, always as a tuple."""
+        return self._target if isinstance(self._target, tuple) else (self._target,)
+
+    @property
+    def settings(self) -> Mapping[str, Any]:
+        """Read-only mapping of the method's settings."""
+        return self._settings
+
+    @property
+    def seed(self) -> int | None:
+        """Seed for ``torch.manual_seed`` right before the call (random methods), else None."""
+        return self._seed
+
+    @property
+    def spec(self) -> MethodSpec:
+        """The :class:`~prune_explorer.session.methods.MethodSpec` of the method."""
+        return METHODS[self._method]
+
+    @property
+    def is_global(self) -> bool:
+        """True for ``global_unstructured``."""
+        return self._method == "global_unstructured"
+
+    @property
+    def is_random(self) -> bool:
+        """True when the step draws random numbers (and carries a seed)."""
+        return self._seed is not None
+
+    # -- serialisation --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``method``, ``target``/``targets``, the settings, ``seed`` if random.
+
+        Masks become ``{"shape": [...], "bits": base64}`` (see :class:`PackedMask`); infinite
+        ``n`` becomes the string ``"inf"`` or ``"-inf"``.
+        """
+        out: dict[str, Any] = {"method": self._method}
+        if self.is_global:
+            out["targets"] = list(self._target)
+        else:
+            out["target"] = self._target
+        for key, value in self._settings.items():
+            if isinstance(value, PackedMask):
+                value = {
+                    "shape": list(value.shape),
+                    "bits": base64.b64encode(value.to_bytes()).decode("ascii"),
+                }
+            elif isinstance(value, float) and math.isinf(value):
+                value = "inf" if value > 0 else "-inf"
+            out[key] = value
+        if self._seed is not None:
+            out["seed"] = self._seed
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "Step.from_dict") -> Step:
+        """Strictly rebuild a step from :meth:`to_dict` output.
+
+        Every field must be present with the right type, and no other field may appear.
+        """
+        if not isinstance(data, dict):
+            raise InvalidStepError(
+                f"{where}: a step must be a JSON object; got {type(data).__name__}", None
+            )
+        if "method" not in data:
+            raise InvalidStepError(f"{where}: missing field 'method'", "method")
+        spec = check_method(data["method"], where)
+        target_key = "targets" if spec.name == "global_unstructured" else "target"
+        fields = ["method", target_key, *spec.settings]
+        for key in data:
+            if key not in fields and key != "seed":
+                raise InvalidStepError(
+                    f"{where}: unexpected field {key!r} for {spec.name}; "
+                    f"its fields are: {', '.join(fields)}",
+                    key,
+                )
+        for key in fields:
+            if key not in data:
+                raise InvalidStepError(
+                    f"{where}: missing field {key!r}; {spec.name} needs: {', '.join(fields)}",
+                    key,
+                )
+        random = (spec.random if spec.name != "global_unstructured"
+                  else data["pruning_method"] == "random_unstructured")
+        if random and "seed" not in data:
+            raise InvalidStepError(f"{where}: missing field 'seed'; {spec.name} is random and "
+                                   "records its seed", "seed")
+        settings = {key: data[key] for key in spec.settings}
+        if "mask" in settings:
+            settings["mask"] = _mask_from_json(settings["mask"], where)
+        if target_key == "targets" and not isinstance(data["targets"], list):
+            raise InvalidStepError(
+                f"{where}: targets must be a list of tensor addresses; got {data['targets']!r}",
+                "targets",
+            )
+        step = cls._build(where, spec.name, data[target_key], settings, data.get("seed"))
+        if not step.is_random and "seed" in data:
+            raise InvalidStepError(
+                f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "
+                f"numbers; its fields are: {', '.join(fields)}",
+                "seed",
+            )
+        return step
+
+    # -- value semantics ------------------------------------------------------------------------
+    def _key(self) -> tuple[Any, ...]:
+        return (self._method, self._target, tuple(self._settings.items()), self._seed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Step):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        target = list(self._target) if self.is_global else self._target
+        parts = [repr(self._method), repr(target)]
+        parts += [f"{k}={v!r}" for k, v in self._settings.items()]
+        if self._seed is not None:
+            parts.append(f"seed={self._seed}")
+        return f"Step({', '.join(parts)})"
+
+
+def _mask_from_json(value: Any, where: str) -> PackedMask:
+    rule = "must be an object {'shape': [ints], 'bits': base64 string}"
+    if not isinstance(value, dict) or set(value) != {"shape", "bits"}:
+        raise InvalidStepError(f"{where}: mask {rule}; got {value!r}", "mask")
+    shape, bits = value["shape"], value["bits"]
+    if not isinstance(shape, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
+    ):
+        raise InvalidStepError(f"{where}: mask.shape must be a list of ints >= 0; got {shape!r}",
+                               "mask")
+    if not isinstance(bits, str):
+        raise InvalidStepError(f"{where}: mask.bits must be a base64 string; got {bits!r}", "mask")
+    try:
+        raw = base64.b64decode(bits.encode("ascii"), validate=True)
+        return PackedMask.from_bytes(shape, raw)
+    except (binascii.Error, UnicodeEncodeError, ValueError) as err:
+        raise InvalidStepError(f"{where}: mask.bits is not a valid packed mask: {err}",
+                               "mask") from None
