@@ -32,8 +32,9 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,6 +320,38 @@ class Session:
             return step
         self._apply_step(step, "Session.apply_step")
         return step
+
+    # -- trials (apply, look, undo: no events, no trace) ---------------------------------------
+    @contextlib.contextmanager
+    def _trial(self, target: str, method: str, **settings: Any) -> Iterator[None]:
+        seed = settings.pop("seed", None)
+        step = self._make_step("Session.sensitivity", method, target, settings, seed,
+                               single=True)
+        self._apply_step(step, "Session.sensitivity", emit=False)
+        try:
+            yield
+        finally:
+            self._undo_last()
+
+    @contextlib.contextmanager
+    def _trial_global(self, targets: Sequence[str], method: str, *, amount: float,
+                      seed: int | None = None) -> Iterator[None]:
+        step = self._make_step("Session.sensitivity", "global_unstructured", list(targets),
+                               {"pruning_method": method, "amount": amount}, seed)
+        self._apply_step(step, "Session.sensitivity", emit=False)
+        try:
+            yield
+        finally:
+            self._undo_last()
+
+    def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
+        """Score the model as each target (and all at once) is pruned more; see
+        :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
+        history and plan are left exactly as they were.
+        """
+        from .sensitivity import sensitivity
+
+        return sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
     def undo(self) -> Step:
