@@ -1,0 +1,150 @@
+"""End to end in a real browser: the quickstart notebook in JupyterLab, driven by Chromium.
+
+``prune-explorer lab`` serves a scratch copy of the notebooks (127.0.0.1, a free port, token
+on); Playwright drives Debian's ``/usr/bin/chromium`` (no browser download, non-localhost
+requests aborted). The test runs every cell of ``01_quickstart.ipynb``, finds the rendered
+explorer (the widget itself, not "Loading widget..." or a text repr), moves the amount slider
+with the keyboard and sees the heatmap change, applies and undoes and sees the tensor picker
+and the status line follow, then reads the plan snippet in the Export tab. Screenshots go to
+``test-artifacts/`` (or ``$SHOT_DIR``).
+
+Skipped, with the reason, when Chromium or Playwright is missing. CI installs Chromium with
+``apt-get install -y chromium``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from browser_support import (
+    SHOT_DIR,
+    browser_skip_reason,
+    chromium_page,
+    quiet_lab_config,
+    start_lab,
+)
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = "01_quickstart.ipynb"
+
+
+@pytest.fixture
+def lab(tmp_path):
+    reason = browser_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    server = start_lab(tmp_path / "work", tmp_path, config_dir=quiet_lab_config(tmp_path / "cfg"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page():
+    errors: list[str] = []
+    with chromium_page(errors) as p:
+        p.js_errors = errors
+        yield p
+
+
+def shot(page, name: str) -> None:
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOT_DIR / name))
+
+
+def open_and_run_all(page, lab) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(lab.url(f"/lab/tree/{NOTEBOOK}?reset"), wait_until="domcontentloaded")
+    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=90_000)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def selected_option(page) -> str:
+    text = page.locator(".pe-explorer .pe-tensor select").first.evaluate(
+        "s => s.options[s.selectedIndex].text"
+    )
+    return " ".join(text.split())  # the browser shows the option with non-breaking spaces
+
+
+def test_quickstart_explorer_in_jupyterlab(lab, page):
+    from playwright.sync_api import expect
+
+    t0 = time.monotonic()
+    open_and_run_all(page, lab)
+
+    # 1. The explorer is rendered as a live widget in the output area.
+    explorer = page.locator(".jp-OutputArea .pe-explorer").first
+    expect(explorer).to_be_visible(timeout=90_000)
+    preview = explorer.locator(".pe-preview").first
+    expect(preview).to_have_attribute("src", re.compile(r"^(blob:|data:image/png)"))
+    outputs = page.locator(".jp-OutputArea").all_inner_texts()
+    joined = "\n".join(outputs)
+    assert "Loading widget" not in joined
+    assert "Explorer(" not in joined
+    assert "VBox(" not in joined
+    assert "test accuracy before pruning" in joined
+    explorer.scroll_into_view_if_needed()
+    shot(page, "explorer_1_rendered.png")
+
+    # 2. Moving the amount slider (keyboard on its handle) changes the heatmap.
+    handle = explorer.locator(".pe-amount [role=slider]").first
+    readout = explorer.locator(".pe-amount .widget-readout").first
+    start_value = float(readout.inner_text())
+    old_src = preview.get_attribute("src")
+    old_pixels = preview.screenshot()
+    handle.focus()
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")
+    amount = round(start_value + 0.05, 2)
+    expect(readout).to_have_text(f"{amount:.2f}")
+    expect(preview).not_to_have_attribute("src", old_src, timeout=30_000)
+    deadline = time.monotonic() + 30
+    while preview.screenshot() == old_pixels:
+        assert time.monotonic() < deadline, "the heatmap pixels never changed"
+        time.sleep(0.2)
+    shot(page, "explorer_2_slider_moved.png")
+
+    # 3. Apply: the picker shows the new sparsity and the status line says what happened.
+    before = selected_option(page)
+    assert "0.0% pruned" in before
+    status = explorer.locator(".pe-status").first
+    explorer.locator(".pe-apply").first.click()
+    expect(status).to_contain_text("Applied", timeout=30_000)
+    expected_pct = f"{amount:.1%} pruned"
+    expect(explorer.locator(".pe-tensor select")).to_contain_text(expected_pct, timeout=30_000)
+    assert expected_pct in selected_option(page)
+    shot(page, "explorer_3_applied.png")
+
+    # 4. Undo: back to the unpruned tensor.
+    explorer.locator(".pe-undo").first.click()
+    expect(status).to_contain_text("Undid", timeout=30_000)
+    deadline = time.monotonic() + 30
+    while selected_option(page) != before:
+        assert time.monotonic() < deadline, f"picker still shows {selected_option(page)!r}"
+        time.sleep(0.2)
+
+    # 5. Apply again, then read the plan in the Export tab.
+    explorer.locator(".pe-apply").first.click()
+    expect(status).to_contain_text("Applied", timeout=30_000)
+    explorer.locator(".lm-TabBar-tab", has_text="Export").first.click()
+    snippet = explorer.locator(".pe-snippet textarea").first
+    expect(snippet).to_be_visible(timeout=30_000)
+    expect(snippet).to_have_value(re.compile(r"prune\.l1_unstructured\("), timeout=30_000)
+    text = snippet.input_value()
+    assert "from torch.nn.utils import prune" in text
+    assert f'prune.l1_unstructured(model.get_submodule("fc1"), "weight", amount={amount})' in text
+    explorer.scroll_into_view_if_needed()
+    shot(page, "explorer_4_export.png")
+
+    assert not page.js_errors, page.js_errors
+    SHOT_DIR.mkdir(parents=True, exist_ok=True)
+    with open(SHOT_DIR / "timings.jsonl", "a", encoding="utf-8") as file:
+        file.write(json.dumps({"test": "quickstart_explorer", "server_ready_s": lab.ready_s,
+                               "test_s": round(time.monotonic() - t0, 2)}) + "\n")
