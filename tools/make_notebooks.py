@@ -389,13 +389,14 @@ GLOBAL_LOCAL = [
 
     ## Accuracy curves
 
-    How much does each choice cost? We sweep the amount and measure test accuracy after each
-    setting, applying and undoing through the session so the model is unchanged at the end.
-    First each layer alone (which layer is most *sensitive*?), then all layers together,
-    local vs global.
+    How much does each choice cost? `Session.sensitivity` sweeps the amount and measures test
+    accuracy at each setting -- each layer alone (which layer is most *sensitive*?) and all
+    layers under one global threshold -- through real steps that it undoes, so the model is
+    unchanged at the end. For comparison we add the uniform choice: the same amount in every
+    layer.
     """),
     code("""
-    amounts = [0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95]
+    amounts = [0.3, 0.5, 0.7, 0.8, 0.9, 0.95]
     before = {name: session.tensor(name).clone() for name in weights}
 
 
@@ -404,23 +405,17 @@ GLOBAL_LOCAL = [
         return 1 - kept / sum(session.info(n).numel for n in names)
 
 
+    sensitivity = session.sensitivity(evaluate, targets=weights, amounts=amounts)
+    sensitivity.loc[sensitivity["scope"] == "global", "target"] = "all weights"
+
     rows = []
-    for amount in amounts:
-        for name in weights:                                   # one layer at a time
-            session.apply(name, "l1_unstructured", amount=amount)
-            rows.append({"target": name, "scope": "local", "amount": amount,
-                         "sparsity": kept_fraction([name]), "score": evaluate(session.model)})
-            session.undo()
-        for name in weights:                                   # every layer, same amount
+    for amount in [0.0, *amounts]:                             # every layer, same amount
+        for name in weights:
             session.apply(name, "l1_unstructured", amount=amount)
         rows.append({"target": "all weights", "scope": "local", "amount": amount,
                      "sparsity": kept_fraction(weights), "score": evaluate(session.model)})
         session.reset()
-        session.apply_global(weights, "l1_unstructured", amount=amount)   # one threshold
-        rows.append({"target": "all weights", "scope": "global", "amount": amount,
-                     "sparsity": kept_fraction(weights), "score": evaluate(session.model)})
-        session.undo()
-    sensitivity = pd.DataFrame(rows, columns=["target", "scope", "amount", "sparsity", "score"])
+    sensitivity = pd.concat([sensitivity, pd.DataFrame(rows)], ignore_index=True)
 
     assert all(torch.equal(before[n], session.tensor(n)) for n in weights), "model changed"
     baseline = evaluate(session.model)
