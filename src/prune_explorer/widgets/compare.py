@@ -1,0 +1,189 @@
+"""The Global vs local tab: one threshold for all tensors, or the same amount for each?
+
+Choose tensors (default: the weights of every Linear and Conv layer) and an amount; the tab
+shows ``Session.compare_global_local`` as a table (``pe-compare-table``) beside its bar chart
+(``pe-compare-chart``), warns about layers that would collapse (``pe-compare-warnings``), and
+applies either choice: ``Apply global`` (``Session.apply_global``) or ``Apply local`` (one
+``l1_unstructured`` step per tensor; undone together if one fails).
+
+Examples
+--------
+>>> from prune_explorer.demo import load_cnn
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(load_cnn(), debounce=None)
+>>> ex.ui.tabs.selected_index = 2  # Global vs local
+>>> list(ex.compare_pane.frame["name"])
+['features.0.weight', 'features.3.weight', 'classifier.weight', 'TOTAL']
+>>> ex.ui.apply_local.click()
+>>> len(ex.session.steps)
+3
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
+
+from .errors import WidgetInputError
+from .html import esc, frame_table, message
+from .scheduler import LatestOnly
+from .status import Progress
+from .tabs import COMPARE_TAB
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["ComparePane"]
+
+_PRUNABLE_LAYERS = ("Linear", "Conv")
+
+
+class ComparePane:
+    """Targets, amount, table, chart, collapse warnings and the two apply buttons.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame or None
+        The last comparison shown.
+    """
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.ex = explorer
+        ui = explorer.ui
+        names = list(explorer.session.names)
+        self.targets = ui.add("compare_targets", widgets.SelectMultiple(
+            options=names, value=tuple(self.default_targets()), rows=6, description="tensors",
+            layout=widgets.Layout(width="420px"),
+        ))
+        self.amount = ui.add("compare_amount", widgets.FloatSlider(
+            value=0.5, min=0.0, max=1.0, step=0.01, readout_format=".2f",
+            continuous_update=False, description="amount", layout=widgets.Layout(width="420px"),
+        ))
+        self.table = ui.add("compare_table", widgets.HTML(value=""))
+        self.chart = ui.add("compare_chart", widgets.Image(
+            format="png", layout=widgets.Layout(flex="0 0 auto")))
+        self.warnings = ui.add("compare_warnings", widgets.HTML(value=""))
+        self.apply_global = ui.add("apply_global", widgets.Button(
+            description="Apply global", button_style="primary",
+            tooltip="global_unstructured (l1) over the chosen tensors",
+        ))
+        self.apply_local = ui.add("apply_local", widgets.Button(
+            description="Apply local", tooltip="l1_unstructured with this amount on each tensor",
+        ))
+        self.box = widgets.VBox([
+            widgets.HBox([widgets.VBox([self.targets, self.amount]),
+                          widgets.VBox([self.apply_global, self.apply_local])]),
+            self.warnings,
+            # Side by side when the notebook is wide enough, the chart below the table otherwise.
+            widgets.HBox([self.table, self.chart],
+                         layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
+        ])
+        self.frame: pd.DataFrame | None = None
+        self.runner = LatestOnly(self._render, debounce=explorer.debounce,
+                                 on_error=lambda err: explorer.status.error(err, "Compare"))
+        self.targets.observe(lambda _: self.invalidate(), names="value")
+        self.amount.observe(lambda _: self.invalidate(), names="value")
+        self.apply_global.on_click(lambda _: self.do_apply_global())
+        self.apply_local.on_click(lambda _: self.do_apply_local())
+
+    def default_targets(self) -> list[str]:
+        """Weights of every Linear and Conv layer (all tensors of rank >= 2 if none)."""
+        session = self.ex.session
+        chosen = [
+            name for name in session.names
+            if name.rsplit(".", 1)[-1] == "weight"
+            and session.info(name).module_type.startswith(_PRUNABLE_LAYERS)
+        ]
+        return chosen or [n for n in session.names if len(session.info(n).shape) >= 2]
+
+    @property
+    def visible(self) -> bool:
+        """Whether the tab is on show (the comparison is computed only then)."""
+        return self.ex.selected_tab == COMPARE_TAB
+
+    def invalidate(self) -> None:
+        """Settings or session changed: recompute if on show."""
+        if self.visible:
+            self.runner.request((tuple(self.targets.value), float(self.amount.value)))
+
+    def _render(self, what: tuple[tuple[str, ...], float]) -> None:
+        names, amount = what
+        if not names:
+            self._fail(WidgetInputError("Global vs local: choose at least one tensor"))
+            return
+        try:
+            with self.ex._lock:
+                frame = self.ex.session.compare_global_local(list(names), amount)
+        except Exception as err:
+            self._fail(err)
+            return
+        if self.runner.pending:
+            return
+        fig, ax = make_figure(figsize=(6.0, 4.0), dpi=80)
+        plot_global_vs_local(ax, frame, amount=amount)
+        self.chart.value = render_png(fig, compress_level=1)
+        self.table.value = frame_table(
+            frame, css_class="pe-compare-frame",
+            columns=["name", "numel", "sparsity_global", "sparsity_local", "pruned_global",
+                     "pruned_local", "collapsed_global", "collapsed_local"],
+            percent_columns=("sparsity_global", "sparsity_local"),
+        )
+        layers = frame[frame["name"] != "TOTAL"]
+        lines = []
+        for scope in ("global", "local"):
+            hit = [str(n) for n in layers.loc[layers[f"collapsed_{scope}"].astype(bool), "name"]]
+            if hit:
+                lines.append(message(
+                    "warning",
+                    f"Layer collapse with {scope} pruning: {', '.join(hit)} would be (almost) "
+                    "entirely pruned, or lose every slice along a dim; the network can no "
+                    "longer pass signal through it.",
+                ))
+        self.warnings.value = "<br>".join(lines) or message("ok", "No layer collapses.")
+        self.frame = frame
+        self.ex.status.clear(source="compare")
+
+    def _fail(self, err: BaseException) -> None:
+        self.frame = None
+        self.table.value = f'<span style="color:#b2182b">{esc(err)}</span>'
+        self.warnings.value = ""
+        self.ex.status.error(err, "Global vs local", source="compare")
+
+    # -- actions ----------------------------------------------------------------------------------
+    def do_apply_global(self) -> None:
+        """Apply ``global_unstructured`` (l1) over the chosen tensors."""
+        names, amount = list(self.targets.value), float(self.amount.value)
+        self.ex.act(
+            "Apply global",
+            lambda _: self.ex.session.apply_global(names, "l1_unstructured", amount=amount),
+            done=lambda step: f"Applied global_unstructured on {len(names)} tensors "
+                              f"(amount={amount:g})",
+        )
+
+    def do_apply_local(self) -> None:
+        """Apply ``l1_unstructured`` with the same amount to each chosen tensor, all or none."""
+        names, amount = list(self.targets.value), float(self.amount.value)
+
+        def run(progress: Progress) -> Any:
+            if not names:
+                raise WidgetInputError("Apply local: choose at least one tensor")
+            applied = 0
+            with self.ex.batch():
+                try:
+                    for name in names:
+                        self.ex.session.apply(name, "l1_unstructured", amount=amount)
+                        applied += 1
+                        progress(applied, len(names))
+                except Exception:
+                    for _ in range(applied):  # all or nothing
+                        self.ex.session.undo()
+                    raise
+            return applied
+
+        self.ex.act("Apply local", run,
+                    done=lambda n: f"Applied l1_unstructured (amount={amount:g}) to {n} tensors")

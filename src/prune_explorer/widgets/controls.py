@@ -1,0 +1,227 @@
+"""The pruning controls: method, amount (fraction or count), n, dim, global options, view.
+
+Which controls a method uses comes from the session's method table
+(:data:`prune_explorer.session.methods.METHODS`): ``amount``, ``n`` and ``dim`` settings show
+their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note.
+The others are hidden and disabled.
+
+Examples
+--------
+>>> c = PruningControls()
+>>> c.method.value = "ln_structured"
+>>> c.set_tensor(rank=4, left={"entries": 100, "dim": [8, 3, 3, 3]})
+>>> sorted(name for name, w in c.optional.items() if w.layout.display != "none")
+['amount', 'amount_mode', 'dim', 'left', 'n']
+>>> parse_n("inf"), parse_n("2"), parse_n("fro"), parse_n("1.5")
+(inf, 2, 'fro', 1.5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ipywidgets as widgets
+
+from prune_explorer.session.methods import GLOBAL_METHODS, METHODS
+
+__all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PruningControls", "parse_n"]
+
+#: Methods offered, in the order of the session's table (``remove`` is the Commit tab).
+METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
+    ("custom mask (custom_from_mask)" if name == "custom_from_mask" else name, name)
+    for name in METHODS
+    if name != "remove"
+)
+#: Suggestions for the norm order ``n``; any number can be typed.
+N_CHOICES = ("1", "2", "inf", "-inf", "fro", "nuc")
+LAYOUT_CHOICES = (("matrix", "auto"), ("kernels", "kernels"), ("channels", "channels"))
+
+_STYLE = {"description_width": "90px"}
+
+
+def _wide() -> widgets.Layout:
+    # One Layout per widget: a shared Layout would hide every widget that uses it at once.
+    return widgets.Layout(width="380px")
+
+
+def parse_n(text: str) -> int | float | str:
+    """The norm order typed in the ``n`` box: an int, a float (``inf``, ``-inf``) or the text.
+
+    Text that is not a number (``"fro"``, ``"nuc"``, typos) is passed on as it is, so the
+    session's validation names what is accepted.
+    """
+    text = str(text).strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def uses(method: str) -> set[str]:
+    """Optional controls the method needs (``amount``, ``n``, ``dim``, ``global``, ``custom``)."""
+    out = set()
+    for setting in METHODS[method].settings:
+        out.add({"pruning_method": "global", "mask": "custom"}.get(setting, setting))
+    return out
+
+
+def _show(widget: widgets.Widget, visible: bool) -> None:
+    widget.layout.display = "" if visible else "none"
+    if hasattr(widget, "disabled"):
+        widget.disabled = not visible
+
+
+class PruningControls:
+    """The widgets that describe one pruning step.
+
+    Attributes
+    ----------
+    method, amount_mode, amount, count, left, n, dim, global_method, global_targets, custom,
+    layout : ipywidgets widgets
+    optional : dict
+        The widgets shown only for some methods, by name.
+    box : ipywidgets.VBox
+    """
+
+    def __init__(self) -> None:
+        self.method = widgets.Dropdown(
+            options=METHOD_CHOICES, value="l1_unstructured", description="method",
+            layout=_wide(), style=_STYLE,
+        )
+        self.amount_mode = widgets.ToggleButtons(
+            options=(("fraction", "fraction"), ("count", "count")), value="fraction",
+            description="amount as", style={**_STYLE, "button_width": "80px"}, layout=_wide(),
+        )
+        self.amount = widgets.FloatSlider(
+            value=0.3, min=0.0, max=1.0, step=0.01, readout_format=".2f",
+            continuous_update=True, description="amount", layout=_wide(), style=_STYLE,
+        )
+        self.count = widgets.IntText(value=0, description="count", layout=_wide(), style=_STYLE)
+        self.left = widgets.HTML(value="")
+        self.n = widgets.Combobox(
+            options=N_CHOICES, value="2", ensure_option=False, description="n (norm)",
+            placeholder="1, 2, inf, -inf, fro or a number", layout=_wide(), style=_STYLE,
+        )
+        self.dim = widgets.Dropdown(options=[0], value=0, description="dim", layout=_wide(),
+                                    style=_STYLE)
+        self.global_method = widgets.Dropdown(
+            options=GLOBAL_METHODS, value="l1_unstructured", description="ranked by",
+            layout=_wide(), style=_STYLE,
+        )
+        self.global_targets = widgets.SelectMultiple(
+            options=[], value=[], rows=5, description="targets", layout=_wide(), style=_STYLE,
+        )
+        self.custom = widgets.HTML(value="")
+        self.layout = widgets.Dropdown(
+            options=LAYOUT_CHOICES, value="auto", description="view", layout=_wide(), style=_STYLE
+        )
+        self.optional: dict[str, widgets.Widget] = {
+            "amount_mode": self.amount_mode,
+            "amount": self.amount,
+            "count": self.count,
+            "left": self.left,
+            "n": self.n,
+            "dim": self.dim,
+            "global_method": self.global_method,
+            "global_targets": self.global_targets,
+            "custom": self.custom,
+        }
+        self.box = widgets.VBox([
+            self.method, self.amount_mode, self.amount, self.count, self.left, self.n, self.dim,
+            self.global_method, self.global_targets, self.custom, self.layout,
+        ])
+        self.rank = 2
+        self._left: Mapping[str, Any] = {"entries": 0, "dim": []}
+        self.update_visibility()
+
+    # -- state ------------------------------------------------------------------------------------
+    @property
+    def uses(self) -> set[str]:
+        """Optional controls the chosen method needs."""
+        return uses(self.method.value)
+
+    def set_tensor(self, rank: int, left: Mapping[str, Any]) -> None:
+        """Adapt to the chosen tensor: dim choices up to its rank, view choices, what is left.
+
+        ``left`` holds ``"entries"`` (unpruned entries; over all targets for a global step) and
+        ``"dim"`` (per dim, the slices with something left).
+        """
+        self.rank = rank
+        self._left = left
+        dims = list(range(max(rank, 1)))
+        if list(self.dim.options) != dims:
+            old = self.dim.value
+            self.dim.options = dims
+            self.dim.value = old if old in dims else 0
+        layouts = [
+            c for c in LAYOUT_CHOICES
+            if (c[1] != "kernels" or rank in (3, 4)) and (c[1] != "channels" or rank >= 1)
+        ]
+        if list(self.layout.options) != layouts:
+            old = self.layout.value
+            self.layout.options = layouts
+            self.layout.value = old if old in [v for _, v in layouts] else "auto"
+        self.update_visibility()
+
+    @property
+    def units_left(self) -> tuple[int, str]:
+        """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim."""
+        if "dim" in self.uses:
+            per_dim: Sequence[int] = self._left.get("dim", [])
+            dim = self.dim.value
+            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channels along dim {dim}"
+        return int(self._left.get("entries", 0)), "entries"
+
+    def update_visibility(self) -> None:
+        """Show the controls the method uses, hide (and disable) the others."""
+        used = self.uses
+        counting = self.amount_mode.value == "count"
+        _show(self.amount_mode, "amount" in used)
+        _show(self.amount, "amount" in used and not counting)
+        _show(self.count, "amount" in used and counting)
+        _show(self.left, "amount" in used)
+        _show(self.n, "n" in used)
+        _show(self.dim, "dim" in used or self.layout.value == "channels")
+        _show(self.global_method, "global" in used)
+        _show(self.global_targets, "global" in used)
+        _show(self.custom, "custom" in used)
+        count, unit = self.units_left
+        self.left.value = f'<span class="pe-left-text">{count:,} {unit} left to prune</span>'
+
+    def amount_value(self) -> float | int:
+        """The amount as the session takes it: a float fraction or an int count."""
+        if self.amount_mode.value == "count":
+            return int(self.count.value)
+        return float(self.amount.value)
+
+    def sync_count(self) -> None:
+        """Set the count to what the fraction means now (used when switching to count)."""
+        count, _ = self.units_left
+        self.count.value = round(self.amount.value * count)
+
+    def settings(self, custom_mask: Any = None) -> dict[str, Any]:
+        """Keyword settings of the chosen method for ``Session.preview``/``apply``."""
+        out: dict[str, Any] = {}
+        used = self.uses
+        if "global" in used:
+            out["pruning_method"] = self.global_method.value
+        if "amount" in used:
+            out["amount"] = self.amount_value()
+        if "n" in used:
+            out["n"] = parse_n(self.n.value)
+        if "dim" in used:
+            out["dim"] = int(self.dim.value)
+        if "custom" in used:
+            out["mask"] = custom_mask
+        return out
+
+    def observe_all(self, callback: Any) -> None:
+        """Call ``callback(change)`` when any control's value changes."""
+        for widget in (self.method, self.amount_mode, self.amount, self.count, self.n, self.dim,
+                       self.global_method, self.global_targets, self.layout):
+            widget.observe(callback, names="value")

@@ -1,0 +1,151 @@
+"""The Export tab: the session's plan as a Python snippet and as JSON; import a JSON plan.
+
+Both texts sit in text areas you can select and copy (``pe-snippet``, ``pe-json``) and behind
+download links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server
+round trip). To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
+(``pe-import-upload``, which fills the text area), then press *Import plan* (``pe-import``).
+The plan is parsed strictly (``Plan.from_json``), dry-run on the model (``Plan.validate``) and
+only then applied step by step on top of the current state; every problem is reported in the
+status line and nothing changes.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 2)), debounce=None)
+>>> ex.ui.import_text.value = '{"format": "prune-explorer-plan", "version": 1, "steps": [7]}'
+>>> ex.ui.import_plan.click()
+>>> print(ex.status.text)
+Import plan failed: Plan.from_json: steps[0]: a step must be a JSON object; got int
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from prune_explorer.session import Plan
+
+from .errors import WidgetInputError
+from .html import download_link
+from .status import Progress
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["ExportPane"]
+
+_TEXT_LAYOUT = {"width": "96%", "height": "220px"}
+
+
+def _uploaded_text(value: Any) -> tuple[str, str] | None:
+    """``(file name, text)`` of the first uploaded file, or None if there is none."""
+    files = list(value.values()) if isinstance(value, dict) else list(value or ())
+    if not files:
+        return None
+    first = files[0]
+    content = first["content"]
+    raw = content.tobytes() if hasattr(content, "tobytes") else bytes(content)
+    name = str(first.get("name", "upload"))
+    try:
+        return name, raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise WidgetInputError(
+            f"Import plan: file {name!r} must be UTF-8 JSON text; byte {err.start} is not UTF-8"
+        ) from None
+
+
+class ExportPane:
+    """Snippet, JSON, download links and the import controls.
+
+    Attributes
+    ----------
+    imported : Plan or None
+        The last plan imported successfully.
+    """
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.ex = explorer
+        ui = explorer.ui
+        self.snippet = ui.add("snippet", widgets.Textarea(
+            value="", description="", layout=widgets.Layout(**_TEXT_LAYOUT)))
+        self.json = ui.add("json", widgets.Textarea(
+            value="", description="", layout=widgets.Layout(**_TEXT_LAYOUT)))
+        self.downloads = ui.add("download", widgets.HTML(value=""))
+        self.import_text = ui.add("import_text", widgets.Textarea(
+            value="", placeholder="paste a plan (JSON) here, or upload a .json file",
+            layout=widgets.Layout(width="96%", height="120px")))
+        self.upload = ui.add("import_upload", widgets.FileUpload(
+            accept=".json,application/json", multiple=False, description="Upload .json"))
+        self.import_button = ui.add("import_plan", widgets.Button(
+            description="Import plan", button_style="primary",
+            tooltip="check the plan, then apply its steps to this model"))
+        self.box = widgets.VBox([
+            widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; binds to "
+                         "<code>model</code>)"),
+            self.snippet,
+            widgets.HTML("<b>Plan as JSON</b>"),
+            self.json,
+            self.downloads,
+            widgets.HTML("<b>Import a plan</b>"),
+            self.import_text,
+            widgets.HBox([self.upload, self.import_button]),
+        ])
+        self.imported: Plan | None = None
+        self.upload.observe(self._on_upload, names="value")
+        self.import_button.on_click(lambda _: self.do_import())
+
+    def refresh(self) -> None:
+        """Show the session's current plan."""
+        plan = self.ex.session.plan
+        snippet, text = plan.to_snippet(), plan.to_json()
+        self.snippet.value = snippet
+        self.json.value = text
+        self.downloads.value = (
+            download_link("pruning_plan.py", snippet, "text/x-python", "pe-download-snippet")
+            + " · "
+            + download_link("pruning_plan.json", text, "application/json", "pe-download-json")
+        )
+
+    def _on_upload(self, change: dict[str, Any]) -> None:
+        try:
+            found = _uploaded_text(change["new"])
+        except WidgetInputError as err:
+            self.ex.status.error(err, "Upload")
+            return
+        if found is not None:
+            name, text = found
+            self.import_text.value = text
+            self.ex.status.show("info", f"Loaded {name}; press Import plan to apply it.")
+
+    def do_import(self) -> None:
+        """Parse, check and apply the plan in the import box, all or nothing."""
+        text = self.import_text.value
+
+        def run(progress: Progress) -> Plan:
+            if not text.strip():
+                raise WidgetInputError(
+                    "Import plan: the box is empty; paste a plan (JSON) or upload a .json file"
+                )
+            plan = Plan.from_json(text)
+            session = self.ex.session
+            plan.validate(session.model)  # dry run on the current state; changes nothing
+            applied = 0
+            with self.ex.batch():
+                try:
+                    for step in plan:
+                        session.apply_step(step)
+                        applied += 1
+                        progress(applied, len(plan))
+                except Exception:
+                    for _ in range(applied):
+                        session.undo()
+                    raise
+            return plan
+
+        plan = self.ex.act("Import plan", run,
+                           done=lambda p: f"Imported a plan of {len(p)} step(s) and applied it")
+        if plan is not None:
+            self.imported = plan

@@ -1,0 +1,147 @@
+"""The History tab: walk the steps of the chosen tensor, units each step pruned highlighted.
+
+The slider (``pe-history``) picks an entry of ``Session.history(name)``: entry 0 is the tensor as
+the session found it, entry ``k`` the mask after the ``k``-th step on it (the contents of its
+``PruningContainer``, in order). The picture (``pe-history-image``) is
+:func:`prune_explorer.viz.plot_diff` of entry ``k-1`` -> ``k``, and the table
+(``pe-history-steps``) lists every step's method, settings, seed and counts, the shown row
+highlighted.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 2)), debounce=None)
+>>> ex.ui.apply.click()
+>>> ex.ui.tabs.selected_index = 1  # History
+>>> ex.history_pane.shown, int(ex.history_pane.newly_pruned.sum())  # 0.3 * 8 = 2.4 -> 2
+(1, 2)
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+import torch
+
+from prune_explorer.viz import make_figure, plot_diff, render_png
+
+from .html import esc, frame_table
+from .scheduler import LatestOnly
+from .tabs import HISTORY_TAB
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["HistoryPane"]
+
+
+def _settings_text(settings: Any) -> str:
+    parts = []
+    for key, value in dict(settings).items():
+        shown = f"mask {tuple(value.shape)}" if key == "mask" else repr(value)
+        parts.append(f"{key}={shown}" if key != "mask" else shown)
+    return ", ".join(parts)
+
+
+class HistoryPane:
+    """Slider, diff picture and step table for the tensor chosen in the picker.
+
+    Attributes
+    ----------
+    shown : int or None
+        The history entry on show.
+    newly_pruned : torch.Tensor or None
+        Bool mask of the entries pruned by that step (``TensorHistory.newly_pruned``).
+    runner : LatestOnly
+        Coalesces renders while the slider is dragged.
+    """
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.ex = explorer
+        ui = explorer.ui
+        self.slider = ui.add("history", widgets.IntSlider(
+            value=0, min=0, max=0, description="step", continuous_update=True,
+            layout=widgets.Layout(width="420px"),
+        ))
+        self.label = ui.add("history_label", widgets.HTML(value=""))
+        self.image = ui.add("history_image", widgets.Image(
+            format="png", layout=widgets.Layout(flex="0 0 auto")))
+        self.steps = ui.add("history_steps", widgets.HTML(value=""))
+        self.box = widgets.VBox([
+            self.label, self.slider,
+            widgets.HBox([self.image, self.steps],
+                         layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
+        ])
+        self.shown: int | None = None
+        self.newly_pruned: torch.Tensor | None = None
+        self._dirty = True
+        self.runner = LatestOnly(self._render, debounce=explorer.debounce,
+                                 on_error=lambda err: explorer.status.error(err, "History"))
+        self.slider.observe(self._on_slider, names="value")
+
+    @property
+    def visible(self) -> bool:
+        """Whether the History tab is on show (rendering waits until it is)."""
+        return self.ex.selected_tab == HISTORY_TAB
+
+    def invalidate(self, reset_step: bool = False) -> None:
+        """The session or the chosen tensor changed: move the slider to the last step, redraw."""
+        name = self.ex.tensor
+        self._dirty = True
+        if name is None:
+            return
+        last = len(self.ex.session.history(name)) - 1
+        with self.ex._quiet():
+            self.slider.max = last
+            self.slider.value = last
+        if self.visible:
+            self._request()
+
+    def _on_slider(self, change: dict[str, Any]) -> None:
+        if self.ex._quiet_depth:
+            return
+        self._request()
+
+    def _request(self) -> None:
+        name = self.ex.tensor
+        if name is not None:
+            self.runner.request((name, int(self.slider.value)))
+
+    def _render(self, what: tuple[str, int]) -> None:
+        name, k = what
+        with self.ex._lock:
+            history = self.ex.session.history(name)
+            if k >= len(history):
+                return  # the history shrank (undo) since the request
+            frame = history.to_frame()
+            after = history.mask(k)
+            before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
+            newly = history.newly_pruned(k)
+            entry = history[k]
+            module_type = self.ex.session.info(name).module_type
+        if self.runner.pending:
+            return
+        settings = "" if entry.step is None else _settings_text(entry.step.settings)
+        seed = "" if entry.step is None or entry.step.seed is None else f", seed={entry.step.seed}"
+        title = f"step {k}: {entry.method}" + (f"({settings}{seed})" if entry.step else "")
+        fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+        plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
+        self.image.value = render_png(fig, compress_level=1)
+        frame = frame.assign(settings=[
+            _settings_text(s) for s in frame["settings"]
+        ])
+        self.steps.value = frame_table(
+            frame, css_class="pe-history-table", highlight_row=k, percent_columns=("sparsity",)
+        )
+        count = int(newly.sum())
+        what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
+        self.label.value = (
+            f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(title)} · '
+            f"{count:,} entries {what_text} (highlighted)</span>"
+        )
+        self.shown = k
+        self.newly_pruned = newly
+        self._dirty = False

@@ -1,0 +1,326 @@
+"""What the controls ask for, and the live picture of it.
+
+A :class:`PreviewRequest` is a snapshot of the controls: target tensor, method and settings in
+the form :class:`~prune_explorer.session.Session` takes them. The same request drives the
+preview (``Session.preview``/``preview_global``) and the Apply button (``Session.apply``/
+``apply_global``), so what you see is what you get.
+
+:class:`PreviewStats` counts, from the masks before and after, what the step would prune
+(entries, and channels for structured methods) and how ``amount`` was rounded to a count.
+:class:`PreviewPane` renders the mask into an ``ipywidgets.Image`` through
+:class:`prune_explorer.viz.MaskPreview` and writes the counts next to it.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.session import Session
+>>> s = Session(torch.nn.Sequential(torch.nn.Linear(10, 4)))
+>>> request = PreviewRequest("0.weight", "l1_unstructured", {"amount": 0.25})
+>>> mask = request.preview(s)
+>>> stats = PreviewStats.measure(MaskSummary.of(s.mask("0.weight")), mask, request)
+>>> stats.newly_pruned, stats.rounding
+(10, '0.25 × 40 entries left = 10 → 10')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import ipywidgets as widgets
+import torch
+
+from prune_explorer.session import Session, Step
+from prune_explorer.session.methods import METHODS
+from prune_explorer.viz import MaskPreview, PooledView
+
+from .html import esc, percent
+
+__all__ = ["MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
+
+
+@dataclass(frozen=True)
+class PreviewRequest:
+    """A snapshot of the controls: what to preview and, on Apply, to do.
+
+    Parameters
+    ----------
+    target : str
+        The tensor shown (address).
+    method : str
+        A session method name; ``"global_unstructured"`` acts on ``targets``.
+    settings : mapping
+        Keyword settings for ``Session.preview``/``apply`` (``amount``, ``n``, ``dim``,
+        ``mask``); for a global step ``pruning_method`` and ``amount``.
+    targets : tuple of str
+        Global step only: every tensor it prunes.
+    layout : str
+        Picture layout, ``"auto"``, ``"kernels"`` or ``"channels"``.
+    view_dim : int
+        The dim of the channel layout.
+    """
+
+    target: str
+    method: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    targets: tuple[str, ...] = ()
+    layout: str = "auto"
+    view_dim: int = 0
+
+    @property
+    def is_global(self) -> bool:
+        """True for ``global_unstructured``."""
+        return self.method == "global_unstructured"
+
+    @property
+    def structured_dim(self) -> int | None:
+        """The pruning ``dim`` of a structured method, else None."""
+        if METHODS[self.method].structured and isinstance(self.settings.get("dim"), int):
+            return int(self.settings["dim"])
+        return None
+
+    def preview_all(self, session: Session) -> dict[str, torch.Tensor]:
+        """Masks the step would leave, by address (one entry unless global)."""
+        if self.is_global:
+            return session.preview_global(
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
+            )
+        return {self.target: session.preview(self.target, self.method, **self.settings)}
+
+    def preview(self, session: Session) -> torch.Tensor | None:
+        """Mask the step would leave on :attr:`target` (None: not among global targets)."""
+        return self.preview_all(session).get(self.target)
+
+    def apply(self, session: Session) -> Step:
+        """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
+        if self.is_global:
+            return session.apply_global(
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
+            )
+        return session.apply(self.target, self.method, **self.settings)
+
+    def title_settings(self) -> dict[str, Any] | str:
+        """Settings for the picture title (custom masks by their shape only)."""
+        if "mask" in self.settings:
+            return "custom mask"
+        return dict(self.settings)
+
+
+def kept_slices(kept: torch.Tensor, dim: int) -> int:
+    """Slices along ``dim`` with at least one kept entry (what a structured method can cut).
+
+    ``kept`` is a bool mask or a 0/1 mask as ``torch.nn.utils.prune`` makes them.
+    """
+    if kept.dim() == 0:
+        return int(bool(kept))
+    rows = kept.movedim(dim, 0).reshape(kept.shape[dim], -1)
+    # For 0/1 masks "any entry kept" is "max > 0", which is several times faster than any().
+    alive = rows.any(dim=1) if kept.dtype == torch.bool else rows.amax(dim=1) > 0
+    return int(alive.sum())
+
+
+@dataclass(frozen=True)
+class MaskSummary:
+    """A tensor's current kept-mask with the counts the preview needs (computed once).
+
+    Examples
+    --------
+    >>> import torch
+    >>> MaskSummary.of(torch.tensor([[True, False], [False, False]]))
+    MaskSummary(shape=(2, 2), kept_count=1, kept_slices=(1, 1))
+    """
+
+    kept: torch.Tensor = field(repr=False)
+    kept_count: int
+    kept_slices: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the tensor."""
+        return tuple(self.kept.shape)
+
+    @classmethod
+    def of(cls, kept: torch.Tensor) -> MaskSummary:
+        """Summarise a bool kept-mask."""
+        slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
+        return cls(kept, int(kept.count_nonzero()), slices)
+
+    def __repr__(self) -> str:
+        return (f"MaskSummary(shape={self.shape}, kept_count={self.kept_count}, "
+                f"kept_slices={self.kept_slices})")
+
+
+@dataclass(frozen=True)
+class PreviewStats:
+    """Counts behind the preview of one step.
+
+    Attributes
+    ----------
+    numel : int
+        Entries of the shown tensor.
+    pruned_before, pruned_after : int
+        Pruned entries of the shown tensor now and after the step.
+    unit : str
+        What ``amount`` counts: ``"entries"``, ``"channels along dim d"`` or ``"entries over
+        k tensors"`` (global).
+    left : int
+        Units still unpruned now (what ``amount`` is a fraction of, and the bound of a count).
+    units_pruned : int
+        Units the step would prune.
+    amount : float, int or None
+        The amount asked for (None for identity and custom masks).
+    """
+
+    numel: int
+    pruned_before: int
+    pruned_after: int
+    unit: str
+    left: int
+    units_pruned: int
+    amount: float | int | None
+
+    @property
+    def newly_pruned(self) -> int:
+        """Entries of the shown tensor that the step would prune."""
+        return self.pruned_after - self.pruned_before
+
+    @property
+    def rounding(self) -> str:
+        """How ``amount`` became a count, e.g. ``"0.3 × 1,000 entries left = 300 → 300"``."""
+        if self.amount is None:
+            return f"prunes {self.units_pruned:,} {self.unit}"
+        if isinstance(self.amount, int):
+            return f"count {self.amount:,} of {self.left:,} {self.unit} left"
+        exact = self.amount * self.left
+        shown = f"{exact:,.0f}" if exact == math.floor(exact) else f"{exact:,.3f}".rstrip("0")
+        return f"{self.amount:g} × {self.left:,} {self.unit} left = {shown} → {self.units_pruned:,}"
+
+    @classmethod
+    def measure(
+        cls,
+        before: MaskSummary,
+        after: torch.Tensor,
+        request: PreviewRequest,
+        *,
+        others: Mapping[str, tuple[MaskSummary, torch.Tensor]] | None = None,
+        kept_after: int | None = None,
+    ) -> PreviewStats:
+        """Count from the shown tensor's current mask and the previewed ``after`` (1 = kept).
+
+        ``others`` holds ``(before, after)`` of the other targets of a global step;
+        ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
+        counts it exactly).
+        """
+        numel = before.kept.numel()
+        kept_before = before.kept_count
+        if kept_after is None:
+            kept_after = int(after.count_nonzero())
+        amount = request.settings.get("amount")
+        dim = request.structured_dim
+        if dim is not None:
+            left = before.kept_slices[dim]
+            units_pruned = left - kept_slices(after, dim)
+            unit = f"channels along dim {dim}"
+        else:
+            left = kept_before
+            units_pruned = kept_before - kept_after
+            unit = "entries"
+            if request.is_global and others:
+                for other_before, other_after in others.values():
+                    left += other_before.kept_count
+                    units_pruned += other_before.kept_count - int(other_after.count_nonzero())
+                unit = f"entries over {len(others) + 1} tensors"
+        return cls(numel, numel - kept_before, numel - kept_after, unit, left, units_pruned,
+                   amount)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """``(css class, text)`` lines for the info box."""
+        share = self.newly_pruned / self.numel if self.numel else 0.0
+        before = self.pruned_before / self.numel if self.numel else 0.0
+        after = self.pruned_after / self.numel if self.numel else 0.0
+        step = f"this step prunes {self.newly_pruned:,} more entries ({percent(share)} of it)"
+        if "channels" in self.unit:
+            step += f": {self.units_pruned:,} {self.unit}"
+        return [
+            ("pe-info-already", f"already pruned: {self.pruned_before:,} ({percent(before)})"),
+            ("pe-info-step", step),
+            ("pe-info-rounding", f"rounding: {self.rounding}"),
+            ("pe-info-after", f"after: {self.pruned_after:,} pruned ({percent(after)})"),
+        ]
+
+
+class PreviewPane:
+    """The live heatmap (``Image``, class ``pe-preview``) and its counts (``pe-preview-info``).
+
+    Attributes
+    ----------
+    image : ipywidgets.Image
+    info : ipywidgets.HTML
+    picture : MaskPreview
+        The reusable figure; ``picture.pooled.values`` is the pooled array on screen.
+    """
+
+    def __init__(self, *, figsize: tuple[float, float] = (4.8, 4.0), dpi: float = 80) -> None:
+        self.picture = MaskPreview(figsize=figsize, dpi=dpi)
+        self.image = widgets.Image(format="png", layout=widgets.Layout(flex="0 0 auto"))
+        self.image.add_class("pe-preview")
+        self.info = widgets.HTML(value="")
+        self.info.add_class("pe-preview-info")
+
+    def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
+             plain: bool = False) -> PooledView:
+        """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
+
+        ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
+        """
+        layout = request.layout
+        if layout == "kernels" and mask.dim() < 3:
+            layout = "auto"
+        return self.picture.update(
+            mask,
+            layout=layout,  # type: ignore[arg-type]
+            dim=request.view_dim,
+            name=request.target,
+            method=None if plain else request.method,
+            settings=None if plain else request.title_settings(),
+            module_type=module_type,
+        )
+
+    def publish(
+        self,
+        request: PreviewRequest,
+        shape: tuple[int, ...],
+        *,
+        note: str | None = None,
+        stats: PreviewStats | None = None,
+        unmasked_zeros: int = 0,
+    ) -> None:
+        """Render the picture into the Image and write the counts next to it.
+
+        ``unmasked_zeros`` counts entries that are exactly 0 without being masked (committed
+        pruning, or zero weights); they are mentioned because magnitude methods take them first.
+        """
+        self.image.value = self.picture.png()
+        numel = math.prod(shape)
+        shape_text = "×".join(str(s) for s in shape) or "scalar"
+        head = (
+            f'<div class="pe-info-tensor"><b>{esc(request.target)}</b> · {esc(shape_text)} · '
+            f"{numel:,} entries</div>"
+        )
+        body = ""
+        if note:
+            body += f'<div class="pe-info-note">{esc(note)}</div>'
+        if stats is not None:
+            body += "".join(f'<div class="{c}">{esc(t)}</div>' for c, t in stats.lines())
+        if unmasked_zeros > 0:
+            body += (
+                f'<div class="pe-info-zeros">{unmasked_zeros:,} unmasked entries are already '
+                "exactly 0 (committed pruning or zero weights)</div>"
+            )
+        self.info.value = head + body
+
+    def show_error(self, text: str) -> None:
+        """Keep the last picture, and say why there is no new preview."""
+        self.info.value = f'<div class="pe-info-error" style="color:#b2182b">{esc(text)}</div>'

@@ -1,0 +1,131 @@
+"""The status line and progress bar: where every action reports, and errors land as text.
+
+:meth:`StatusBar.run` is the widget boundary. It calls an action, shows "working..." and a
+progress bar while it runs, and turns any exception into a one-line message (never a
+traceback). Atomicity is the session's job: its calls change nothing when they fail.
+
+Examples
+--------
+>>> bar = StatusBar()
+>>> bar.run("Divide", lambda progress: 1 / 0)
+>>> bar.kind, bar.text
+('error', 'Divide failed: ZeroDivisionError: division by zero')
+>>> bar.run("Add", lambda progress: 1 + 1)
+2
+>>> bar.kind
+'ok'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from .html import message
+
+__all__ = ["Progress", "StatusBar", "describe_error"]
+
+LOG = logging.getLogger("prune_explorer.widgets")
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: report how far a long action got."""
+
+
+def describe_error(err: BaseException) -> str:
+    """A readable one-line description of ``err``.
+
+    Validation errors of the session already name the call, the rule and the value, so they are
+    shown as they are; other exceptions get their type name in front.
+    """
+    text = str(err).strip() or type(err).__name__
+    if isinstance(err, (ValueError, TypeError, RuntimeError)) and type(err).__module__.startswith(
+        "prune_explorer"
+    ):
+        return text
+    return f"{type(err).__name__}: {text}"
+
+
+class StatusBar:
+    """An HTML status line (class ``pe-status``) and a progress bar (``pe-progress``).
+
+    Attributes
+    ----------
+    kind : str
+        ``"info"``, ``"ok"``, ``"working"``, ``"warning"`` or ``"error"``.
+    text : str
+        The message shown, as plain text.
+    source : str
+        Who wrote the message (``"action"`` or ``"preview"``), so a later successful preview
+        clears only its own error.
+    last_error : BaseException or None
+        The exception behind the last error message.
+    """
+
+    def __init__(self) -> None:
+        self.html = widgets.HTML(value="")
+        self.html.add_class("pe-status")
+        self.progress = widgets.IntProgress(
+            value=0, min=0, max=1, description="", layout=widgets.Layout(display="none")
+        )
+        self.progress.add_class("pe-progress")
+        self.widget = widgets.HBox([self.progress, self.html])
+        self.kind = "info"
+        self.text = ""
+        self.source = "action"
+        self.last_error: BaseException | None = None
+
+    def show(self, kind: str, text: str, source: str = "action") -> None:
+        """Replace the message."""
+        self.kind, self.text, self.source = kind, text, source
+        self.html.value = message(kind, text)
+
+    def error(self, err: BaseException, what: str, source: str = "action") -> None:
+        """Show ``"<what> failed: <description of err>"`` and log the traceback at DEBUG."""
+        self.last_error = err
+        LOG.debug("%s failed", what, exc_info=err)
+        self.show("error", f"{what} failed: {describe_error(err)}", source)
+
+    def clear(self, source: str | None = None) -> None:
+        """Remove the message (only if ``source`` wrote it, when given)."""
+        if source is None or self.source == source:
+            self.show("info", "", "action")
+
+    def set_progress(self, done: int, total: int) -> None:
+        """Show the progress bar at ``done`` of ``total``."""
+        self.progress.max = max(1, int(total))
+        self.progress.value = min(int(done), self.progress.max)
+        self.progress.layout.display = ""
+
+    def run(
+        self,
+        what: str,
+        action: Callable[[Progress], Any],
+        *,
+        done: str | Callable[[Any], str] | None = None,
+    ) -> Any:
+        """Run ``action(progress)``; report success as ``done`` (or "<what>: done").
+
+        ``done`` may be a function of the action's result that returns the message.
+
+        Returns the action's result, or None when it raised (the error is shown instead).
+        """
+        self.show("working", f"{what}: working...")
+        self.set_progress(0, 1)
+        try:
+            result = action(self.set_progress)
+        except Exception as err:
+            self.error(err, what)
+            return None
+        finally:
+            self.progress.layout.display = "none"
+        self.last_error = None
+        if callable(done):
+            done = done(result)
+        self.show("ok", done if done is not None else f"{what}: done")
+        return result
+
+    def __repr__(self) -> str:
+        return f"StatusBar({self.kind}: {self.text!r})"
