@@ -29,18 +29,20 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
-from .seeding import as_torch_would
+from .seeding import as_torch_would, generator_for
 from .step import Step, split_address
 
 __all__ = ["global_masks", "local_mask", "make_method"]
 
 
-def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device
-                ) -> Any:
-    """Instantiate the ``torch.nn.utils.prune`` class for ``method`` with ``settings``."""
+def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
+                seed: int | None = None) -> Any:
+    """Instantiate the ``prune`` class for ``method`` with ``settings`` (and a generator seeded
+    with ``seed`` for random methods)."""
     spec = METHODS[method]
     cls = getattr(prune, spec.cls)
     kwargs = dict(settings)
+    kwargs.update(generator_for(method, seed, device))
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=device)
     obj = cls(**kwargs)
@@ -51,8 +53,8 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
 def local_mask(module: nn.Module, tensor_name: str, step: Step) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
-    method = make_method(step.method, dict(step.settings), tensor_name, current.device)
-    with torch.no_grad(), as_torch_would(step.seed):
+    method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
+    with torch.no_grad(), as_torch_would():
         return prune.preview_mask(module, tensor_name, method)
 
 
@@ -62,7 +64,9 @@ def global_masks(model: nn.Module, step: Step) -> dict[str, torch.Tensor]:
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         pairs.append((model.get_submodule(module_name), tensor_name))
-    cls = getattr(prune, METHODS[step.settings["pruning_method"]].cls)
-    with torch.no_grad(), as_torch_would(step.seed):
-        masks = prune.global_masks(pairs, cls, amount=step.settings["amount"])
+    method = step.settings["pruning_method"]
+    cls = getattr(prune, METHODS[method].cls)
+    rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
+    with torch.no_grad(), as_torch_would():
+        masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng)
     return dict(zip(step.targets, masks, strict=True))

@@ -2,8 +2,8 @@
 
 Applying goes through the public functions (``prune.ln_structured(module, "weight", ...)``), so the
 module ends up exactly as if the user had called them: same ``_orig``/``_mask`` tensors, same hook
-and ``PruningContainer``. Random steps run right after ``torch.manual_seed(step.seed)`` inside a
-forked RNG.
+and ``PruningContainer``. Random steps draw from a generator seeded with
+``step.seed`` -- the stream stock torch draws after ``torch.manual_seed(step.seed)``.
 
 Examples
 --------
@@ -23,7 +23,7 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
-from .seeding import as_torch_would
+from .seeding import as_torch_would, generator_for
 from .step import Step, split_address
 
 __all__ = ["run_step"]
@@ -38,14 +38,18 @@ def run_step(model: nn.Module, step: Step) -> None:
     """Apply ``step`` to ``model`` in place (no validation: callers check the step first)."""
     if step.is_global:
         pairs = [_locate(model, address) for address in step.targets]
-        cls = getattr(prune, METHODS[step.settings["pruning_method"]].cls)
-        with as_torch_would(step.seed):
-            prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"])
+        method = step.settings["pruning_method"]
+        cls = getattr(prune, METHODS[method].cls)
+        rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
+        with as_torch_would():
+            prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"],
+                                      **rng)
         return
     module, tensor_name = _locate(model, step.target)  # type: ignore[arg-type]
     function = getattr(prune, step.spec.function)
     kwargs = dict(step.settings)
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)
-    with as_torch_would(step.seed):
+    kwargs.update(generator_for(step.method, step.seed, getattr(module, tensor_name).device))
+    with as_torch_would():
         function(module, tensor_name, **kwargs)

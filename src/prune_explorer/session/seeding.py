@@ -1,57 +1,52 @@
-"""Seeded random draws that leave the caller's random state alone.
+"""How the session makes its pruning calls reproduce stock torch exactly.
 
-Every pruning call the session makes runs inside :func:`as_torch_would`: seeded like this, and with
-``prune.tie_break("torch")``, so that even where exact ties straddle a cut on a large tensor the
-session's masks are the ones stock ``torch.nn.utils.prune`` gives -- the promise behind
-``Plan.to_snippet()``.
+Two things could make the session's masks differ from those of the exported snippet, which runs
+``torch.manual_seed(seed)`` and then the same ``torch.nn.utils.prune`` call:
 
-A random pruning step records an integer seed. To compute its mask the session runs the torch call
-right after ``torch.manual_seed(seed)``, inside ``torch.random.fork_rng`` so the global RNG state
-(CPU and CUDA) is the same afterwards. An exported snippet calls ``torch.manual_seed(seed)`` right
-before the same call, so stock torch draws the same numbers.
+* random draws -- each random step records an integer seed, and the session draws from a fresh
+  ``torch.Generator`` seeded with it (:func:`generator_for`): the very stream the global generator
+  yields after ``torch.manual_seed(seed)``. The user's global RNG is never touched, not even by
+  previews that a widget runs on a background thread;
+* exact ties at a cut on large tensors -- :func:`as_torch_would` asks the core for torch's own
+  split (``prune.tie_break("torch")``).
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.seeding import seeded
->>> state = torch.random.get_rng_state()
->>> with seeded(3):
-...     a = torch.rand(2)
->>> with seeded(3):
-...     b = torch.rand(2)
->>> torch.equal(a, b), torch.equal(state, torch.random.get_rng_state())
-(True, True)
+>>> from prune_explorer.session.seeding import generator_for
+>>> g = generator_for("random_unstructured", 3, torch.device("cpu"))["generator"]
+>>> _ = torch.manual_seed(3)
+>>> torch.equal(torch.rand(4, generator=g), torch.rand(4))
+True
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
-__all__ = ["as_torch_would", "seeded"]
+__all__ = ["as_torch_would", "generator_for"]
 
 
 @contextlib.contextmanager
-def seeded(seed: int | None) -> Iterator[None]:
-    """Run the block after ``torch.manual_seed(seed)``, restoring all RNG states afterwards.
-
-    ``seed=None`` runs the block as is (deterministic methods draw nothing).
-    """
-    if seed is None:
-        yield
-        return
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
-
-
-@contextlib.contextmanager
-def as_torch_would(seed: int | None) -> Iterator[None]:
-    """:func:`seeded`, with ties at a cut split exactly as ``torch.nn.utils.prune`` splits them."""
+def as_torch_would() -> Iterator[None]:
+    """Split exact ties at a cut as ``torch.nn.utils.prune`` does (``prune.tie_break("torch")``)."""
     from prune_explorer import prune
 
-    with prune.tie_break("torch"), seeded(seed):
+    with prune.tie_break("torch"):
         yield
+
+
+def generator_for(method: str, seed: int | None, device: torch.device) -> dict[str, Any]:
+    """``{"generator": g}`` for a random step (``seed`` given), else ``{}``.
+
+    ``g`` is seeded with ``seed`` where torch would draw after ``torch.manual_seed(seed)``: on the
+    tensor's device for unstructured draws, on the CPU for random_structured's per-channel draws.
+    """
+    if seed is None:
+        return {}
+    where = torch.device("cpu") if method == "random_structured" else torch.device(device)
+    return {"generator": torch.Generator(device=where).manual_seed(seed)}
