@@ -30,15 +30,28 @@ True
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["LatestOnly"]
 
 _NOTHING = object()
+
+# Schedulers whose worker may be mid-job when the interpreter exits. A daemon thread still inside a
+# torch kernel at shutdown aborts the process ("terminate called without an active exception"), so
+# at exit every live scheduler is closed, which lets a running job finish first.
+_LIVE: weakref.WeakSet[LatestOnly] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for scheduler in list(_LIVE):
+        scheduler.close()
 
 
 class LatestOnly:
@@ -82,6 +95,7 @@ class LatestOnly:
         self._last_request_at = 0.0
         self._closed = False
         self._thread: threading.Thread | None = None
+        _LIVE.add(self)
         self.requested = 0  #: requests received
         self.runs = 0  #: jobs run (requested - runs were superseded or are pending)
 
