@@ -153,8 +153,8 @@ def custom_from_mask(module: nn.Module, name: str, mask: torch.Tensor) -> nn.Mod
     >>> import torch
     >>> from prune_explorer import prune
     >>> m = prune.custom_from_mask(torch.nn.Linear(2, 1), "bias", torch.tensor([0.0]))
-    >>> m.bias.tolist()
-    [0.0]
+    >>> m.bias_mask.tolist(), bool(m.bias == 0)
+    ([0.0], True)
     """
     with calling("custom_from_mask"):
         CustomFromMask.apply(module, name, mask=mask)
