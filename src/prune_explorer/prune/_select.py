@@ -49,12 +49,7 @@ __all__ = [
 SMALL = 1 << 17
 
 _SAMPLE = 1 << 16
-_SAME_SIZE_INT = {
-    torch.float16: torch.int16,
-    torch.bfloat16: torch.int16,
-    torch.float32: torch.int32,
-    torch.float64: torch.int64,
-}
+_CHUNK = 1 << 20  # entries per piece when scanning (4 MiB of float32: stays in cache)
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -153,24 +148,12 @@ class Threshold:
     def write_unselected(self, keys: torch.Tensor, out: torch.Tensor, i: int = 0) -> torch.Tensor:
         """Write 1 where the entry is *not* selected, 0 where it is, into ``out`` (may be ``keys``).
 
-        ``out`` is a floating tensor of the keys' shape: this builds a pruning mask in one pass
+        ``out`` is a floating tensor of the keys' shape: this builds a pruning mask in place,
         without a temporary boolean tensor.
         """
         v = self.value.to(keys.device)
-        bits = _SAME_SIZE_INT.get(keys.dtype)
-        if bits is not None and bool(v >= 0):
-            # For keys >= 0 (|t| and uniform draws are) the IEEE bit patterns, read as integers,
-            # sort like the values, with NaN above +inf: one integer comparison then says "not
-            # selected" exactly, NaN included (a float ``NaN > v`` would say False).
-            ints, v_int = keys.view(bits), v.view(bits)
-            if self.inclusive:
-                return torch.gt(ints, v_int, out=out)
-            torch.ge(ints, v_int, out=out)
-            ties = self.ties[i] if self.ties is not None else None
-            if ties is not None:
-                out.view(-1)[ties.to(out.device)] = 0
-            return out
-        # General keys: write the selection and flip it (out = 1 - selected).
+        # Not "keys > v": NaN entries are never selected, but ``NaN > v`` is False. So write
+        # the selection and flip it (out = 1 - selected): two cheap in-place passes.
         if self.inclusive:
             torch.le(keys, v, out=out)
         else:
@@ -179,12 +162,6 @@ class Threshold:
             if ties is not None:
                 out.view(-1)[ties.to(out.device)] = 1
         return out.neg_().add_(1)
-
-
-def _count(x: torch.Tensor, op: str, v: torch.Tensor) -> int:
-    if op == "lt":
-        return int(torch.count_nonzero(x < v))
-    return int(torch.count_nonzero(x <= v))
 
 
 def select_smallest(
@@ -224,6 +201,10 @@ def select_smallest(
     dtype = keys[0].dtype
     cpu = torch.device("cpu")
 
+    # Work through cache-sized pieces: the comparisons, count and gather below then read each
+    # piece from cache rather than memory (views, no copies).
+    chunks = [c for x in keys for c in x.split(_CHUNK)]
+
     # 1. Bracket from a strided sample (no RNG: the global generator must not advance).
     stride = max(1, total // _SAMPLE)
     sample = torch.cat([x[::stride].to(cpu) for x in keys])
@@ -261,7 +242,7 @@ def select_smallest(
             continue
         c_lo = 0
         parts = []
-        for x in keys:
+        for x in chunks:
             inside = x <= hi.to(x.device)
             if lo is not None:
                 below = x < lo.to(x.device)
