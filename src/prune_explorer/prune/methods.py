@@ -336,11 +336,12 @@ def _unstructured_mask(
     mask = default_mask.clone(memory_format=torch.contiguous_format)
     if k == 0:
         return mask
-    pruned = _pruned_entries(keys, k, largest=largest)
-    if pruned is None:
-        _zero_k(mask.view(-1), keys.reshape(-1), k, largest=largest)
-    else:
-        mask.view(-1).masked_fill_(pruned.to(mask.device), 0)
+    if keys.numel() > SMALL and supports_fast_select(keys.dtype) and keys.is_contiguous():
+        # ``keys`` is a fresh tensor of ours (|t| or draws): turn it into the 0/1 "kept"
+        # tensor in place and multiply (same as zeroing the pruned entries of a 0/1 mask).
+        keep = _fresh_unstructured_mask(keys, k, keys, largest=largest, keys_are_buffer=True)
+        return mask.mul_(keep.view(mask.shape).to(device=mask.device, dtype=mask.dtype))
+    _zero_k(mask.view(-1), keys.reshape(-1), k, largest=largest)
     return mask
 
 
