@@ -2,7 +2,9 @@
 
 For a 4096 x 4096 Linear weight and a 512 x 512 x 3 x 3 Conv2d weight, and several amounts:
 
-1. mask:   ``prune.L1Unstructured(amount).compute_mask(w, torch.ones_like(w))``
+1. mask:   ``prune.preview_mask(module, "weight", prune.L1Unstructured(amount))`` -- the mask
+           ``apply`` would install, computed without touching the module: what
+           ``Session.preview`` (and so the explorer) calls on every slider move
 2. view:   ``MaskPreview.update(mask)`` (2-D view, exact pooling to one cell per pixel, set_data)
    render: ``MaskPreview.png()`` (PNG bytes for the widget)
 3. naive:  a new figure that ``imshow``-s the whole full-resolution mask (with a colour bar) and
@@ -58,6 +60,8 @@ def run_case(label: str, shape: tuple[int, ...], module_type: str, amounts: list
              repeats: int) -> dict[str, float]:
     torch.manual_seed(0)
     weight = torch.randn(*shape)
+    holder = torch.nn.Module()
+    holder.weight = torch.nn.Parameter(weight)
     preview = MaskPreview()
     figsize = tuple(preview.figure.get_size_inches())
     dpi = preview.figure.dpi
@@ -71,7 +75,7 @@ def run_case(label: str, shape: tuple[int, ...], module_type: str, amounts: list
     for _ in range(repeats):
         for amount in amounts:
             t0 = time.perf_counter()
-            mask = prune.L1Unstructured(amount).compute_mask(weight, torch.ones_like(weight))
+            mask = prune.preview_mask(holder, "weight", prune.L1Unstructured(amount))
             t1 = time.perf_counter()
             preview.update(
                 mask,
@@ -105,7 +109,7 @@ def run_case(label: str, shape: tuple[int, ...], module_type: str, amounts: list
     ratio = med["naive"] / med["view_render"]
     print(f"{label}: 2-D view {source} pooled to {cells} cells, "
           f"{len(mask_t)} frames ({repeats} x amounts {amounts})")
-    print(f"  mask (prune.L1Unstructured.compute_mask)  median {med['mask']:8.1f} ms")
+    print(f"  mask (prune.preview_mask, L1)             median {med['mask']:8.1f} ms")
     print(f"  view (tensor_view + exact pooling)        median {med['view']:8.1f} ms")
     print(f"  render (PNG, blitted)                     median {med['render']:8.1f} ms")
     print(f"  view+render                               median {med['view_render']:8.1f} ms"
