@@ -408,8 +408,44 @@ class _RandomMixin:
         return state
 
 
+class _UnstructuredMixin(_AmountMixin):
+    """What the two unstructured methods share; they differ only in their keys.
+
+    The ``k`` entries with the smallest keys are pruned (``_LARGEST``: the largest).
+    """
+
+    _LARGEST: bool
+
+    def _keys(self, t: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        """Fresh key tensor for ``t`` (of ``like``'s dtype/device/shape where it can be, so it
+        can become the mask in place)."""
+        raise NotImplementedError
+
+    def _count(self, size: int) -> int:
+        return _count_for(self.amount, size, caller(type(self).__name__), "entries")
+
+    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        k = self._count(t.nelement())
+        if k == 0:
+            return default_mask.clone(memory_format=torch.contiguous_format)
+        return _unstructured_mask(self._keys(t), k, default_mask, largest=self._LARGEST)
+
+    def _fresh_mask(self, t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        k = self._count(t.nelement())
+        if k == 0:
+            return torch.ones_like(like, memory_format=torch.contiguous_format)
+        keys = self._keys(t, like)
+        buffer = (keys.dtype == like.dtype and keys.device == like.device
+                  and keys.shape == like.shape and keys.is_contiguous())
+        return _fresh_unstructured_mask(keys, k, like, largest=self._LARGEST,
+                                        keys_are_buffer=buffer)
+
+    def _settings(self) -> dict[str, Any]:
+        return {"amount": self.amount}
+
+
 class RandomUnstructured(
-    _AmountMixin, _RandomMixin, BasePruningMethod, _torch_prune.RandomUnstructured
+    _UnstructuredMixin, _RandomMixin, BasePruningMethod, _torch_prune.RandomUnstructured
 ):
     """Prune ``amount`` entries chosen uniformly at random.
 
@@ -440,30 +476,17 @@ class RandomUnstructured(
         _check_generator(generator, caller(type(self).__name__))
         self.generator = generator
 
-    def _count(self, t: torch.Tensor) -> int:
-        return _count_for(self.amount, t.nelement(), caller(type(self).__name__), "entries")
+    _LARGEST = True
 
-    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        k = self._count(t)
-        if k == 0:
-            return default_mask.clone(memory_format=torch.contiguous_format)
-        return _unstructured_mask(self._draw_like(t), k, default_mask, largest=True)
-
-    def _fresh_mask(self, t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        k = self._count(t)
-        if k == 0:
-            return torch.ones_like(like, memory_format=torch.contiguous_format)
-        prob = self._draw_like(t)
-        buffer = (prob.dtype == like.dtype and prob.device == like.device
-                  and prob.shape == like.shape and prob.is_contiguous())
-        return _fresh_unstructured_mask(prob, k, like, largest=True, keys_are_buffer=buffer)
+    def _keys(self, t: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        return self._draw_like(t)
 
     def _mask_on_alive(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor | None:
         """Container step: draw for the surviving entries exactly as torch does (one
         ``rand_like`` of the gathered vector), then scatter the choice back by position."""
         alive = (default_mask == 1).reshape(-1)
         n_alive = int(torch.count_nonzero(alive))
-        k = _count_for(self.amount, n_alive, caller(type(self).__name__), "entries")
+        k = self._count(n_alive)
         new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
                                    copy=True)
         if k == 0:
@@ -477,9 +500,6 @@ class RandomUnstructured(
         new_mask.view(-1).masked_fill_(where, 0)
         return new_mask
 
-    def _settings(self) -> dict[str, Any]:
-        return {"amount": self.amount}
-
     @classmethod
     def apply(  # type: ignore[override]
         cls, module: nn.Module, name: str, amount: float | int, *,
@@ -489,7 +509,7 @@ class RandomUnstructured(
         return super().apply(module, name, amount=amount, generator=generator)
 
 
-class L1Unstructured(_AmountMixin, BasePruningMethod, _torch_prune.L1Unstructured):
+class L1Unstructured(_UnstructuredMixin, BasePruningMethod, _torch_prune.L1Unstructured):
     """Prune the ``amount`` entries with the smallest absolute value (or importance score).
 
     Same mask as torch's whenever no two entries tie at the cut; on ties, the same number of
@@ -508,27 +528,15 @@ class L1Unstructured(_AmountMixin, BasePruningMethod, _torch_prune.L1Unstructure
 
     PRUNING_TYPE = "unstructured"
 
+    _LARGEST = False
+
     def __init__(self, amount: float | int) -> None:
         self._init_amount(amount)
 
-    def _count(self, t: torch.Tensor) -> int:
-        return _count_for(self.amount, t.nelement(), caller(type(self).__name__), "entries")
-
-    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        k = self._count(t)
-        if k == 0:
-            return default_mask.clone(memory_format=torch.contiguous_format)
-        return _unstructured_mask(torch.abs(t), k, default_mask, largest=False)
-
-    def _fresh_mask(self, t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-        k = self._count(t)
-        if k == 0:
-            return torch.ones_like(like, memory_format=torch.contiguous_format)
-        if t.dtype == like.dtype and t.device == like.device and t.shape == like.shape:
-            keys = torch.empty(like.shape, dtype=like.dtype, device=like.device)
-            torch.abs(t, out=keys)
-            return _fresh_unstructured_mask(keys, k, like, largest=False, keys_are_buffer=True)
-        return _unstructured_mask(torch.abs(t), k, torch.ones_like(like), largest=False)
+    def _keys(self, t: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+        if like is None or (t.dtype, t.device, t.shape) != (like.dtype, like.device, like.shape):
+            return torch.abs(t)
+        return torch.abs(t, out=torch.empty(like.shape, dtype=like.dtype, device=like.device))
 
     def _mask_on_alive(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor | None:
         """Container step on the entries ``default_mask`` keeps, without gathering them.
@@ -539,7 +547,7 @@ class L1Unstructured(_AmountMixin, BasePruningMethod, _torch_prune.L1Unstructure
         if not supports_fast_select(t.dtype):
             return None
         alive = default_mask == 1
-        k = self._count_alive(int(torch.count_nonzero(alive)))
+        k = self._count(int(torch.count_nonzero(alive)))
         new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
                                    copy=True)
         if k == 0:
@@ -550,12 +558,6 @@ class L1Unstructured(_AmountMixin, BasePruningMethod, _torch_prune.L1Unstructure
             return None
         new_mask.view(-1).masked_fill_(thr.selected(keys), 0)
         return new_mask
-
-    def _count_alive(self, alive: int) -> int:
-        return _count_for(self.amount, alive, caller(type(self).__name__), "entries")
-
-    def _settings(self) -> dict[str, Any]:
-        return {"amount": self.amount}
 
     @classmethod
     def apply(  # type: ignore[override]
