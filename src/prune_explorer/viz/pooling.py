@@ -239,6 +239,19 @@ def _edges_for(shape: tuple[int, ...], max_cells: Any, where: str) -> tuple[np.n
     return block_edges(shape[0], max_rows), block_edges(shape[1], max_cols)
 
 
+def _kept_and_area(
+    a: np.ndarray, gaps: Any, row_edges: np.ndarray, col_edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-element kept flags, then exact kept and real-element counts per display cell."""
+    kept_src, valid = _kept_and_valid(a, gaps)
+    kept = block_sums(kept_src, row_edges, col_edges)
+    if valid is None:
+        area = np.outer(np.diff(row_edges), np.diff(col_edges))
+    else:
+        area = block_sums(valid, row_edges, col_edges)
+    return kept_src, kept, area
+
+
 def pool_fraction(
     mask: Any, max_cells: MaxCells = DEFAULT_MAX_CELLS, *, gaps: bool | None = None
 ) -> PooledView:
@@ -272,12 +285,7 @@ def pool_fraction(
     """
     a = as_array(mask)
     row_edges, col_edges = _edges_for(a.shape, max_cells, "pool_fraction")
-    kept_src, valid = _kept_and_valid(a, gaps)
-    kept = block_sums(kept_src, row_edges, col_edges)
-    if valid is None:
-        area = np.outer(np.diff(row_edges), np.diff(col_edges))
-    else:
-        area = block_sums(valid, row_edges, col_edges)
+    _, kept, area = _kept_and_area(a, gaps, row_edges, col_edges)
     with np.errstate(invalid="ignore", divide="ignore"):
         values = np.where(area > 0, kept / np.maximum(area, 1), np.nan)
     return PooledView(values, kept, area, row_edges, col_edges, "kept fraction")
@@ -305,12 +313,7 @@ def pool_magnitude(weight: Any, mask: Any, max_cells: MaxCells = DEFAULT_MAX_CEL
             f"pool_magnitude: weight and mask must have the same shape; got {w.shape} and {a.shape}"
         )
     row_edges, col_edges = _edges_for(a.shape, max_cells, "pool_magnitude")
-    kept_src, valid = _kept_and_valid(a, None)
-    kept = block_sums(kept_src, row_edges, col_edges)
-    if valid is None:
-        area = np.outer(np.diff(row_edges), np.diff(col_edges))
-    else:
-        area = block_sums(valid, row_edges, col_edges)
+    kept_src, kept, area = _kept_and_area(a, None, row_edges, col_edges)
     magnitude = np.where(kept_src, np.abs(w.astype(np.float64, copy=False)), 0.0)
     sums = block_sums(magnitude, row_edges, col_edges)
     with np.errstate(invalid="ignore", divide="ignore"):
