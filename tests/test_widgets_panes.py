@@ -15,35 +15,20 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.utils.prune as torch_prune
-from torch import nn
 
+from _widget_helpers import assert_same_state, mlp, state
 from prune_explorer.session import Plan, Step
 from prune_explorer.widgets import Explorer
 
 HISTORY, COMPARE, COMMIT, EXPORT = 1, 2, 3, 4
 
 
-def _tie_free(model: nn.Module, seed: int = 0) -> nn.Module:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for param in model.parameters():
-            param.copy_(torch.randn(param.shape, generator=generator))
-    return model
 
 
-def mlp() -> nn.Module:
-    return _tie_free(nn.Sequential(nn.Linear(12, 8), nn.ReLU(), nn.Linear(8, 4)))
 
 
-def state(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def assert_same_state(model: nn.Module, expected: dict[str, torch.Tensor]) -> None:
-    got = model.state_dict()
-    assert sorted(got) == sorted(expected)
-    for key, value in expected.items():
-        assert torch.equal(got[key], value), key
 
 
 @pytest.fixture
