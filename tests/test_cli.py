@@ -18,7 +18,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
 import torch
@@ -31,9 +30,7 @@ from prune_explorer.session import Plan, Step
 from prune_explorer.session.reports import REPORT_COLUMNS
 
 REPO = Path(__file__).resolve().parent.parent
-REPO_NOTEBOOKS = REPO / "notebooks"
 PACKAGED_NOTEBOOKS = REPO / "src" / "prune_explorer" / "notebooks"
-TOOLS = REPO / "tools"
 EXPECTED_NOTEBOOKS = [
     "01_quickstart.ipynb",
     "02_pruning_concepts.ipynb",
@@ -479,46 +476,6 @@ def test_lab_without_jupyterlab_installed(capsys, tmp_path, launched, monkeypatc
     assert_fails(capsys, tmp_path, ["lab", "--dir", tmp_path / "w"], "JupyterLab is not installed",
                  "pip install jupyterlab")
     assert launched == []
-
-
-# -- the bundled notebooks -----------------------------------------------------------------------
-def test_packaged_notebooks_are_identical_to_the_repository_ones():
-    assert sorted(p.name for p in REPO_NOTEBOOKS.glob("*.ipynb")) == EXPECTED_NOTEBOOKS
-    assert sorted(p.name for p in PACKAGED_NOTEBOOKS.glob("*.ipynb")) == EXPECTED_NOTEBOOKS
-    for name in EXPECTED_NOTEBOOKS:
-        assert (REPO_NOTEBOOKS / name).read_bytes() == (PACKAGED_NOTEBOOKS / name).read_bytes()
-    assert sorted(cli.bundled_notebooks()) == EXPECTED_NOTEBOOKS
-
-
-def test_notebooks_are_generated_by_make_notebooks(capsys):
-    spec = importlib.util.spec_from_file_location("make_notebooks", TOOLS / "make_notebooks.py")
-    make_notebooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(make_notebooks)
-    code = make_notebooks.main(["--check"])
-    assert code == 0, capsys.readouterr().out
-
-
-@pytest.mark.parametrize("name", EXPECTED_NOTEBOOKS)
-def test_notebooks_are_stripped_and_use_python3(name):
-    nb = nbformat.read(REPO_NOTEBOOKS / name, as_version=4)
-    nbformat.validate(nb)
-    assert nb.metadata.kernelspec.name == "python3"
-    code_cells = [c for c in nb.cells if c.cell_type == "code"]
-    assert code_cells
-    for cell in code_cells:
-        assert cell.outputs == []
-        assert cell.execution_count is None
-    text = json.dumps(nb)
-    assert "ipympl" not in text
-    assert "%matplotlib widget" not in text
-
-
-def test_quickstart_opens_the_explorer_on_the_demo_model():
-    nb = nbformat.read(REPO_NOTEBOOKS / "01_quickstart.ipynb", as_version=4)
-    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "from prune_explorer import explore" in source
-    assert "model = load_mlp()" in source
-    assert "explorer = explore(model)" in source
 
 
 # -- the installed console script and the docstring example -------------------------------------
