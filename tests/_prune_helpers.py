@@ -19,12 +19,6 @@ from torch import nn
 
 from prune_explorer import prune as ours
 
-#: True while ``prune_explorer.prune`` is still the temporary shim re-exporting torch.
-IS_SHIM = ours.L1Unstructured is theirs.L1Unstructured
-
-#: Known torch defects that our implementation fixes; these tests xfail on the shim.
-TORCH_BUG = "torch.nn.utils.prune does not restore the module here (ours must)"
-
 
 # --------------------------------------------------------------------------- modules
 class Rank5(nn.Module):
@@ -288,22 +282,18 @@ def snapshot(module: nn.Module) -> dict[str, Any]:
     return snap
 
 
-def assert_unchanged(before: dict[str, Any], module: nn.Module, ordered: bool = True) -> None:
-    """``module`` is exactly as in ``before`` (set ``ordered=False`` to ignore dict order)."""
+def assert_unchanged(before: dict[str, Any], module: nn.Module) -> None:
+    """``module`` is exactly as in ``before``, dict order included."""
     after = snapshot(module)
-
-    def norm(x):
-        return x if ordered else sorted(x, key=repr)
-
     assert list(after) == list(before), "submodules changed"
     for qual, b in before.items():
         a = after[qual]
         if qual == "<state_dict>":
-            assert norm(a) == norm(b), "state_dict keys/dtypes/shapes changed"
+            assert a == b, "state_dict keys/dtypes/shapes changed"
             continue
         where = qual or "<root>"
-        assert norm(a["params"]) == norm(b["params"]), f"{where}: parameters changed"
-        assert norm(a["buffers"]) == norm(b["buffers"]), f"{where}: buffers changed"
+        assert a["params"] == b["params"], f"{where}: parameters changed"
+        assert a["buffers"] == b["buffers"], f"{where}: buffers changed"
         assert a["hooks"] == b["hooks"], f"{where}: forward pre-hooks changed"
         assert a["hooks_desc"] == b["hooks_desc"], f"{where}: pruning container changed"
         assert list(a["plain_attrs"]) == list(b["plain_attrs"]), f"{where}: tensor attributes"

@@ -71,7 +71,7 @@ def convnet(seed: int = 0) -> nn.Module:
 
 @_quiet
 def zoo(seed: int = 0) -> nn.Module:
-    """One of every layer kind the issue lists."""
+    """One layer of each kind: linear, conv 1-3d, transposed conv, embedding, RNN, norm, custom."""
     model = nn.ModuleDict(
         {
             "linear": nn.Linear(6, 4),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import math
 from pathlib import Path
 
@@ -374,12 +372,3 @@ def test_build_checkpoints_is_deterministic(tmp_path):
         model = MODELS[name][0]()
         model.load_state_dict(torch.load(first[name], weights_only=True))
         assert evaluate(model) >= 0.95
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("module", ["__init__", "models", "data", "training", "checkpoints"])
-def test_docstring_examples_run(module):
-    name = "prune_explorer.demo" + ("" if module == "__init__" else f".{module}")
-    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
-    assert result.failed == 0

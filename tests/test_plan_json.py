@@ -1,4 +1,4 @@
-"""Issue 3, item 8: plans -- string addresses, strict JSON round trip, replay on a fresh model."""
+"""Plans -- string addresses, strict JSON round trip, replay on a fresh model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3, item 9: the exported snippet reproduces the session's masks on stock torch.
+"""The exported snippet reproduces the session's masks on stock torch.
 
 The snippet runs in a fresh interpreter (``/work/venv/bin/python`` or whichever Python runs the
 tests) with ``model`` bound to an equal copy of the model, built from ``_session_models`` (which

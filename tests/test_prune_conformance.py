@@ -19,7 +19,6 @@ import torch.nn.utils.prune as theirs
 from torch import nn
 
 from _prune_helpers import (
-    IS_SHIM,
     MODULE_KINDS,
     assert_pruned_alike,
     assert_same_tensor,
@@ -69,7 +68,6 @@ FUNCTIONS = ["identity", "random_unstructured", "l1_unstructured", "random_struc
              "is_pruned"]  # fmt: skip
 
 
-@pytest.mark.skipif(IS_SHIM, reason="prune_explorer.prune is still the torch shim")
 def test_ours_is_not_torch_underneath():
     """Differential tests are vacuous if ours silently inherits torch's code."""
     for fn in FUNCTIONS:

@@ -1,4 +1,4 @@
-"""Issue 3, item 6: global vs local pruning side by side, with totals and layer collapse."""
+"""Global vs local pruning side by side, with totals and layer collapse."""
 
 from __future__ import annotations
 

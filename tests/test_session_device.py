@@ -1,4 +1,4 @@
-"""Issue 3, item 5: devices. ``to(device)`` moves model, masks and history; work runs on the
+"""Devices: ``to(device)`` moves model, masks and history; work runs on the
 model's device. CUDA tests skip cleanly without a GPU."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 3, item 1: discovery of prunable tensors by qualified address."""
+"""Discovery of prunable tensors by qualified address."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3, item 10: bad input raises before anything changes, with a message naming the problem.
+"""Bad input raises before anything changes, with a message naming the problem.
 
 Each case runs on a session with some history; afterwards the model (state_dict, Parameter
 objects, hooks), the session (steps, histories), the global RNG and the session's seed stream

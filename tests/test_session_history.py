@@ -1,4 +1,4 @@
-"""Issue 3, item 3: per-tensor history, stored as bits, with masks/diffs/counts at every step."""
+"""Per-tensor history, stored as bits, with masks/diffs/counts at every step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3, item 2: preview computes exactly the mask apply would produce, changing nothing."""
+"""Preview computes exactly the mask apply would produce, changing nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3, item 11: property test over random sequences of session operations.
+"""Property test over random sequences of session operations.
 
 Random sequences of preview / apply / apply_global / undo / commit on a small MLP. After every
 operation:

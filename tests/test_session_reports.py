@@ -1,4 +1,4 @@
-"""Issue 3, item 7: reports with fixed columns, totals and memory, compared with pandas' helpers."""
+"""Reports with fixed columns, totals and memory, compared with pandas' helpers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3, item 4: exact undo, reset, and commit (permanent, not undoable, says so)."""
+"""Exact undo, reset, and commit (permanent, not undoable, says so)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 5: the Explore tab driven as a user would -- picker, every control, preview, buttons.
+"""The Explore tab driven as a user would -- picker, every control, preview, buttons.
 
 Widgets are driven by setting their values and calling ``Button.click()``; results are checked
 against the session and against stock ``torch.nn.utils.prune`` (the oracle) on a copy of the

@@ -1,4 +1,4 @@
-"""Issue 5: the History, Global vs local, Commit and Export tabs, driven as a user would.
+"""The History, Global vs local, Commit and Export tabs, driven as a user would.
 
 Stock ``torch.nn.utils.prune`` on a copy of the model is the oracle for every mask; the session
 is the oracle for its own tables (history, comparison, plan).

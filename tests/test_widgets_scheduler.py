@@ -1,4 +1,4 @@
-"""Issue 5: live previews never queue stale renders (``LatestOnly``), in both modes.
+"""Live previews never queue stale renders (``LatestOnly``), in both modes.
 
 The background mode is made deterministic with ``flush()`` (runs the newest request now and
 waits for a running job) and with events that hold a job while requests pile up.
