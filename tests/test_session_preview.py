@@ -9,6 +9,7 @@ import torch
 
 from _session_helpers import assert_exact_state, convnet, exact_state, masks, torch_apply
 from prune_explorer.session import Session, Step
+from prune_explorer.session.methods import SEED_LIMIT
 
 TARGET = "features.2.weight"  # Conv2d(4, 6, 3): shape (6, 4, 3, 3)
 
@@ -104,6 +105,16 @@ def test_session_seed_makes_sessions_reproducible():
     c = Session(convnet(), seed=6).apply(TARGET, "random_unstructured", amount=0.5)
     assert a.seed == b.seed
     assert a.seed != c.seed
+
+
+def test_drawn_seeds_come_from_the_range_a_step_accepts():
+    # one seed range: what the session draws is what Step validation accepts, [0, 2**63)
+    seeds = [Session(convnet(), seed=k).apply(TARGET, "random_unstructured", amount=0.5).seed
+             for k in range(8)]
+    assert all(0 <= seed < SEED_LIMIT for seed in seeds)
+    assert max(seeds) >= 2**32  # drawn from the whole range, not a 32-bit slice of it
+    for seed in seeds:
+        assert Step("random_unstructured", TARGET, amount=0.5, seed=seed).seed == seed
 
 
 GLOBAL_TARGETS = ["features.0.weight", "features.2.weight", "classifier.weight"]

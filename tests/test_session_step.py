@@ -94,3 +94,19 @@ def test_steps_are_hashable_values():
     assert a == b
     assert len({a, b, c}) == 2
     assert a != "l1_unstructured"
+
+
+def test_each_method_name_is_the_function_name_in_torch_and_in_our_core():
+    # the snippet and the session call ``prune.<name>`` directly, so the names must be torch's
+    import torch.nn.utils.prune as torch_prune
+
+    from prune_explorer import prune
+    from prune_explorer.session.methods import METHODS
+
+    for name, spec in METHODS.items():
+        assert spec.name == name
+        assert callable(getattr(torch_prune, name)), name
+        assert callable(getattr(prune, name)), name
+        if spec.cls is not None:
+            assert isinstance(getattr(torch_prune, spec.cls), type), spec.cls
+            assert isinstance(getattr(prune, spec.cls), type), spec.cls

@@ -10,7 +10,9 @@ import pytest
 import torch
 import torch.nn.utils.prune as torch_prune
 
-from prune_explorer.viz import MaskPreview, block_edges, render_png
+from prune_explorer.viz import MaskPreview, auto_cells, block_edges, render_png
+from prune_explorer.viz.figures import _MIN_AUTO_CELLS
+from prune_explorer.viz.pooling import DEFAULT_MAX_CELLS
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -46,6 +48,13 @@ def test_default_cells_match_the_axes_pixels():
     width_px = preview.ax.bbox.width
     assert rows <= height_px < rows + 1
     assert cols <= width_px < cols + 1
+
+
+@pytest.mark.parametrize(("figsize", "dpi"), [((1.0, 0.8), 20), ((4.8, 4.0), 80), ((20, 16), 100)])
+def test_default_cells_follow_the_static_plots_rule(figsize, dpi):
+    preview = MaskPreview(figsize=figsize, dpi=dpi)
+    assert preview.max_cells == auto_cells(preview.ax)
+    assert all(_MIN_AUTO_CELLS <= n <= DEFAULT_MAX_CELLS for n in preview.max_cells)
 
 
 def test_title_states_tensor_method_settings_and_sparsity():

@@ -46,7 +46,7 @@ def run_step(model: nn.Module, step: Step) -> None:
                                       **rng)
         return
     module, tensor_name = _locate(model, step.target)  # type: ignore[arg-type]
-    function = getattr(prune, step.spec.function)
+    function = getattr(prune, step.spec.name)
     kwargs = dict(step.settings)
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)

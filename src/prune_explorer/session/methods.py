@@ -45,13 +45,13 @@ SEED_LIMIT = 2**63
 class MethodSpec:
     """What the session knows about one pruning method.
 
-    ``settings`` are the required keyword settings, in the order torch's function takes them;
-    ``function`` and ``cls`` are the names in ``torch.nn.utils.prune``.
+    ``name`` is also the function's name in ``torch.nn.utils.prune`` and ``cls`` its class's
+    (None for the two functions without one); ``settings`` are the required keyword settings,
+    in the order torch's function takes them.
     """
 
     name: str
     settings: tuple[str, ...]
-    function: str
     cls: str | None
     random: bool = False
     structured: bool = False
@@ -60,18 +60,15 @@ class MethodSpec:
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
-        MethodSpec("identity", (), "identity", "Identity"),
-        MethodSpec("random_unstructured", ("amount",), "random_unstructured",
-                   "RandomUnstructured", random=True),
-        MethodSpec("l1_unstructured", ("amount",), "l1_unstructured", "L1Unstructured"),
-        MethodSpec("random_structured", ("amount", "dim"), "random_structured",
-                   "RandomStructured", random=True, structured=True),
-        MethodSpec("ln_structured", ("amount", "n", "dim"), "ln_structured", "LnStructured",
+        MethodSpec("identity", (), "Identity"),
+        MethodSpec("random_unstructured", ("amount",), "RandomUnstructured", random=True),
+        MethodSpec("l1_unstructured", ("amount",), "L1Unstructured"),
+        MethodSpec("random_structured", ("amount", "dim"), "RandomStructured", random=True,
                    structured=True),
-        MethodSpec("custom_from_mask", ("mask",), "custom_from_mask", "CustomFromMask"),
-        MethodSpec("global_unstructured", ("pruning_method", "amount"), "global_unstructured",
-                   None),
-        MethodSpec("remove", (), "remove", None),
+        MethodSpec("ln_structured", ("amount", "n", "dim"), "LnStructured", structured=True),
+        MethodSpec("custom_from_mask", ("mask",), "CustomFromMask"),
+        MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
+        MethodSpec("remove", (), None),
     )
 }
 

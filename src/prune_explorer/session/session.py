@@ -59,7 +59,7 @@ from .hooks import (
     restore,
     restore_order,
 )
-from .methods import check_method, check_seed, check_settings, is_random
+from .methods import SEED_LIMIT, check_method, check_seed, check_settings, is_random
 from .packed import PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover, unknown_target
@@ -73,8 +73,6 @@ from .reports import (
 from .step import Step
 
 __all__ = ["CommitResult", "Session"]
-
-_SEED_RANGE = 2**31
 
 
 @dataclass(frozen=True)
@@ -557,7 +555,7 @@ class Session:
         clean = check_settings(spec, settings, where)
         if seed is None and is_random(spec, clean):
             if self._pending_seed is None:
-                self._pending_seed = self._rng.randrange(_SEED_RANGE)
+                self._pending_seed = self._rng.randrange(SEED_LIMIT)
             seed = self._pending_seed
         return Step._build(where, spec.name, target, clean, seed)
 

@@ -105,7 +105,7 @@ def _step_lines(step: Step) -> list[str]:
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
     args = [_module_expr(module_name), _q(tensor_name)]
     args += [f"{key}={_literal(value)}" for key, value in step.settings.items()]
-    return [f"prune.{step.spec.function}({', '.join(args)})"]
+    return [f"prune.{step.spec.name}({', '.join(args)})"]
 
 
 def _title(index: int, step: Step) -> str:

@@ -28,7 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from prune_explorer.viz import style
-from prune_explorer.viz.figures import set_cell_ticks
+from prune_explorer.viz.figures import auto_cells, set_cell_ticks
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import MaxCells, PooledView, _parse_max_cells, pool_view
 from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
@@ -87,12 +87,8 @@ class MaskPreview:
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_axes(_AXES_RECT)
         cax = self.figure.add_axes(_CBAR_RECT)
-        if max_cells is None:
-            width_px, height_px = self.figure.get_size_inches() * dpi
-            max_cells = (
-                max(16, min(512, int(_AXES_RECT[3] * height_px))),
-                max(16, min(512, int(_AXES_RECT[2] * width_px))),
-            )
+        if max_cells is None:  # one cell per pixel of the axes, as the static plots do
+            max_cells = auto_cells(self.ax)
         self.max_cells: tuple[int, int] = _parse_max_cells(max_cells, "MaskPreview")
         self.compress_level = int(compress_level)
         self.image = self.ax.imshow(
