@@ -21,7 +21,7 @@ def test_every_change_emits_one_event_and_previews_and_failures_emit_none():
     a = s.apply("0.weight", "l1_unstructured", amount=0.5)
     g = s.apply_global(["0.weight", "2.weight"], amount=0.5)
     s.undo()
-    s.apply("2.bias", "identity")
+    i = s.apply("2.bias", "identity")
     s.reset()
     s.apply("0.weight", "l1_unstructured", amount=0.5)
     s.apply("2.weight", "l1_unstructured", amount=0.5)
@@ -33,9 +33,10 @@ def test_every_change_emits_one_event_and_previews_and_failures_emit_none():
     assert events[0] == SessionEvent("apply", ("0.weight",), (a,))
     assert events[1] == SessionEvent("apply", ("0.weight", "2.weight"), (g,))
     assert events[2] == SessionEvent("undo", ("0.weight", "2.weight"), (g,))
-    assert events[4].names == ("0.weight", "2.bias")
+    assert events[4] == SessionEvent("reset", ("0.weight", "2.bias"), (a, i))
     assert events[7].names == ("0.weight", "2.weight")
     assert [step.method for step in events[7].steps] == ["remove", "remove"]
+    assert events[8] == SessionEvent("to", (), ())
 
 
 def test_unsubscribe_and_several_listeners():

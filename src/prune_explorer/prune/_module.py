@@ -34,19 +34,17 @@ class PruningStateError(ValueError, AssertionError):
     checks torch makes inside its method objects."""
 
 
-def pruning_method_types() -> tuple[type, ...]:
-    """Hook classes we recognise: torch's base class, which ours subclass, so models pruned by
-    either implementation interoperate."""
-    return (_torch_prune.BasePruningMethod,)
+#: The pruning hooks we recognise: torch's base class, which ours subclass, so models pruned by
+#: either implementation interoperate.
+HOOK_TYPE = _torch_prune.BasePruningMethod
 
 
 def find_hook(module: nn.Module, name: str, where: str) -> tuple[int, Any] | None:
     """The (key, method) of the pruning hook acting on ``name``, or None."""
-    kinds = pruning_method_types()
     found = [
         (key, hook)
         for key, hook in module._forward_pre_hooks.items()
-        if isinstance(hook, kinds) and getattr(hook, "_tensor_name", None) == name
+        if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name
     ]
     if len(found) > 1:
         raise PruningStateError(

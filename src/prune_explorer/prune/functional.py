@@ -410,7 +410,7 @@ def _global_setup(
     with calling("global_unstructured"):
         entries = _parse_global_args(parameters, importance_scores)
         if not (isinstance(pruning_method, type)
-                and issubclass(pruning_method, _module.pruning_method_types())):
+                and issubclass(pruning_method, _module.HOOK_TYPE)):
             raise TypeError(problem("global_unstructured", "pruning_method",
                                     "a BasePruningMethod subclass", pruning_method))
         method = pruning_method(**kwargs)
@@ -521,9 +521,8 @@ def is_pruned(module: nn.Module) -> bool:
     >>> prune.is_pruned(net), prune.is_pruned(prune.identity(net[0], "weight"))
     (False, True)
     """
-    kinds = _module.pruning_method_types()
     return any(
-        isinstance(hook, kinds)
+        isinstance(hook, _module.HOOK_TYPE)
         for sub in module.modules()
         for hook in sub._forward_pre_hooks.values()
     )
@@ -544,12 +543,11 @@ def pruned_parameters(
     >>> {k: [type(m).__name__ for m in v] for k, v in prune.pruned_parameters(net).items()}
     {'0.weight': ['L1Unstructured', 'RandomUnstructured']}
     """
-    kinds = _module.pruning_method_types()
     out: dict[str, tuple[BasePruningMethod, ...]] = {}
     modules = model.named_modules() if recurse else [("", model)]
     for prefix, sub in modules:
         for hook in sub._forward_pre_hooks.values():
-            if isinstance(hook, kinds):
+            if isinstance(hook, _module.HOOK_TYPE):
                 chain = tuple(hook) if hasattr(hook, "_pruning_methods") else (hook,)
                 out[f"{prefix}.{hook._tensor_name}" if prefix else hook._tensor_name] = chain
     return out
@@ -568,9 +566,9 @@ def remove_all(model: nn.Module) -> nn.Module:
     >>> prune.is_pruned(prune.remove_all(net))
     False
     """
-    kinds = _module.pruning_method_types()
     for sub in model.modules():
-        names = [h._tensor_name for h in sub._forward_pre_hooks.values() if isinstance(h, kinds)]
+        hooks = sub._forward_pre_hooks.values()
+        names = [h._tensor_name for h in hooks if isinstance(h, _module.HOOK_TYPE)]
         for name in names:
             remove(sub, name)
     return model

@@ -221,7 +221,7 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
         if method is None:
             self._pruning_methods += (method,)  # accepted, as torch does
             return
-        if not isinstance(method, _module.pruning_method_types()):
+        if not isinstance(method, _module.HOOK_TYPE):
             raise TypeError(problem("PruningContainer.add_pruning_method", "method",
                                     "a BasePruningMethod", type(method).__name__))
         name = getattr(method, "_tensor_name", None)

@@ -31,7 +31,8 @@ EVENT_KINDS = ("apply", "undo", "reset", "commit", "to")
 @dataclass(frozen=True)
 class SessionEvent:
     """Something changed: ``kind`` (one of :data:`EVENT_KINDS`), the tensor addresses affected
-    and the steps involved (applied, undone or committed; empty for ``reset`` and ``to``)."""
+    and the steps involved: the step applied or undone, the ``remove`` steps a commit made,
+    every step a ``reset`` took back (in the order they were applied); empty for ``to``."""
 
     kind: str
     names: tuple[str, ...]

@@ -213,11 +213,6 @@ def legend_below(
     )
 
 
-def figure_of(ax: Axes) -> Any:
-    """The (sub)figure that holds ``ax``: colour bars and legends are added there."""
-    return ax.figure
-
-
 def root_figure(ax: Axes) -> Any:
     """The top-level figure of ``ax`` (through any subfigures)."""
     fig = ax.figure

@@ -36,7 +36,6 @@ from prune_explorer.viz.figures import (
     auto_cells,
     check_choice,
     draw_cells,
-    figure_of,
     legend_below,
 )
 from prune_explorer.viz.pooling import (
@@ -68,7 +67,7 @@ def _mask_key(
     ax: Axes, image: AxesImage, view: TensorView, pooled: PooledView
 ) -> tuple[Colorbar | None, Legend | None]:
     # Colour bar for fractions, a two-entry legend for a plain 0/1 mask.
-    fig = figure_of(ax)
+    fig = ax.figure
     if view.kind == "channels":
         bar = fig.colorbar(image, ax=ax)
         bar.set_ticks([0.0, 0.5, 1.0], labels=["0 slice gone", "0.5", "1 intact"])
@@ -231,7 +230,7 @@ def plot_mask(
         )
         bar = legend = None
         if key:
-            bar = figure_of(ax).colorbar(image, ax=ax)
+            bar = ax.figure.colorbar(image, ax=ax)
             if pooled.full_resolution:
                 bar.set_label("|w| of kept weights")
             else:
@@ -576,7 +575,7 @@ def plot_history(
                 f"plot_history: target must be a Figure or {len(masks)} Axes (one per mask); "
                 f"got {len(axes)} items"
             )
-        fig = figure_of(axes[0])
+        fig = axes[0].figure
     previous = initial if initial is not None else np.ones(as_array(masks[0]).shape, dtype=bool)
     panels = []
     for ax, mask, label in zip(axes, masks, labels, strict=True):
