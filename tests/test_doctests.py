@@ -39,4 +39,4 @@ def test_docstring_examples_run(name):
 def test_the_walk_finds_every_layer():
     names = {p.values[0] for p in modules()}
     assert {"prune_explorer.prune.functional", "prune_explorer.session.session",
-            "prune_explorer.viz.plots", "prune_explorer.widgets", "prune_explorer.cli"} <= names
+            "prune_explorer.viz.masks", "prune_explorer.widgets", "prune_explorer.cli"} <= names

@@ -134,7 +134,7 @@ def test_imports_keep_to_the_layer(path):
         ("import pandas\n", "prune", "imports pandas (not in"),
         ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import ipywidgets\n",
          "session", "imports ipywidgets (forbidden here)"),
-        ("from ..viz import plots\n", "session", "imports prune_explorer.viz (forbidden here)"),
+        ("from ..viz import masks\n", "session", "imports prune_explorer.viz (forbidden here)"),
         ("from matplotlib import pyplot\n", "viz", "imports matplotlib.pyplot (forbidden here)"),
         ("import ipywidgets\n", "cli", "imports ipywidgets (forbidden here)"),
     ],

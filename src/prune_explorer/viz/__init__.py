@@ -6,9 +6,9 @@ you pass in and returns what it drew; nothing here calls pyplot or ``plt.show()`
 Views and pooling
     :func:`tensor_view` (any rank -> labelled 2-D :class:`TensorView`), :func:`kernel_grid_view`,
     :func:`channel_view`, :func:`pool_fraction` (exact kept fraction per display cell).
-Plots
-    :func:`plot_mask`, :func:`plot_diff`, :func:`plot_history`, :func:`plot_global_vs_local`,
-    :func:`plot_sensitivity`; :func:`make_figure` and :func:`render_png`.
+Masks (``masks``), changes (``diffs``) and charts of session reports (``charts``)
+    :func:`plot_mask`; :func:`plot_diff`, :func:`plot_history`; :func:`plot_global_vs_local`,
+    :func:`plot_sensitivity`. Figures (``figures``): :func:`make_figure` and :func:`render_png`.
 Live preview
     :class:`MaskPreview`: update with a new mask, get PNG bytes, in tens of milliseconds.
 
@@ -24,15 +24,15 @@ Examples
 PooledView(kept fraction, source (8192, 1024) -> cells (256, 256), blocks 32 x 4, sparsity 25.0%)
 """
 
-from prune_explorer.viz.figures import auto_cells, make_figure, render_png
-from prune_explorer.viz.plots import (
-    DiffPlot,
-    HistoryPlot,
-    MaskPlot,
-    plot_diff,
-    plot_history,
-    plot_mask,
+from prune_explorer.viz.charts import (
+    GlobalLocalPlot,
+    SensitivityPlot,
+    plot_global_vs_local,
+    plot_sensitivity,
 )
+from prune_explorer.viz.diffs import DiffPlot, HistoryPlot, plot_diff, plot_history
+from prune_explorer.viz.figures import auto_cells, make_figure, render_png
+from prune_explorer.viz.masks import MaskPlot, plot_mask
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
     PooledView,
@@ -43,12 +43,6 @@ from prune_explorer.viz.pooling import (
     pool_view,
 )
 from prune_explorer.viz.preview import MaskPreview
-from prune_explorer.viz.tables import (
-    GlobalLocalPlot,
-    SensitivityPlot,
-    plot_global_vs_local,
-    plot_sensitivity,
-)
 from prune_explorer.viz.views import (
     TensorView,
     channel_view,

@@ -213,6 +213,12 @@ def legend_below(
     )
 
 
+def label_axes(ax: Axes, view: TensorView) -> None:
+    """Name the axes after the view's rows and columns (e.g. "output unit", "input unit")."""
+    ax.set_xlabel(view.col_label)
+    ax.set_ylabel(view.row_label)
+
+
 def root_figure(ax: Axes) -> Any:
     """The top-level figure of ``ax`` (through any subfigures)."""
     fig = ax.figure

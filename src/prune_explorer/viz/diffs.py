@@ -1,31 +1,29 @@
-"""Mask pictures: one mask, a before/after diff, and the history strip of a tensor.
+"""What pruning changed: a before/after diff of two masks and the history strip of a tensor.
 
-Every ``plot_*`` function draws into an ``Axes`` (or a ``Figure``) that you pass in and returns a
-small record of the artists it created plus the data behind them; nothing here touches pyplot's
-global state.
+Units pruned by the step (and any revived) are highlighted over the mask after it, on the same
+display cells as :func:`.masks.plot_mask` would use.
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.viz import make_figure, plot_mask, render_png
->>> mask = (torch.rand(64, 32) > 0.3).float()
+>>> from prune_explorer.viz import make_figure, plot_diff
+>>> before = torch.ones(8, 8)
+>>> after = before.clone()
+>>> after[:2] = 0
 >>> fig, ax = make_figure(figsize=(4, 3))
->>> drawn = plot_mask(ax, mask, name="fc.weight", method="random_unstructured",
-...                   settings={"amount": 0.3})
->>> drawn.image.get_array().shape
-(64, 32)
+>>> plot_diff(ax, before, after, name="fc.weight").newly_pruned_total
+16
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.colorbar import Colorbar
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
@@ -36,13 +34,13 @@ from prune_explorer.viz.figures import (
     auto_cells,
     check_choice,
     draw_cells,
+    label_axes,
     legend_below,
 )
 from prune_explorer.viz.pooling import (
     MaxCells,
     PooledView,
     block_sums,
-    pool_magnitude,
     pool_view,
 )
 from prune_explorer.viz.views import (
@@ -50,220 +48,8 @@ from prune_explorer.viz.views import (
     Layout,
     TensorView,
     as_array,
-    slice_states,
     tensor_view,
 )
-
-Mode = Literal["mask", "magnitude"]
-MODES: tuple[str, ...] = ("mask", "magnitude")
-
-
-def _label_axes(ax: Axes, view: TensorView) -> None:
-    ax.set_xlabel(view.col_label)
-    ax.set_ylabel(view.row_label)
-
-
-def _mask_key(
-    ax: Axes, image: AxesImage, view: TensorView, pooled: PooledView
-) -> tuple[Colorbar | None, Legend | None]:
-    # Colour bar for fractions, a two-entry legend for a plain 0/1 mask.
-    fig = ax.figure
-    if view.kind == "channels":
-        bar = fig.colorbar(image, ax=ax)
-        bar.set_ticks([0.0, 0.5, 1.0], labels=["0 slice gone", "0.5", "1 intact"])
-        per = "" if pooled.full_resolution else f" ({pooled.block_text()} slices per cell)"
-        bar.set_label(f"kept fraction of each slice{per}")
-        return bar, None
-    if pooled.full_resolution:
-        handles = [
-            Patch(facecolor=style.KEPT_COLOR, edgecolor="0.3", label="kept"),
-            Patch(facecolor=style.PRUNED_COLOR, edgecolor="0.3", label="pruned"),
-        ]
-        return None, legend_below(ax, handles, ncol=2)
-    bar = fig.colorbar(image, ax=ax)
-    bar.set_ticks([0.0, 0.5, 1.0], labels=["0 all pruned", "0.5", "1 all kept"])
-    bar.set_label(f"kept fraction per {pooled.block_text()} block")
-    return bar, None
-
-
-def _channel_summary(view: TensorView) -> str:
-    states = slice_states(view)
-    n = states.size
-    pruned = int(np.count_nonzero(states == 0))
-    partial = int(np.count_nonzero(states == 1))
-    return f"{view.col_label}: {pruned} of {n} fully pruned, {partial} partial"
-
-
-
-# --------------------------------------------------------------------------------------------
-# plot_mask
-
-
-@dataclass(repr=False)
-class MaskPlot:
-    """What :func:`plot_mask` drew, and the data behind it.
-
-    Attributes
-    ----------
-    image : AxesImage
-        The cells; ``image.get_array()`` equals ``pooled.values``.
-    colorbar : Colorbar or None
-        For kept fractions (pooled or channel views) and magnitudes.
-    legend : Legend or None
-        "kept" / "pruned" for a mask at full resolution; "pruned" in magnitude mode.
-    view : TensorView
-        The 2-D view of the mask.
-    pooled : PooledView
-        Exact per-cell kept fraction (or mean magnitude) and counts.
-    """
-
-    image: AxesImage
-    colorbar: Colorbar | None
-    legend: Legend | None
-    view: TensorView
-    pooled: PooledView
-    mode: str = "mask"
-
-    @property
-    def artists(self) -> list[Artist]:
-        """All artists created, for removal or inspection."""
-        extra = [self.colorbar.ax] if self.colorbar is not None else []
-        return [self.image, *extra, *([self.legend] if self.legend is not None else [])]
-
-    def __repr__(self) -> str:
-        return f"MaskPlot(mode={self.mode!r}, {self.view!r}, {self.pooled!r})"
-
-
-def plot_mask(
-    ax: Axes,
-    mask: Any,
-    *,
-    weight: Any = None,
-    mode: Mode = "mask",
-    layout: Layout = "auto",
-    dim: int = 0,
-    name: str | None = None,
-    method: str | None = None,
-    settings: Mapping[str, Any] | str | None = None,
-    title: str | None = None,
-    module_type: str | None = None,
-    max_cells: MaxCells | None = None,
-    key: bool = True,
-) -> MaskPlot:
-    """Draw a mask (kept / pruned) or a weight's magnitude with its pruned cells marked.
-
-    Parameters
-    ----------
-    ax : Axes
-        Where to draw.
-    mask : torch.Tensor or array-like, any rank
-        Nonzero = kept.
-    weight : torch.Tensor or array-like, optional
-        Same shape as ``mask``; needed for ``mode="magnitude"``.
-    mode : {"mask", "magnitude"}
-        ``"mask"``: kept fraction per cell, dark blue = kept, pale yellow = pruned.
-        ``"magnitude"``: mean ``|w|`` of the kept weights per cell (light to dark blue); cells
-        with nothing kept are orange.
-    layout : {"auto", "kernels", "channels"}
-        The 2-D view (see :func:`~prune_explorer.viz.views.tensor_view`); ``"channels"`` shows
-        the kept fraction of each slice along ``dim`` (0 = the whole channel is pruned).
-    dim : int
-        Pruning dimension for ``layout="channels"``.
-    name, method, settings, title : optional
-        Stated in the title together with the sparsity.
-    module_type : str, optional
-        Owning module's class name, to name the axes (``"Linear"``, ``"Conv2d"``).
-    max_cells : int or (int, int), optional
-        Upper bound on cells per side; by default one cell per pixel of the axes (at most 512).
-        Larger tensors are pooled, each cell showing the exact kept fraction of its block.
-    key : bool
-        Add the colour key: a colour bar for fractions and magnitudes, a kept / pruned legend
-        for a mask shown at full resolution.
-
-    Returns
-    -------
-    MaskPlot
-
-    Examples
-    --------
-    >>> import torch
-    >>> from prune_explorer.viz import make_figure
-    >>> fig, ax = make_figure()
-    >>> m = torch.ones(4, 3, 3, 3)
-    >>> m[1] = 0
-    >>> drawn = plot_mask(ax, m, layout="channels", dim=0, module_type="Conv2d")
-    >>> drawn.image.get_array().tolist()
-    [[1.0, 0.0, 1.0, 1.0]]
-    >>> print(ax.get_title())
-    sparsity 25.0%
-    out ch (dim 0): 1 of 4 fully pruned, 0 partial
-    """
-    check_choice(mode, MODES, "plot_mask: mode")
-    check_choice(layout, LAYOUTS, "plot_mask: layout")
-    view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
-    cells = max_cells if max_cells is not None else auto_cells(ax)
-    if mode == "mask":
-        pooled = pool_view(view, cells)
-        image = draw_cells(
-            ax, pooled.values, pooled, view, cmap=style.mask_cmap(), vmin=0.0, vmax=1.0
-        )
-        bar, legend = _mask_key(ax, image, view, pooled) if key else (None, None)
-    else:
-        if weight is None:
-            raise ValueError("plot_mask: mode='magnitude' needs weight=; got weight=None")
-        if layout == "channels":
-            raise ValueError(
-                "plot_mask: mode='magnitude' needs layout 'auto' or 'kernels'; got 'channels'"
-            )
-        w = as_array(weight)
-        if tuple(w.shape) != view.source_shape:
-            raise ValueError(
-                "plot_mask: weight must have the same shape as mask "
-                f"{view.source_shape}; got {tuple(w.shape)}"
-            )
-        weight_view = tensor_view(w, layout=layout, module_type=module_type)
-        pooled = pool_magnitude(weight_view.data, view.data, cells)
-        finite = pooled.values[np.isfinite(pooled.values)]
-        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-        image = draw_cells(
-            ax, pooled.values, pooled, view, cmap=style.magnitude_cmap(), vmin=0.0, vmax=vmax
-        )
-        bar = legend = None
-        if key:
-            bar = ax.figure.colorbar(image, ax=ax)
-            if pooled.full_resolution:
-                bar.set_label("|w| of kept weights")
-            else:
-                bar.set_label(f"mean |w| of kept weights per {pooled.block_text()} block")
-            what = "pruned" if pooled.full_resolution else "all pruned in cell"
-            handle = Patch(facecolor=style.MAGNITUDE_PRUNED_COLOR, edgecolor="0.3", label=what)
-            legend = legend_below(ax, [handle])
-    _label_axes(ax, view)
-    text = format_plot_title(name, method, settings, pooled.sparsity, title)
-    if view.kind == "channels":
-        text += "\n" + _channel_summary(view)
-    ax.set_title(text, fontsize="medium")
-    return MaskPlot(image, bar, legend, view, pooled, mode)
-
-
-def format_plot_title(
-    name: str | None,
-    method: str | None,
-    settings: Mapping[str, Any] | str | None,
-    sparsity: float | None,
-    title: str | None,
-) -> str:
-    """Title for a mask picture; see :func:`prune_explorer.viz.style.format_title`.
-
-    Examples
-    --------
-    >>> format_plot_title("fc.weight", None, None, 0.25, None)
-    'fc.weight\\nsparsity 25.0%'
-    """
-    return style.format_title(
-        name=name, method=method, settings=settings, sparsity=sparsity, title=title
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # plot_diff
@@ -454,11 +240,14 @@ def plot_diff(
             vmin=0.0,
             vmax=1.0,
         )
-    _label_axes(ax, after_view)
+    label_axes(ax, after_view)
     new_total = pooled_new.kept_total
     area_total = pooled_after.area_total
     share = 100.0 * new_total / area_total if area_total else 0.0
-    text = format_plot_title(name, method, settings, pooled_after.sparsity, title)
+    text = style.format_title(
+        name=name, method=method, settings=settings, sparsity=pooled_after.sparsity,
+        title=title,
+    )
     text += f"\nnewly pruned {new_total} ({share:.1f}%)"
     if pooled_back.kept_total:
         text += f", revived {pooled_back.kept_total}"

@@ -1,4 +1,4 @@
-"""Pictures of the session's tables: global-vs-local bars and sensitivity curves.
+"""Charts of the session's report tables: global-vs-local bars and sensitivity curves.
 
 Both take a pandas DataFrame with the columns agreed with the session layer and draw into an
 ``Axes`` you pass in.
