@@ -4,6 +4,15 @@ The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
 is how the session itself ran them, so the masks come out identical.
 
+Names come from models and plan files and may hold anything, so every name and address -- in a
+string literal or shown in a comment -- is written through
+:func:`~prune_explorer.session.pysource.py_str`: no name can end a comment or a string and run
+as code. A custom mask that prunes at most :data:`MAX_LISTED` entries is written as a readable
+list of indices; a larger one as its compressed bits with their sha256, decoded and checked by a
+small ``unpack_mask`` function the snippet defines with ``base64``, ``hashlib`` and ``zlib``
+(see :mod:`~prune_explorer.session.maskcode`): a 4096 x 4096 mask is a few MiB at most, not
+tens of MiB of indices.
+
 Examples
 --------
 >>> from prune_explorer.session import Step
