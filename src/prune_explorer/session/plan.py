@@ -143,7 +143,7 @@ class Plan:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """Serialise to a JSON string."""
+        """Serialise to a JSON string (format version 2, see the module docstring)."""
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
