@@ -332,14 +332,36 @@ def test_missing_plan(capsys, tmp_path, mlp_ckpt):
             {"method": "l1_unstructured", "target": "fc1.weight", "amount": 1.5}]}).encode(),
          ["is not a valid plan", "steps[0]", "amount must be a float in [0, 1]", "1.5"]),
         (b'{"format": "other", "version": 1, "steps": []}', ["format must be"]),
+        # issue 9, item 5: raw Python errors become one-line plan errors
+        (b"[" * 200_000, ["is not a valid plan", "nested too deeply"]),
+        (json.dumps({"format": "prune-explorer-plan", "version": 1, "steps": [
+            {"method": "l1_unstructured", "target": "fc1.weight", "amount": 1}]}).encode()
+         .replace(b'"amount": 1', b'"amount": ' + b"9" * 5000),
+         ["steps[0]: amount must be an integer of at most 4300 digits"]),
+        (json.dumps({"format": "prune-explorer-plan", "version": 1, "steps": [
+            {"method": "ln_structured", "target": "fc2.weight", "amount": 0.5, "n": 2,
+             "dim": 0}]}).encode().replace(b'"n": 2', b'"n": 1e400'),
+         ["steps[0]: n must be a finite number; got 1e400"]),
+        (b'{"steps": []}', ["not a prune-explorer plan"]),
     ],
-    ids=["not-json", "binary", "bad-step", "wrong-format"],
+    ids=["not-json", "binary", "bad-step", "wrong-format", "deep", "huge-int", "1e400",
+         "no-format"],
 )
 def test_invalid_plan(capsys, tmp_path, mlp_ckpt, content, needles):
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     assert_fails(capsys, tmp_path, ["report", mlp_ckpt, "--plan", path], *needles)
     assert_fails(capsys, tmp_path, ["apply", mlp_ckpt, path, "-o", tmp_path / "o.pt"], *needles)
+
+
+def test_a_plan_with_a_byte_order_mark_is_read(capsys, tmp_path, mlp_ckpt, plan_file):
+    plan_file.write_bytes(b"\xef\xbb\xbf" + plan_file.read_bytes())
+    code, out, err = run(capsys, "apply", mlp_ckpt, plan_file, "-o", tmp_path / "pruned.pt")
+    assert (code, err) == (0, "")
+    assert "Applied 3 steps" in out
+    saved = torch.load(tmp_path / "pruned.pt", weights_only=True)
+    for key, value in torch_oracle(load_mlp()).state_dict().items():
+        assert torch.equal(saved[key], value), key
 
 
 def test_plan_that_does_not_fit_the_model(capsys, tmp_path, cnn_ckpt, plan_file):

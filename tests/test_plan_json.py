@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 import torch
@@ -45,7 +46,7 @@ def test_json_round_trip_is_exact_and_readable():
     assert again.to_json() == text
     data = json.loads(text)
     assert data["format"] == "prune-explorer-plan"
-    assert data["version"] == 1
+    assert data["version"] == 2
     # addresses and numbers only: every leaf is a str, int, float or list of those
     def leaves(value):
         if isinstance(value, dict):
@@ -70,13 +71,14 @@ def test_json_layout_of_each_kind_of_step():
     ])
     assert plan.to_dict() == {
         "format": "prune-explorer-plan",
-        "version": 1,
+        "version": 2,
         "steps": [
-            {"method": "ln_structured", "target": "f.weight", "amount": 0.25, "n": "inf",
-             "dim": 0},
-            {"method": "random_unstructured", "target": "g.weight", "amount": 3, "seed": 9},
+            {"method": "ln_structured", "target": "f.weight", "amount": {"fraction": 0.25},
+             "n": "inf", "dim": 0},
+            {"method": "random_unstructured", "target": "g.weight", "amount": {"count": 3},
+             "seed": 9},
             {"method": "global_unstructured", "targets": ["a.weight", "b.weight"],
-             "pruning_method": "l1_unstructured", "amount": 0.5},
+             "pruning_method": "l1_unstructured", "amount": {"fraction": 0.5}},
             # bits 10111111 0(0000000 padding) -> 0xBF 0x00, base64 "vwA="
             {"method": "custom_from_mask", "target": "c.bias",
              "mask": {"shape": [9], "bits": "vwA="}},
@@ -215,14 +217,16 @@ def test_the_valid_document_itself_loads():
         ("[]", r"Plan.from_json: a plan must be a JSON object; got list"),
         ('{"format": "prune-explorer-plan", "version": 1}', r"missing field 'steps'"),
         ('{"format": "x", "version": 1, "steps": []}', r"format must be 'prune-explorer-plan'"),
-        ('{"format": "prune-explorer-plan", "version": 2, "steps": []}', r"version must be 1"),
+        ('{"format": "prune-explorer-plan", "version": 3, "steps": []}',
+         r"version must be the integer 1 or 2; got 3"),
         ('{"format": "prune-explorer-plan", "version": 1, "steps": {}}', r"steps must be a list"),
         ('{"format": "prune-explorer-plan", "version": 1, "steps": [], "x": 1}',
          r"unexpected field 'x'"),
         ('{"format": "prune-explorer-plan", "version": 1, "version": 1, "steps": []}',
          r"field 'version' appears twice"),
         ('{"format": "prune-explorer-plan", "version": 1, "steps": [{"method": "l1_unstructured",'
-         ' "target": "a.b", "amount": NaN}]}', r"NaN is not valid JSON"),
+         ' "target": "a.b", "amount": NaN}]}', r"steps\[0\]: amount must be a JSON number; got "
+         r"NaN, which is not valid JSON"),
     ],
 )
 def test_bad_documents_are_rejected(text, message):
@@ -296,3 +300,173 @@ def test_steps_after_the_last_remove_of_an_applied_plan_stay_undoable():
     assert not hasattr(model.features[0], "weight_mask")
     with pytest.raises(NotUndoableError, match=r"commit of 'classifier.weight'"):
         s.undo()
+
+
+# -- issue 9, item 5: no raw Python error from a plan document, and a file format that keeps
+# -- the meaning of an amount --------------------------------------------------------------------
+def _v1_step(**fields):
+    step = {"method": "l1_unstructured", "target": "classifier.weight", "amount": 0.5}
+    step.update(fields)
+    return ('{"format": "prune-explorer-plan", "version": 1, "steps": [' + json.dumps(VALID[
+        "steps"][1]) + ", " + json.dumps(step)[:-1] + "}]}")
+
+
+def _with_raw(field, raw):
+    # A document whose steps[1] has `field` written as the raw JSON text `raw`.
+    text = _v1_step(**{field: "RAW"})
+    return text.replace('"RAW"', raw)
+
+
+RAW_ERRORS = [
+    ("deep-lists", "[" * 200_000, None, None, r"nested too deeply to be read"),
+    ("deep-objects", '{"a": ' * 200_000, None, None, r"nested too deeply to be read"),
+    ("deep-in-step", _with_raw("amount", "[" * 40 + "]" * 40), 1, "amount",
+     r"steps\[1\]: the document is nested more than 16 levels deep"),
+    ("not-utf8", b'{"format": "prune-explorer-plan", "\xff": 1}', None, None,
+     r"the document is not UTF-8 text: byte 35 \(0xff\) is not valid UTF-8"),
+    ("utf16", '{"format": "prune-explorer-plan"}'.encode("utf-16"), None, None,
+     r"not UTF-8 text: byte 0 \(0xff\)"),
+    ("huge-int", _with_raw("amount", "7" * 5000), 1, "amount",
+     r"steps\[1\]: amount must be an integer of at most 4300 digits; got an integer of 5000 "
+     r"digits"),
+    ("huge-seed", _with_raw("seed", "1" * 4301), 1, "seed", r"steps\[1\]: seed must be an "
+     r"integer of at most 4300 digits"),
+    ("1e400-n", _with_raw("n", "1e400").replace("l1_unstructured", "ln_structured"), 1, "n",
+     r"steps\[1\]: n must be a finite number; got 1e400, which is beyond the range of a float"),
+    ("-1e400-amount", _with_raw("amount", "-1e400"), 1, "amount",
+     r"steps\[1\]: amount must be a finite number; got -1e400"),
+    ("infinity", _with_raw("amount", "Infinity"), 1, "amount",
+     r"steps\[1\]: amount must be a JSON number; got Infinity, which is not valid JSON"),
+    ("huge-version", '{"format": "prune-explorer-plan", "version": 1e999, "steps": []}', None,
+     "version", r"^Plan.from_json: version must be a finite number; got 1e999"),
+]
+
+
+@pytest.mark.parametrize(("text", "step", "field", "message"), [r[1:] for r in RAW_ERRORS],
+                         ids=[r[0] for r in RAW_ERRORS])
+def test_raw_python_errors_become_invalid_plan_errors(text, step, field, message):
+    with pytest.raises(InvalidPlanError, match=message) as info:
+        Plan.from_json(text)
+    assert str(info.value).startswith("Plan.from_json: ")
+    assert (info.value.step, info.value.field) == (step, field)
+    assert info.value.__suppress_context__ or info.value.__context__ is None  # no raw error
+
+
+def test_a_step_error_is_an_invalid_plan_error_naming_step_and_field():
+    with pytest.raises(InvalidPlanError) as info:
+        Plan.from_json(_mutated(2, _set("seed", -1)))
+    assert isinstance(info.value, InvalidStepError)
+    assert (info.value.step, info.value.field) == (2, "seed")
+
+
+def test_bytes_str_and_a_byte_order_mark_are_read_alike(tmp_path):
+    text = json.dumps(VALID)
+    plan = Plan.from_json(text)
+    assert Plan.from_json(text.encode()) == plan
+    assert Plan.from_json(bytearray(text.encode())) == plan
+    assert Plan.from_json(b"\xef\xbb\xbf" + text.encode()) == plan
+    assert Plan.from_json("\ufeff" + text) == plan
+    path = tmp_path / "windows.json"
+    path.write_bytes(b"\xef\xbb\xbf" + plan.to_json().replace("\n", "\r\n").encode())
+    assert Plan.load(path) == plan
+    with pytest.raises(InvalidPlanError, match=r"text must be str or bytes; got int"):
+        Plan.from_json(3)
+
+
+@pytest.mark.parametrize("version", ["1.0", "true", '"1"', "null", "0", "3"])
+def test_version_must_be_the_integer_1_or_2(version):
+    text = '{"format": "prune-explorer-plan", "version": ' + version + ', "steps": []}'
+    with pytest.raises(InvalidPlanError, match=r"version must be the integer 1 or 2; got ") as i:
+        Plan.from_json(text)
+    assert i.value.field == "version"
+
+
+@pytest.mark.parametrize(("text", "got"), [
+    ('{"steps": []}', "no 'format' field"),
+    ('{"format": "prune-explorer-plans", "steps": []}', "'prune-explorer-plans'"),
+    ('{"format": 1, "version": 1, "steps": []}', "1"),
+    ('{"weights": [1, 2], "x": 3}', "no 'format' field"),
+])
+def test_a_document_of_another_kind_is_not_a_plan(text, got):
+    with pytest.raises(InvalidPlanError, match=r"^Plan.from_json: not a prune-explorer plan: "
+                                               r"format must be 'prune-explorer-plan'; got "
+                       + re.escape(got) + "$"):
+        Plan.from_json(text)
+
+
+def _drop_point_zero(value):
+    # What JSON.stringify and many other writers do: 1.0 is written 1.
+    if isinstance(value, dict):
+        return {k: _drop_point_zero(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_drop_point_zero(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def test_an_amount_keeps_its_meaning_through_writers_that_drop_point_zero():
+    plan = Plan([
+        Step("l1_unstructured", "classifier.weight", amount=1.0),  # everything
+        Step("l1_unstructured", "features.0.weight", amount=1),  # one entry
+        Step("random_unstructured", "features.2.weight", amount=0.0, seed=1),
+        Step("global_unstructured", ["features.0.bias", "features.2.bias"],
+             pruning_method="l1_unstructured", amount=1.0),
+    ])
+    rewritten = json.dumps(_drop_point_zero(json.loads(plan.to_json())))
+    assert "1.0" not in rewritten
+    again = Plan.from_json(rewritten)
+    assert again == plan
+    assert [type(step.settings["amount"]) for step in again] == [float, int, float, float]
+    fresh, model = convnet(), convnet()
+    again.apply(fresh)
+    plan.apply(model)
+    assert float(fresh.classifier.weight_mask.sum()) == 0.0
+    assert int((fresh.features[0].weight_mask == 0).sum()) == 1
+    for name, mask in masks(model).items():
+        assert torch.equal(masks(fresh)[name], mask), name
+
+
+def test_a_count_written_with_point_zero_is_still_a_count():
+    doc = {"format": "prune-explorer-plan", "version": 2, "steps": [
+        {"method": "l1_unstructured", "target": "a.w", "amount": {"count": 3.0}}]}
+    assert Plan.from_json(json.dumps(doc))[0].settings["amount"] == 3
+    assert isinstance(Plan.from_json(json.dumps(doc))[0].settings["amount"], int)
+
+
+def test_version_1_files_read_exactly_as_before():
+    plan = Plan.from_json(json.dumps(VALID))
+    assert plan[0].settings["amount"] == 0.5
+    assert plan[1].settings["amount"] == 1
+    assert isinstance(plan[1].settings["amount"], int)
+    one = json.dumps({"format": "prune-explorer-plan", "version": 1, "steps": [
+        {"method": "l1_unstructured", "target": "a.w", "amount": 1.0},
+        {"method": "l1_unstructured", "target": "a.w", "amount": 1}]})
+    everything, single = Plan.from_json(one)
+    assert everything == Step("l1_unstructured", "a.w", amount=1.0)
+    assert single == Step("l1_unstructured", "a.w", amount=1)
+    assert everything != single  # 1 == 1.0 in Python, but not as an amount
+    assert Plan.from_json(Plan.from_json(one).to_json()) == Plan.from_json(one)
+
+
+V2_AMOUNT_ERRORS = [
+    (0.5, r'amount must be \{"fraction": a number in \[0, 1\]\} or \{"count": an int >= 0\} in a '
+          r"version-2 plan; got 0.5"),
+    ({"fraction": 0.5, "count": 1}, r"amount must be \{"),
+    ({"percent": 50}, r"amount must be \{"),
+    ({"count": 2.5}, r"amount.count must be a whole number; got 2.5"),
+    ({"count": "3"}, r"amount.count must be a number; got '3'"),
+    ({"fraction": True}, r"amount.fraction must be a number; got True"),
+    ({"fraction": 1.5}, r"amount must be a float in \[0, 1\] or an int >= 0; got 1.5"),
+    ({"count": -1}, r"amount must be a float in \[0, 1\] or an int >= 0; got -1"),
+]
+
+
+@pytest.mark.parametrize(("amount", "message"), V2_AMOUNT_ERRORS)
+def test_version_2_amounts_are_explicit(amount, message):
+    doc = {"format": "prune-explorer-plan", "version": 2, "steps": [
+        {"method": "identity", "target": "a.w"},
+        {"method": "l1_unstructured", "target": "a.w", "amount": amount}]}
+    with pytest.raises(InvalidPlanError, match=r"^Plan.from_json: steps\[1\]: " + message) as i:
+        Plan.from_json(json.dumps(doc))
+    assert (i.value.step, i.value.field) == (1, "amount")

@@ -326,8 +326,12 @@ def test_import_pasted_plan_applies_it(ex):
     ("", "Import plan failed: Import plan: the box is empty; paste a plan (JSON) or upload a "
          ".json file"),
     ("{not json", "Import plan failed: Plan.from_json: not valid JSON: "),
-    ('{"format": "prune-explorer-plan", "version": 2, "steps": []}',
-     "Import plan failed: Plan.from_json: version must be 1; got 2"),
+    ('{"format": "prune-explorer-plan", "version": 3, "steps": []}',
+     "Import plan failed: Plan.from_json: version must be the integer 1 or 2; got 3"),
+    ("[" * 200_000, "Import plan failed: Plan.from_json: the document is nested too deeply"),
+    ('{"format": "prune-explorer-plan", "version": 1, "steps": [{"method": "ln_structured", '
+     '"target": "0.weight", "amount": 0.5, "n": 1e400, "dim": 0}]}',
+     "Import plan failed: Plan.from_json: steps[0]: n must be a finite number; got 1e400"),
     ('{"format": "prune-explorer-plan", "version": 1, "steps": [{"method": "l1_unstructured", '
      '"target": "0.weight", "amount": 1.5}]}',
      "Import plan failed: Plan.from_json: steps[0]: amount must be a float in [0, 1] or an int "
@@ -379,9 +383,18 @@ def test_upload_fills_the_import_box_and_imports(ex):
     assert ex.session.plan == plan
 
 
+def test_upload_with_a_byte_order_mark_imports(ex):
+    plan = Plan([Step("l1_unstructured", "2.weight", amount=3)])
+    _upload(ex, "windows.json", b"\xef\xbb\xbf" + plan.to_json().encode("utf-8"))
+    assert ex.ui.import_text.value == plan.to_json()
+    ex.ui.import_plan.click()
+    assert ex.session.plan == plan
+
+
 def test_upload_that_is_not_utf8_is_an_error(ex):
     _upload(ex, "bad.json", b"\xff\xfe{}")
     assert ex.status.text == (
-        "Upload failed: Import plan: file 'bad.json' must be UTF-8 JSON text; byte 0 is not UTF-8"
+        "Upload failed: Import plan: file 'bad.json': the document is not UTF-8 text: byte 0 "
+        "(0xff) is not valid UTF-8; a plan is JSON in UTF-8"
     )
     assert ex.ui.import_text.value == ""

@@ -522,13 +522,11 @@ def read_plan(path: Path, what: str) -> Plan:
 
     _check_input_file(path, what)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise CLIError(f"{what} {str(path)!r} is not UTF-8 text; expected a JSON plan") from None
+        data = path.read_bytes()
     except OSError as exc:
         raise CLIError(f"{what} {str(path)!r} cannot be read ({exc.strerror})") from None
     try:
-        return Plan.from_json(text)
+        return Plan.from_json(data)  # the one parser: decoding, JSON and the plan format
     except ValueError as exc:
         raise CLIError(f"{what} {str(path)!r} is not a valid plan: {exc}") from None
 

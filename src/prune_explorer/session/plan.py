@@ -3,13 +3,37 @@
 A plan holds only :class:`~prune_explorer.session.step.Step` objects (strings and numbers), never
 live modules, so it round-trips through JSON. Loading is strict -- every step must name a known
 method, carry exactly that method's fields with the right types, and errors say which step and
-which field -- and uses ``json`` only (no pickle, no eval).
+which field -- and uses ``json`` only (no pickle, no eval). Every way a document can be wrong,
+down to bytes that are not UTF-8 or nesting that would exhaust Python's stack, is an
+:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.planfile`).
 
-JSON layout::
+File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
 
-    {"format": "prune-explorer-plan", "version": 1,
-     "steps": [{"method": "ln_structured", "target": "features.0.weight",
-                "amount": 0.25, "n": 2, "dim": 0}, ...]}
+    {"format": "prune-explorer-plan", "version": 2,
+     "steps": [
+       {"method": "ln_structured", "target": "features.0.weight",
+        "amount": {"fraction": 0.25}, "n": 2, "dim": 0},
+       {"method": "random_unstructured", "target": "fc.weight", "amount": {"count": 3},
+        "seed": 7},
+       {"method": "global_unstructured", "targets": ["fc1.weight", "fc2.weight"],
+        "pruning_method": "l1_unstructured", "amount": {"fraction": 0.5}},
+       {"method": "custom_from_mask", "target": "fc.bias",
+        "mask": {"shape": [9], "bits": "vwA="}},
+       {"method": "remove", "target": "fc.bias"}]}
+
+- ``format`` must be ``"prune-explorer-plan"``; ``version`` the integer 2 (or 1, below).
+- Each step has ``method`` (a ``torch.nn.utils.prune`` function name), ``target`` (a tensor
+  address: module name, dot, parameter name) or ``targets`` (a list, for
+  ``global_unstructured``), exactly the method's settings, and ``seed`` (an int in
+  ``[0, 2**63)``) if and only if it draws random numbers.
+- ``amount`` is ``{"fraction": f}`` (share of the entries, ``0 <= f <= 1``) or ``{"count": k}``
+  (number of entries), so a writer that prints ``1.0`` as ``1`` cannot change its meaning.
+- ``n`` is a number or ``"inf"``, ``"-inf"``, ``"fro"``, ``"nuc"``; ``dim`` an int.
+- ``mask`` is the shape and the bits, 8 entries a byte, row-major, first entry in the high bit,
+  zero padding, base64.
+
+Version 1 is the same except that ``amount`` is a bare number: a float is a fraction and an int
+a count (``1.0`` is everything, ``1`` one entry). Version-1 files are read exactly as before.
 
 Examples
 --------
@@ -34,33 +58,22 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from .errors import InvalidStepError
+from .planfile import (
+    PLAN_FORMAT,
+    PLAN_VERSION,
+    READ_VERSIONS,
+    InvalidPlanError,
+    InvalidPlanStepError,
+    load_document,
+)
 from .snippet import to_snippet
 from .step import Step
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "Plan"]
-
-PLAN_FORMAT = "prune-explorer-plan"
-PLAN_VERSION = 1
-
-
-class InvalidPlanError(ValueError):
-    """A plan document is malformed outside any single step (not JSON, wrong layout...)."""
-
-
-def _no_constants(name: str) -> Any:
-    raise InvalidPlanError(f"Plan.from_json: {name} is not valid JSON (use a string for n)")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InvalidPlanError(f"Plan.from_json: field {key!r} appears twice in one object")
-        out[key] = value
-    return out
+__all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
 
 
 class Plan:
@@ -130,62 +143,71 @@ class Plan:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """Serialise to a JSON string."""
+        """Serialise to a JSON string (format version 2, see the module docstring)."""
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "Plan.from_dict") -> Plan:
-        """Strictly rebuild a plan from :meth:`to_dict` output."""
-        if not isinstance(data, dict):
-            raise InvalidPlanError(
-                f"{where}: a plan must be a JSON object; got {type(data).__name__}"
-            )
-        expected = {"format", "version", "steps"}
-        for key in data:
-            if key not in expected:
-                raise InvalidPlanError(
-                    f"{where}: unexpected field {key!r}; a plan has: format, version, steps"
-                )
-        for key in ("format", "version", "steps"):
-            if key not in data:
-                raise InvalidPlanError(f"{where}: missing field {key!r}")
-        if data["format"] != PLAN_FORMAT:
-            raise InvalidPlanError(
-                f"{where}: format must be {PLAN_FORMAT!r}; got {data['format']!r}"
-            )
-        if data["version"] != PLAN_VERSION or isinstance(data["version"], bool):
-            raise InvalidPlanError(
-                f"{where}: version must be {PLAN_VERSION}; got {data['version']!r}"
-            )
-        if not isinstance(data["steps"], list):
-            raise InvalidPlanError(f"{where}: steps must be a list; got {data['steps']!r}")
-        return cls(
-            Step.from_dict(item, where=f"{where}: steps[{i}]")
-            for i, item in enumerate(data["steps"])
-        )
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Plan:
-        """Parse a plan from JSON text.
+        """Strictly rebuild a plan from :meth:`to_dict` output (version 2) or a version-1 dict.
 
         Raises
         ------
         InvalidPlanError
-            Not JSON, wrong layout, duplicate keys, NaN/Infinity literals.
-        InvalidStepError
-            A step is invalid; the message starts ``Plan.from_json: steps[i]:`` and names the
-            field.
+            For any problem; when it lies in one step it is an :class:`InvalidPlanStepError`
+            (also an :class:`InvalidStepError`) with ``step`` and ``field`` set.
         """
-        if not isinstance(text, (str, bytes)):
+        if not isinstance(data, dict):
             raise InvalidPlanError(
-                f"Plan.from_json: text must be str or bytes; got {type(text).__name__}"
+                f"{where}: a plan must be a JSON object; got {type(data).__name__}"
             )
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates,
-                              parse_constant=_no_constants)
-        except json.JSONDecodeError as err:
-            raise InvalidPlanError(f"Plan.from_json: not valid JSON: {err}") from None
-        return cls.from_dict(data, where="Plan.from_json")
+        if data.get("format") != PLAN_FORMAT:
+            got = repr(data["format"]) if "format" in data else "no 'format' field"
+            raise InvalidPlanError(
+                f"{where}: not a prune-explorer plan: format must be {PLAN_FORMAT!r}; got {got}",
+                "format",
+            )
+        version = data.get("version")
+        if type(version) is not int or version not in READ_VERSIONS:
+            got = repr(version) if "version" in data else "no 'version' field"
+            readable = " or ".join(str(v) for v in READ_VERSIONS)
+            raise InvalidPlanError(
+                f"{where}: version must be the integer {readable}; got {got}", "version"
+            )
+        for key in data:
+            if key not in ("format", "version", "steps"):
+                raise InvalidPlanError(
+                    f"{where}: unexpected field {key!r}; a plan has: format, version, steps", key
+                )
+        if "steps" not in data:
+            raise InvalidPlanError(f"{where}: missing field 'steps'", "steps")
+        if not isinstance(data["steps"], list):
+            raise InvalidPlanError(f"{where}: steps must be a list; got {data['steps']!r}",
+                                   "steps")
+        steps = []
+        for index, item in enumerate(data["steps"]):
+            try:
+                steps.append(Step.from_dict(item, where=f"{where}: steps[{index}]",
+                                            version=version))
+            except InvalidStepError as err:
+                raise InvalidPlanStepError(str(err), err.field, index) from None
+        return cls(steps)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        """Parse a plan from JSON text, as ``str`` or UTF-8 ``bytes`` (a leading BOM is fine).
+
+        This is the one parser of plan files: :meth:`load`, the CLI and the explorer use it.
+
+        Raises
+        ------
+        InvalidPlanError
+            Anything wrong: not UTF-8, not JSON, nested too deeply, a number out of range,
+            NaN/Infinity, duplicate keys, wrong layout. A bad step raises
+            :class:`InvalidPlanStepError` (also an ``InvalidStepError``); its message starts
+            ``Plan.from_json: steps[i]:`` and names the field, also given as ``.step`` and
+            ``.field``.
+        """
+        return cls.from_dict(load_document(text, "Plan.from_json"), where="Plan.from_json")
 
     def save(self, path: str | PathLike[str]) -> None:
         """Write :meth:`to_json` to ``path``."""
@@ -194,7 +216,7 @@ class Plan:
     @classmethod
     def load(cls, path: str | PathLike[str]) -> Plan:
         """Read a plan written by :meth:`save`."""
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(Path(path).read_bytes())
 
     # -- use ------------------------------------------------------------------------------------
     def to_snippet(self) -> str:

@@ -4,6 +4,15 @@ The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
 is how the session itself ran them, so the masks come out identical.
 
+Names come from models and plan files and may hold anything, so every name and address -- in a
+string literal or shown in a comment -- is written through
+:func:`~prune_explorer.session.pysource.py_str`: no name can end a comment or a string and run
+as code. A custom mask that prunes at most :data:`MAX_LISTED` entries is written as a readable
+list of indices; a larger one as its compressed bits with their sha256, decoded and checked by a
+small ``unpack_mask`` function the snippet defines with ``base64``, ``hashlib`` and ``zlib``
+(see :mod:`~prune_explorer.session.maskcode`): a 4096 x 4096 mask is a few MiB at most, not
+tens of MiB of indices.
+
 Examples
 --------
 >>> from prune_explorer.session import Step
@@ -23,8 +32,6 @@ prune.random_unstructured(model.get_submodule("fc"), "weight", amount=0.3)
 
 from __future__ import annotations
 
-import json
-import keyword
 import math
 import textwrap
 from collections.abc import Iterable
@@ -32,41 +39,36 @@ from typing import Any
 
 import torch
 
+from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .methods import METHODS
 from .packed import PackedMask
+from .pysource import py_attribute, py_comment, py_str
 from .step import Step, split_address
 
-__all__ = ["to_snippet"]
+__all__ = ["MAX_LISTED", "to_snippet"]
 
-
-def _q(text: str) -> str:
-    # A double-quoted Python string literal (JSON string syntax is valid Python).
-    return json.dumps(text)
+#: Custom masks pruning at most this many entries are written as a readable list of indices;
+#: larger ones as compressed, checksummed bits (see :mod:`~prune_explorer.session.maskcode`).
+MAX_LISTED = 256
 
 
 def _module_expr(module_name: str) -> str:
-    return "model" if not module_name else f"model.get_submodule({_q(module_name)})"
+    return "model" if not module_name else f"model.get_submodule({py_str(module_name)})"
 
 
 def _literal(value: Any) -> str:
     if isinstance(value, float) and math.isinf(value):
         return 'float("inf")' if value > 0 else 'float("-inf")'
     if isinstance(value, str):
-        return _q(value)
+        return py_str(value)
     return repr(value)
-
-
-def _attribute(expr: str, name: str) -> str:
-    if name.isidentifier() and not keyword.iskeyword(name):
-        return f"{expr}.{name}"
-    return f"getattr({expr}, {_q(name)})"
 
 
 def _global_call(step: Step) -> list[str]:
     lines = ["prune.global_unstructured(", "    ["]
     for address in step.targets:
         module_name, tensor_name = split_address(address)
-        lines.append(f"        ({_module_expr(module_name)}, {_q(tensor_name)}),")
+        lines.append(f"        ({_module_expr(module_name)}, {py_str(tensor_name)}),")
     cls = METHODS[step.settings["pruning_method"]].cls
     lines += [
         "    ],",
@@ -80,20 +82,23 @@ def _global_call(step: Step) -> list[str]:
 def _mask_call(step: Step) -> list[str]:
     mask: PackedMask = step.settings["mask"]
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
-    module = _module_expr(module_name)
+    device = py_attribute("module", tensor_name) + ".device"
+    lines = [f"module = {_module_expr(module_name)}"]
+    if mask.pruned > MAX_LISTED:
+        lines += encoded_mask_lines("mask", mask)
+        lines.append(f"prune.custom_from_mask(module, {py_str(tensor_name)}, "
+                     f"mask=mask.to({device}))")
+        return lines
     pruned = torch.nonzero(~mask.unpack().reshape(-1)).reshape(-1).tolist()
-    shape = repr(tuple(mask.shape))
-    lines = [
-        f"module = {module}",
-        f"mask = torch.ones({mask.numel}, dtype=torch.bool, "
-        f"device={_attribute('module', tensor_name)}.device)",
-    ]
+    lines.append(f"mask = torch.ones({mask.numel}, dtype=torch.bool, device={device})")
     if pruned:
         indices = textwrap.wrap(", ".join(str(i) for i in pruned), width=90)
         lines.append("mask[[")
         lines += [f"    {chunk}" for chunk in indices]
         lines.append("]] = False")
-    lines.append(f"prune.custom_from_mask(module, {_q(tensor_name)}, mask=mask.view({shape}))")
+    shape = repr(tuple(mask.shape))
+    lines.append(f"prune.custom_from_mask(module, {py_str(tensor_name)}, "
+                 f"mask=mask.view({shape}))")
     return lines
 
 
@@ -103,7 +108,7 @@ def _step_lines(step: Step) -> list[str]:
     if step.method == "custom_from_mask":
         return _mask_call(step)
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
-    args = [_module_expr(module_name), _q(tensor_name)]
+    args = [_module_expr(module_name), py_str(tensor_name)]
     args += [f"{key}={_literal(value)}" for key, value in step.settings.items()]
     return [f"prune.{step.spec.name}({', '.join(args)})"]
 
@@ -114,20 +119,28 @@ def _title(index: int, step: Step) -> str:
         return (f"# step {index}: global_unstructured ({inner}) over {len(step.targets)} "
                 f"tensors")
     if step.method == "remove":
-        return f"# step {index}: remove (make the pruning of {step.target} permanent)"
-    return f"# step {index}: {step.method} on {step.target}"
+        return f"# step {index}: remove (make the pruning of {py_comment(step.target)} permanent)"
+    return f"# step {index}: {step.method} on {py_comment(step.target)}"
 
 
 def to_snippet(steps: Iterable[Step]) -> str:
-    """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``."""
+    """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
+
+    Every name and address in it goes through :func:`~prune_explorer.session.pysource.py_str`,
+    comments included, so no name can run as code.
+    """
     steps = list(steps)
+    encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
+                  for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
     lines = [
         f"# Pruning plan exported by prune-explorer ({len(steps)} {plural}).",
         "# Bind `model` to a model equal to the one the plan was made on (same architecture and",
         "# weights) before running this; it prunes `model` in place.",
+        *(MASK_IMPORTS if encoded else ()),
         "import torch",
         "from torch.nn.utils import prune",
+        *(("", "", *MASK_DECODER.splitlines(), "") if encoded else ()),
     ]
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]

@@ -30,6 +30,7 @@ from typing import Any
 from .errors import InvalidStepError
 from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
 from .packed import PackedMask
+from .planfile import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
 
 __all__ = ["Step", "check_address", "split_address"]
 
@@ -195,8 +196,9 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``method``, ``target``/``targets``, the settings, ``seed`` if random.
 
-        Masks become ``{"shape": [...], "bits": base64}`` (see :class:`PackedMask`); infinite
-        ``n`` becomes the string ``"inf"`` or ``"-inf"``.
+        This is the step of a version-2 plan file: masks become ``{"shape": [...], "bits":
+        base64}`` (see :class:`PackedMask`); infinite ``n`` becomes the string ``"inf"`` or
+        ``"-inf"``; ``amount`` becomes ``{"fraction": float}`` or ``{"count": int}``.
         """
         out: dict[str, Any] = {"method": self._method}
         if self.is_global:
@@ -209,6 +211,8 @@ class Step:
                     "shape": list(value.shape),
                     "bits": base64.b64encode(value.to_bytes()).decode("ascii"),
                 }
+            elif key == "amount":
+                value = amount_to_json(value)
             elif isinstance(value, float) and math.isinf(value):
                 value = "inf" if value > 0 else "-inf"
             out[key] = value
@@ -217,11 +221,17 @@ class Step:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "Step.from_dict") -> Step:
+    def from_dict(
+        cls, data: Any, where: str = "Step.from_dict", version: int = PLAN_VERSION
+    ) -> Step:
         """Strictly rebuild a step from :meth:`to_dict` output.
 
         Every field must be present with the right type, and no other field may appear.
+        ``version`` is that of the plan file the step comes from: in version 1, ``amount`` is
+        a bare number (see :mod:`~prune_explorer.session.plan`).
         """
+        if version not in READ_VERSIONS:
+            raise ValueError(f"{where}: version must be one of {READ_VERSIONS}; got {version!r}")
         if not isinstance(data, dict):
             raise InvalidStepError(
                 f"{where}: a step must be a JSON object; got {type(data).__name__}", None
@@ -252,6 +262,8 @@ class Step:
         settings = {key: data[key] for key in spec.settings}
         if "mask" in settings:
             settings["mask"] = _mask_from_json(settings["mask"], where)
+        if "amount" in settings:
+            settings["amount"] = amount_from_json(settings["amount"], version, where)
         if target_key == "targets" and not isinstance(data["targets"], list):
             raise InvalidStepError(
                 f"{where}: targets must be a list of tensor addresses; got {data['targets']!r}",
@@ -268,7 +280,9 @@ class Step:
 
     # -- value semantics ------------------------------------------------------------------------
     def _key(self) -> tuple[Any, ...]:
-        return (self._method, self._target, tuple(self._settings.items()), self._seed)
+        # The type is part of a setting's value: amount=1 (one entry) is not amount=1.0 (all).
+        settings = tuple((k, type(v), v) for k, v in self._settings.items())
+        return (self._method, self._target, settings, self._seed)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Step):

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from prune_explorer.session import Plan
+from prune_explorer.session import InvalidPlanError, Plan
+from prune_explorer.session.planfile import plan_text
 
 from .errors import WidgetInputError
 from .html import download_link
@@ -50,11 +51,9 @@ def _uploaded_text(value: Any) -> tuple[str, str] | None:
     raw = content.tobytes() if hasattr(content, "tobytes") else bytes(content)
     name = str(first.get("name", "upload"))
     try:
-        return name, raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise WidgetInputError(
-            f"Import plan: file {name!r} must be UTF-8 JSON text; byte {err.start} is not UTF-8"
-        ) from None
+        return name, plan_text(raw, where=f"Import plan: file {name!r}")  # as Plan.from_json
+    except InvalidPlanError as err:
+        raise WidgetInputError(str(err)) from None
 
 
 class ExportPane:
