@@ -380,7 +380,7 @@ def test_failed_write_leaves_no_partial_file(capsys, tmp_path, mlp_ckpt, plan_fi
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     assert_fails(capsys, tmp_path, ["apply", mlp_ckpt, plan_file, "-o", target],
                  "cannot be written", "No space left on device")
     assert target.read_bytes() == b"old"
@@ -414,7 +414,7 @@ def launched(monkeypatch):
         calls.append((list(cmd), Path(cwd)))
         return 0
 
-    monkeypatch.setattr(cli, "_run_until_exit", fake_run)
+    monkeypatch.setattr(cli.lab, "exec_lab", fake_run)
     return calls
 
 
@@ -549,7 +549,15 @@ def test_console_script(tmp_path, mlp_ckpt):
     assert not (tmp_path / "o.pt").exists()
 
 
-def test_docstring_examples_run():
-    result = doctest.testmod(cli, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
+CLI_MODULES = ["prune_explorer.cli", "prune_explorer._files",
+               *(f"prune_explorer.cli.{name}" for name in
+                 ("apply", "checkpoints", "errors", "files", "lab", "model", "plans", "report"))]
+
+
+@pytest.mark.parametrize("name", CLI_MODULES)
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+    if name in ("prune_explorer.cli", "prune_explorer._files", "prune_explorer.cli.checkpoints"):
+        assert result.attempted > 0
