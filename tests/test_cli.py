@@ -481,6 +481,33 @@ def test_lab_without_jupyterlab_installed(capsys, tmp_path, launched, monkeypatc
     assert launched == []
 
 
+@pytest.mark.skipif(os.name == "nt", reason="POSIX exec")
+def test_lab_replaces_the_process_with_jupyterlab(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # exec_lab changes folder; restored after the test
+    calls = []
+
+    class Execed(Exception):
+        pass
+
+    def fake_execv(path, argv):
+        calls.append((path, list(argv), Path.cwd()))
+        raise Execed
+
+    monkeypatch.setattr(os, "execv", fake_execv)
+    cmd = cli.lab_command(tmp_path / "w", 8899, open_browser=False)
+    (tmp_path / "w").mkdir()
+    with pytest.raises(Execed):
+        cli.lab.exec_lab(cmd, tmp_path / "w")
+    assert calls == [(cmd[0], cmd, (tmp_path / "w").resolve())]
+
+    def missing(path, argv):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "execv", missing)
+    with pytest.raises(cli.CLIError, match=r"cannot start JupyterLab with .* \(No such file"):
+        cli.lab.exec_lab(cmd, tmp_path / "w")
+
+
 # -- the bundled notebooks -----------------------------------------------------------------------
 def test_packaged_notebooks_are_identical_to_the_repository_ones():
     assert sorted(p.name for p in REPO_NOTEBOOKS.glob("*.ipynb")) == EXPECTED_NOTEBOOKS
