@@ -15,9 +15,11 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.utils.prune as torch_prune
+from safetensors.torch import load as safetensors_load
 from safetensors.torch import load_file, save_file
 
 from prune_explorer import cli
+from prune_explorer.cli.checkpoints import checkpoint_bytes, detect_format
 from prune_explorer.demo import load_mlp
 from prune_explorer.session import Plan, Session, Step
 from prune_explorer.session.state_dict import (
@@ -199,6 +201,15 @@ def test_commit_to_safetensors_loads_into_the_plain_model(capsys, tmp_path, plan
     fresh = load_mlp(pretrained=False)
     fresh.load_state_dict(load_file(out))
     assert int((fresh.fc1.weight == 0).sum()) == 4096
+
+
+def test_safetensors_output_of_views_and_shared_tensors():
+    base = torch.arange(12.0).reshape(3, 4)
+    state = {"a": base, "tied": base, "t": base.t()}  # shared storage and a non-contiguous view
+    saved = safetensors_load(checkpoint_bytes(state, "safetensors"))
+    assert all(torch.equal(saved[k], v) for k, v in state.items())
+    assert detect_format(checkpoint_bytes(state, "safetensors")[:9], 10**6) == "safetensors"
+    assert detect_format(checkpoint_bytes(state, "torch")[:9], 10**6) == "torch"
 
 
 @pytest.mark.parametrize("kind", ["pt-named-safetensors", "safetensors-named-pt"])

@@ -73,6 +73,8 @@ def detect_format(head: bytes, size: int) -> Format:
     >>> detect_format(b"PK\\x03\\x04rest", 100), detect_format(b"\\x02" + bytes(7) + b"{", 10)
     ('torch', 'safetensors')
     """
+    if head.startswith(_ZIP):
+        return "torch"
     if len(head) >= 9 and head[8:9] == b"{":
         (length,) = struct.unpack("<Q", head[:8])
         if 2 <= length <= size - 8:
