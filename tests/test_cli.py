@@ -481,6 +481,17 @@ def test_lab_without_jupyterlab_installed(capsys, tmp_path, launched, monkeypatc
     assert launched == []
 
 
+def test_importing_the_cli_loads_neither_torch_nor_pandas():
+    # `prune-explorer lab` execs JupyterLab at once; only report/apply need torch and pandas.
+    code = ("import sys, prune_explorer.cli; "
+            "print(sorted({'torch', 'pandas', 'prune_explorer.session'} & set(sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.skipif(os.name == "nt", reason="POSIX exec")
 def test_lab_replaces_the_process_with_jupyterlab(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # exec_lab changes folder; restored after the test

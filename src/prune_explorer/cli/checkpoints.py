@@ -33,9 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prune_explorer.session.errors import one_line
-
-from .errors import CLIError, check_input_file
+from .errors import CLIError, check_input_file, one_line
 
 if TYPE_CHECKING:
     import torch

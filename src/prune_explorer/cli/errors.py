@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["PROG", "CLIError", "check_input_file"]
+__all__ = ["PROG", "CLIError", "check_input_file", "one_line"]
 
 PROG = "prune-explorer"
 
@@ -27,3 +27,11 @@ def check_input_file(path: Path, what: str) -> None:
         raise CLIError(f"{what} {str(path)!r} does not exist")
     if path.is_dir():
         raise CLIError(f"{what} {str(path)!r} is a folder; expected a file")
+
+
+def one_line(exc: BaseException) -> str:
+    """:func:`prune_explorer.session.errors.one_line`, imported when an error needs it: the CLI
+    loads torch, pandas and the session only in the commands that use them."""
+    from prune_explorer.session.errors import one_line as describe
+
+    return describe(exc)

@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prune_explorer.session.errors import one_line
-
 from .checkpoints import Format, read_checkpoint
-from .errors import CLIError
+from .errors import CLIError, one_line
 
 if TYPE_CHECKING:
     import torch
