@@ -2,8 +2,8 @@
 
 Server side (no browser needed): start ``prune-explorer lab --no-browser`` on a free port of
 127.0.0.1 in a scratch folder, read the token from the URL JupyterLab prints, wait until the
-server answers, and stop it by its own PID (SIGTERM: the CLI forwards it to JupyterLab, which
-shuts its kernels down).
+server answers, and stop it by its own PID (SIGTERM: the CLI has exec'd JupyterLab, which
+receives it and shuts its kernels down).
 
 Browser side (Playwright, imported lazily): Debian's ``/usr/bin/chromium`` in headless mode,
 with every request that is not to localhost aborted, so nothing depends on the network. The
@@ -112,7 +112,7 @@ class LabServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM to the CLI's own PID; wait for it (and so JupyterLab) to exit."""
+        """SIGTERM to the CLI's own PID (JupyterLab since the exec); wait for it to exit."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

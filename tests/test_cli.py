@@ -398,7 +398,7 @@ def test_failed_write_leaves_no_partial_file(capsys, tmp_path, mlp_ckpt, plan_fi
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     assert_fails(capsys, tmp_path, ["apply", mlp_ckpt, plan_file, "-o", target],
                  "cannot be written", "No space left on device")
     assert target.read_bytes() == b"old"
@@ -432,7 +432,7 @@ def launched(monkeypatch):
         calls.append((list(cmd), Path(cwd)))
         return 0
 
-    monkeypatch.setattr(cli, "_run_until_exit", fake_run)
+    monkeypatch.setattr(cli.lab, "exec_lab", fake_run)
     return calls
 
 
@@ -497,6 +497,44 @@ def test_lab_without_jupyterlab_installed(capsys, tmp_path, launched, monkeypatc
     assert_fails(capsys, tmp_path, ["lab", "--dir", tmp_path / "w"], "JupyterLab is not installed",
                  "pip install jupyterlab")
     assert launched == []
+
+
+def test_importing_the_cli_loads_neither_torch_nor_pandas():
+    # `prune-explorer lab` execs JupyterLab at once; only report/apply need torch and pandas.
+    code = ("import sys, prune_explorer.cli; "
+            "print(sorted({'torch', 'pandas', 'prune_explorer.session'} & set(sys.modules)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX exec")
+def test_lab_replaces_the_process_with_jupyterlab(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # exec_lab changes folder; restored after the test
+    calls = []
+
+    class Execed(Exception):
+        pass
+
+    def fake_execv(path, argv):
+        calls.append((path, list(argv), Path.cwd()))
+        raise Execed
+
+    monkeypatch.setattr(os, "execv", fake_execv)
+    cmd = cli.lab_command(tmp_path / "w", 8899, open_browser=False)
+    (tmp_path / "w").mkdir()
+    with pytest.raises(Execed):
+        cli.lab.exec_lab(cmd, tmp_path / "w")
+    assert calls == [(cmd[0], cmd, (tmp_path / "w").resolve())]
+
+    def missing(path, argv):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "execv", missing)
+    with pytest.raises(cli.CLIError, match=r"cannot start JupyterLab with .* \(No such file"):
+        cli.lab.exec_lab(cmd, tmp_path / "w")
 
 
 # -- the installed console script ---------------------------------------------------------------

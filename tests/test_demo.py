@@ -319,6 +319,19 @@ def test_damaged_cache_is_rebuilt_and_cache_false_writes_nothing(no_shipped):
     torch.load(cache / "mlp.pt", weights_only=True)  # rewritten with a readable file
 
 
+def test_cache_written_through_a_symlink_keeps_the_link(no_shipped, tmp_path):
+    _, cache = no_shipped
+    cache.mkdir()
+    elsewhere = tmp_path / "elsewhere.pt"
+    elsewhere.write_bytes(b"damaged")
+    (cache / "mlp.pt").symlink_to(elsewhere)
+    model = load_mlp()
+    assert (cache / "mlp.pt").is_symlink()  # the package's one safe writer follows the link
+    saved = torch.load(elsewhere, weights_only=True)
+    assert all(torch.equal(saved[k], v) for k, v in model.state_dict().items())
+    assert sorted(p.name for p in cache.iterdir()) == ["mlp.pt"]
+
+
 def test_unwritable_cache_warns_but_returns_model(no_shipped, monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

@@ -3,7 +3,8 @@
 Starts the installed console script as a subprocess (``--no-browser``, a free port, a scratch
 folder), reads the token from the URL JupyterLab prints, checks the quickstart notebook is
 served by the contents API, that requests without the token are refused and that the server
-listens on 127.0.0.1 only, then stops it by PID and checks JupyterLab went away with it.
+listens on 127.0.0.1 only, that the CLI process has become JupyterLab (``os.execv``: same PID,
+no child left in between), then stops it by that PID and checks the server went away.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -67,12 +69,20 @@ def test_lab_serves_the_quickstart_behind_a_token(lab):
         assert refused("127.0.0.2", lab.port)
 
 
+def cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_stopping_the_cli_stops_jupyterlab(lab):
-    jupyter = children_of(lab.proc.pid)
-    assert jupyter, "JupyterLab should run as a child of prune-explorer"
+    # The CLI replaced itself with JupyterLab: the PID we started serves the port and runs
+    # `python -m jupyterlab`; there is no intermediate process to forward signals.
+    assert cmdline(lab.proc.pid)[1:3] == ["-m", "jupyterlab"]
+    assert "--ServerApp.ip=127.0.0.1" in cmdline(lab.proc.pid)
+    assert not any("prune-explorer" in " ".join(cmdline(pid)) for pid in children_of(lab.proc.pid))
     assert lab.stop() == 0
+    assert not pid_alive(lab.proc.pid)
     deadline = time.monotonic() + 20
-    while any(pid_alive(pid) for pid in jupyter) and time.monotonic() < deadline:
+    while not refused("127.0.0.1", lab.port) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(pid_alive(pid) for pid in jupyter)
     assert refused("127.0.0.1", lab.port)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import io
 import os
-import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import cast
 import torch
 from torch import nn
 
+from prune_explorer._files import write_output
 from prune_explorer.demo.models import DigitsCNN, DigitsMLP
 from prune_explorer.demo.training import train
 
@@ -109,14 +109,7 @@ def _save_atomically(state_dict: Mapping[str, torch.Tensor], path: Path) -> None
     buffer = io.BytesIO()
     torch.save(dict(state_dict), buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "xb") as file:  # plain open: the file mode follows the user's umask
-            file.write(buffer.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_output(path, buffer.getvalue(), "checkpoint")  # the package's one safe writer
 
 
 def _load_shipped(model: nn.Module, path: Path) -> None:

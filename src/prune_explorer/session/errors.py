@@ -12,7 +12,7 @@ Step: amount must be a float in [0, 1] or an int >= 0; got 1.5
 
 from __future__ import annotations
 
-__all__ = ["InvalidStepError", "NotUndoableError"]
+__all__ = ["InvalidStepError", "NotUndoableError", "one_line"]
 
 
 class InvalidStepError(ValueError, TypeError):
@@ -30,3 +30,18 @@ class InvalidStepError(ValueError, TypeError):
 
 class NotUndoableError(RuntimeError):
     """``undo``/``reset`` would have to go back past a ``commit``, which is permanent."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception's type and the first sentence of its message, on one line (for messages
+    that quote an error from a library).
+
+    Examples
+    --------
+    >>> one_line(ValueError("bad value.  Try\\n again."))
+    'ValueError: bad value.'
+    """
+    text = " ".join(str(exc).split())
+    cut = text.find(". ")
+    text = text[: cut + 1] if 0 < cut < 200 else text[:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

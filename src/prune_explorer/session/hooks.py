@@ -40,6 +40,7 @@ __all__ = [
     "find_hook",
     "hook_methods",
     "method_name",
+    "refresh_pruned",
     "restore",
     "restore_order",
 ]
@@ -160,7 +161,32 @@ def restore(module: nn.Module, state: TensorState) -> None:
     if state.container_methods is not None:
         _set_container_methods(state.hook, state.container_methods)
     module._forward_pre_hooks[state.hook_key] = state.hook
-    setattr(module, name, state.hook.apply_mask(module))
+    refresh_pruned(module, name)
+
+
+def refresh_pruned(module: nn.Module, tensor_name: str) -> bool:
+    """Recompute the pruned copy ``tensor_name = mask * orig`` now, as the forward pre-hook would.
+
+    The pruned copy is a plain attribute: ``Module.to`` does not move it and
+    ``load_state_dict`` does not update it. Returns False (and does nothing) when the tensor is
+    not pruned.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> layer = prune.identity(torch.nn.Linear(2, 1), "weight")
+    >>> with torch.no_grad():
+    ...     _ = layer.weight_mask.zero_()
+    ...     _ = refresh_pruned(layer, "weight")
+    >>> int(layer.weight.count_nonzero()), refresh_pruned(layer, "bias")
+    (0, False)
+    """
+    found = find_hook(module, tensor_name)
+    if found is None:
+        return False
+    setattr(module, tensor_name, found[1].apply_mask(module))
+    return True
 
 
 def _reorder(mapping: dict, order: tuple) -> None:

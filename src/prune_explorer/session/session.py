@@ -56,6 +56,7 @@ from .hooks import (
     find_hook,
     hook_methods,
     method_name,
+    refresh_pruned,
     restore,
     restore_order,
 )
@@ -446,10 +447,7 @@ class Session:
         device = torch.device(device)
         self._model.to(device)
         for name in self._known:
-            module, tensor_name = self._locate(name)
-            if find_hook(module, tensor_name) is not None:
-                # The pruned copy is a plain attribute, which Module.to does not move.
-                setattr(module, tensor_name, getattr(module, tensor_name).to(device))
+            refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
             self._histories[name] = [
                 HistoryEntry(e.index, e.step, e.mask.to(device)) for e in self._histories[name]
             ]

@@ -1,0 +1,205 @@
+"""The one way prune-explorer writes an output file (the CLI and the demo checkpoints use it).
+
+What happens depends on what the path names now:
+
+* a regular file or a new path: written atomically -- to a temporary file in the same folder,
+  flushed to disk, then renamed over the path, keeping the old file's permission bits. A
+  symlink is followed: its target is replaced and the link stays a link;
+* a character device (``/dev/null``, a terminal) or a FIFO: written through (opened and
+  written, never replaced);
+* ``-`` or a path that is this process's standard output (``/dev/stdout``): written to
+  ``sys.stdout``;
+* anything else (a folder, a block device, a socket) or one of the command's inputs: refused.
+
+While the temporary file exists, SIGTERM and SIGHUP raise :class:`Terminated` (a
+``KeyboardInterrupt``) instead of killing the process, so the temporary file is always removed
+and the old file left as it was -- on an error, Ctrl-C or a kill alike.
+
+Examples
+--------
+>>> import tempfile
+>>> from pathlib import Path
+>>> path = Path(tempfile.mkdtemp()) / "out.txt"
+>>> write_output(path, b"hello", "--out")
+>>> path.read_bytes()
+b'hello'
+>>> check_output("/dev/null", "--out")  # a device: written through, never replaced
+'through'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["OutputError", "Terminated", "check_output", "is_stdout", "write_output"]
+
+Kind = Literal["atomic", "through", "stdout"]
+STDOUT = "-"
+
+
+class OutputError(OSError):
+    """An output path that cannot or must not be written; the message names the option."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived while an output file was being written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+def _stat(path: str | os.PathLike[str]) -> os.stat_result | None:
+    try:
+        return os.stat(path)  # follows symlinks, /dev/stdout included
+    except FileNotFoundError:
+        return None
+
+
+def _stat_or_none(path: str | os.PathLike[str]) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def is_stdout(path: str | os.PathLike[str]) -> bool:
+    """Whether writing to ``path`` means writing to standard output (``-``, ``/dev/stdout``).
+
+    Examples
+    --------
+    >>> is_stdout("-"), is_stdout("report.csv")
+    (True, False)
+    """
+    if os.fspath(path) == STDOUT:
+        return True
+    try:
+        target = _stat(path)
+        return target is not None and os.path.samestat(target, os.fstat(1))
+    except OSError:
+        return False
+
+
+def check_output(
+    path: str | os.PathLike[str],
+    what: str,
+    inputs: Sequence[tuple[str, str | os.PathLike[str]]] = (),
+) -> Kind:
+    """How ``path`` will be written; raises :class:`OutputError` if it must not be.
+
+    ``what`` names the option in messages (``"-o/--output"``); ``inputs`` are the command's
+    input files as ``(option, path)``: an output that is one of them is refused.
+
+    Examples
+    --------
+    >>> check_output("-", "--csv"), check_output("/dev/null", "--csv")
+    ('stdout', 'through')
+    >>> check_output("/", "--csv")
+    Traceback (most recent call last):
+    ...
+    prune_explorer._files.OutputError: --csv '/' is a folder; expected a file name
+    """
+    if is_stdout(path):
+        return "stdout"
+    shown = repr(os.fspath(path))
+    try:
+        target = _stat(path)
+    except OSError as exc:
+        raise OutputError(f"{what} {shown} cannot be resolved ({exc.strerror})") from None
+    for option, source in inputs:
+        other = _stat_or_none(source)
+        if target is not None and other is not None and os.path.samestat(target, other):
+            raise OutputError(
+                f"{what} {shown} is the same file as {option} {os.fspath(source)!r}; "
+                "refusing to overwrite an input: choose another output path"
+            )
+    if target is None or stat.S_ISREG(target.st_mode):
+        folder = Path(os.path.realpath(path)).parent
+        if not folder.is_dir():
+            raise OutputError(f"{what} {shown}: folder {str(folder)!r} does not exist")
+        return "atomic"
+    if stat.S_ISCHR(target.st_mode) or stat.S_ISFIFO(target.st_mode):
+        return "through"
+    if stat.S_ISDIR(target.st_mode):
+        raise OutputError(f"{what} {shown} is a folder; expected a file name")
+    raise OutputError(
+        f"{what} {shown} must be a regular file, a new path, a character device, a FIFO or "
+        "'-' (standard output); it is a block device or a socket"
+    )
+
+
+@contextlib.contextmanager
+def _termination_raises() -> Iterator[None]:
+    # Turn SIGTERM/SIGHUP into an exception for the duration, so `finally` blocks run.
+    def handler(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    previous = {}
+    with contextlib.suppress(ValueError):  # handlers can only be set in the main thread
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signum = getattr(signal, name)
+                previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def _write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    target = Path(os.path.realpath(path))  # through symlinks: the link itself stays
+    old = _stat(target)
+    tmp = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    with _termination_raises():
+        try:
+            with open(tmp, "xb") as file:  # plain open: a new file's mode follows the umask
+                if old is not None:
+                    os.chmod(file.fileno(), stat.S_IMODE(old.st_mode))
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def write_output(
+    path: str | os.PathLike[str],
+    data: bytes,
+    what: str,
+    inputs: Sequence[tuple[str, str | os.PathLike[str]]] = (),
+) -> None:
+    """Write ``data`` to ``path`` by the rules of the module docstring.
+
+    Raises
+    ------
+    OutputError
+        The path is refused (see :func:`check_output`) or cannot be written; ``path`` is then
+        unchanged when it is a regular file.
+    Terminated
+        SIGTERM/SIGHUP arrived during an atomic write (the old file is unchanged).
+    """
+    kind = check_output(path, what, inputs)
+    sys.stdout.flush()  # what was printed before comes first on a shared terminal or pipe
+    try:
+        if kind == "stdout":
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        elif kind == "through":
+            with open(path, "wb") as file:
+                file.write(data)
+        else:
+            _write_atomically(path, data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OutputError(f"{what} {os.fspath(path)!r} cannot be written ({reason})") from None

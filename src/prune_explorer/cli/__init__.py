@@ -1,0 +1,184 @@
+"""The ``prune-explorer`` command line.
+
+``prune-explorer lab [--dir DIR] [--port N] [--no-browser]``
+    Copy the bundled teaching notebooks into a working folder (never over a copy you edited)
+    and start JupyterLab on the quickstart notebook, bound to 127.0.0.1 with Jupyter's own
+    token authentication.
+``prune-explorer report CHECKPOINT [--model M] [--plan PLAN] [--csv OUT]``
+    Print the sparsity report (:meth:`Session.report`) of a saved ``state_dict``, after
+    applying a JSON plan if one is given.
+``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M]``
+    Apply a JSON plan to a saved ``state_dict`` and save the resulting ``state_dict``.
+
+Checkpoints are ``.safetensors`` files (read with the ``safetensors`` library) or ``torch.save``
+files (read with ``torch.load(weights_only=True)``), told apart by their contents: plain
+tensors only, never pickled code (:mod:`prune_explorer.cli.checkpoints`). Masks saved as
+``<name>_mask`` must be 0/1 and shaped like ``<name>_orig``. The architecture comes from
+``--model``: a demo model name (``mlp``, ``cnn``) or an importable ``package.module:factory``
+callable that returns the ``nn.Module``. Outputs go through one safe writer
+(:mod:`prune_explorer._files`): a regular file is replaced atomically, so a failed or
+interrupted command (Ctrl-C, SIGTERM) never leaves a partial or temporary file behind; devices,
+FIFOs and ``-`` (standard output) are written through, never replaced; an output that is one of
+the command's inputs is refused.
+
+The package has one module per job: ``lab`` (JupyterLab), ``checkpoints`` (file formats),
+``model`` (the architecture and loading the weights), ``plans``, ``report``, ``apply``,
+``files`` (outputs) and ``errors``.
+
+Errors in the input (missing, corrupt or mismatched files, bad arguments) print one line
+``prune-explorer <command>: error: <message>`` on stderr and exit with status 1; usage errors
+caught by the argument parser exit with status 2.
+
+Examples
+--------
+>>> import tempfile, torch
+>>> from prune_explorer.demo import load_mlp
+>>> folder = tempfile.mkdtemp()
+>>> torch.save(load_mlp().state_dict(), f"{folder}/mlp.pt")
+>>> main(["report", f"{folder}/mlp.pt", "--model", "mlp"])  # doctest: +ELLIPSIS
+Checkpoint: .../mlp.pt
+Model:      demo model 'mlp' (DigitsMLP)
+      name module_type  shape  numel  zeros sparsity channels_pruned methods
+fc1.weight      Linear 128x64   8192      0     0.0%               -       -
+...
+     TOTAL                  -  17226      0     0.0%               -       -
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+from prune_explorer._files import Terminated
+
+from . import lab
+from .apply import cmd_apply
+from .errors import PROG, CLIError
+from .lab import DEFAULT_LAB_DIR, QUICKSTART, bundled_notebooks, copy_notebooks, lab_command
+from .report import cmd_report
+
+__all__ = [
+    "DEFAULT_LAB_DIR",
+    "QUICKSTART",
+    "CLIError",
+    "build_parser",
+    "bundled_notebooks",
+    "copy_notebooks",
+    "lab_command",
+    "main",
+]
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 65535]; got {text!r}") \
+            from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 65535]; got {value}")
+    return value
+
+
+_MODEL_HELP = (
+    "architecture of the checkpoint: 'mlp' or 'cnn' (the demo models) or "
+    "'package.module:factory', an importable callable returning the nn.Module (the current "
+    "folder is importable). Default: the demo model whose keys match"
+)
+
+
+_CHECKPOINT_HELP = "state_dict file (.safetensors or .pt; the format is read from the contents)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``prune-explorer`` (see the module docstring)."""
+    from prune_explorer import __version__
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Explore, teach and plan neural-network pruning in PyTorch.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    lab = commands.add_parser(
+        "lab",
+        help="open the teaching notebooks in JupyterLab",
+        description="Copy the bundled notebooks into a working folder (never over an edited "
+        "copy) and start JupyterLab on the quickstart notebook, on 127.0.0.1 with token "
+        "authentication.",
+    )
+    lab.add_argument("--dir", default=DEFAULT_LAB_DIR,
+                     help=f"working folder for the notebooks (default: ./{DEFAULT_LAB_DIR})")
+    lab.add_argument("--port", type=_port, default=None,
+                     help="port to serve on (default: JupyterLab's, 8888 or the next free one)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+
+    report = commands.add_parser(
+        "report",
+        help="print the sparsity report of a saved state_dict",
+        description="Print one row per tensor (shape, zeros, sparsity, fully pruned channels, "
+        "methods) of a state_dict saved with torch.save(model.state_dict(), path), after "
+        "applying a JSON plan if --plan is given. Pruning saved as <name>_orig/<name>_mask "
+        "pairs is read back and listed as custom_from_mask.",
+    )
+    report.add_argument("checkpoint", metavar="CHECKPOINT", help=_CHECKPOINT_HELP)
+    report.add_argument("--model", help=_MODEL_HELP)
+    report.add_argument("--plan", help="JSON plan to apply first (exported by the explorer)")
+    report.add_argument("--csv",
+                        help="also write the report to this CSV file ('-': standard output)")
+
+    apply = commands.add_parser(
+        "apply",
+        help="apply a JSON plan to a saved state_dict and save the result",
+        description="Apply a JSON plan to the model in CHECKPOINT and save its state_dict to "
+        "OUTPUT. Without --commit pruned tensors are saved as <name>_orig + <name>_mask (as "
+        "torch.nn.utils.prune leaves them); with --commit pruning is made permanent "
+        "(prune.remove) and the keys are those of the unpruned model.",
+    )
+    apply.add_argument("checkpoint", metavar="CHECKPOINT", help=_CHECKPOINT_HELP)
+    apply.add_argument("plan", metavar="PLAN", help="JSON plan (exported by the explorer)")
+    apply.add_argument("-o", "--output", required=True,
+                       help="where to save the state_dict: .safetensors or .pt by its suffix, "
+                       "else in the format of CHECKPOINT; '-' for standard output")
+    apply.add_argument("--commit", action="store_true",
+                       help="make pruning permanent (prune.remove) before saving")
+    apply.add_argument("--model", help=_MODEL_HELP)
+    return parser
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
+    "lab": lab.cmd_lab,
+    "report": cmd_report,
+    "apply": cmd_apply,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``prune-explorer`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    0 on success, 1 when the input is wrong (message on stderr, no output file written),
+    2 for usage errors reported by the argument parser.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return _COMMANDS[args.command](args, sys.stdout)
+    except CLIError as exc:
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except Terminated as exc:
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130

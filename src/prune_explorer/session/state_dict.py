@@ -1,0 +1,177 @@
+"""Loading a ``state_dict`` saved from a pruned model back into a fresh model.
+
+A tensor saved while pruned appears as a pair ``<name>_orig`` (the original values) +
+``<name>_mask`` (the mask). :func:`check_masks` validates every such pair (dtype, shape, values
+0/1) and :func:`load_pruned_state_dict` re-creates the pruning on the fresh model with
+``custom_from_mask`` so the keys line up, loads the tensors strictly, and recomputes the pruned
+copies. Which method made a mask is not in the file, so a session lists it as
+``custom_from_mask``.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import prune
+>>> saved = prune.l1_unstructured(torch.nn.Linear(4, 2), "weight", amount=0.5).state_dict()
+>>> fresh = torch.nn.Linear(4, 2)
+>>> load_pruned_state_dict(fresh, saved)
+>>> int((fresh.weight == 0).sum()), sorted(fresh.state_dict())
+(4, ['bias', 'weight_mask', 'weight_orig'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from prune_explorer import prune
+
+from .errors import one_line
+from .hooks import refresh_pruned
+
+__all__ = [
+    "InvalidMaskError",
+    "StateDictMismatchError",
+    "check_masks",
+    "load_pruned_state_dict",
+    "pruned_pairs",
+]
+
+MAX_LISTED = 6  # keys shown per kind of mismatch
+
+
+class InvalidMaskError(ValueError):
+    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class StateDictMismatchError(ValueError):
+    """The ``state_dict`` does not fit the model; ``problems`` lists each mismatch in words."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+def pruned_pairs(state: Mapping[str, torch.Tensor]) -> list[str]:
+    """Names ``x`` saved as a pruned pair ``x_orig`` + ``x_mask``, in file order.
+
+    Examples
+    --------
+    >>> pruned_pairs({"w_orig": torch.ones(1), "w_mask": torch.ones(1), "b": torch.ones(1)})
+    ['w']
+    """
+    return [
+        key[: -len("_orig")]
+        for key in state
+        if key.endswith("_orig") and key[: -len("_orig")] + "_mask" in state
+    ]
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "(" + ", ".join(str(s) for s in t.shape) + (",)" if t.dim() == 1 else ")")
+
+
+def check_masks(state: Mapping[str, torch.Tensor]) -> None:
+    """Check every pruned pair: the mask is floating-point or bool, has the shape of its
+    ``_orig``, and holds only 0 and 1.
+
+    Raises
+    ------
+    InvalidMaskError
+        Naming the mask's key, the rule and the value found.
+
+    Examples
+    --------
+    >>> check_masks({"w_orig": torch.ones(2), "w_mask": torch.tensor([1.0, 0.5])})
+    Traceback (most recent call last):
+    ...
+    prune_explorer.session.state_dict.InvalidMaskError: w_mask must hold only 0 and 1 (a \
+pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
+    """
+    for base in pruned_pairs(state):
+        key, orig = base + "_mask", state[base + "_orig"]
+        mask = state[key]
+        if not (mask.dtype == torch.bool or mask.is_floating_point()):
+            raise InvalidMaskError(
+                f"{key} must be a floating-point or bool tensor (a pruning mask); "
+                f"got dtype {mask.dtype}", key
+            )
+        if mask.shape != orig.shape:
+            raise InvalidMaskError(
+                f"{key} must have the shape of {base}_orig, {_shape(orig)}; got {_shape(mask)}",
+                key,
+            )
+        if mask.dtype == torch.bool:
+            continue
+        bad = ~((mask == 0) | (mask == 1))
+        count = int(bad.sum())
+        if count:
+            where = tuple(int(i) for i in bad.nonzero()[0])
+            raise InvalidMaskError(
+                f"{key} must hold only 0 and 1 (a pruning mask); got {mask[where].item()!r} at "
+                f"index {where}, {count} of {mask.numel()} entries are neither 0 nor 1", key
+            )
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:MAX_LISTED])
+    more = len(items) - MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """Load ``state`` strictly into the fresh (unpruned) ``model``, pruned pairs included.
+
+    Each valid pair ``x_orig`` + ``x_mask`` of a parameter ``x`` is pruned again with
+    ``custom_from_mask`` first, so the keys line up; after loading, every pruned copy
+    ``x = x_orig * x_mask`` is recomputed. Meant for a model built for the purpose: on an error
+    the model may be left half-loaded.
+
+    Raises
+    ------
+    InvalidMaskError
+        A mask is not binary, has the wrong shape or dtype (see :func:`check_masks`).
+    StateDictMismatchError
+        Missing or unexpected keys or shapes that differ, all listed at once.
+    """
+    check_masks(state)
+    params = dict(model.named_parameters())
+    problems = []
+    pairs = [base for base in pruned_pairs(state) if base in params and base not in state]
+    for base in pairs:
+        mask = state[base + "_mask"]
+        if mask.shape != params[base].shape:
+            continue  # reported as a shape mismatch below
+        module_name, _, tensor_name = base.rpartition(".")
+        try:
+            prune.custom_from_mask(model.get_submodule(module_name), tensor_name, mask=mask)
+        except Exception as exc:
+            problems.append(f"the mask {base}_mask cannot be re-applied ({one_line(exc)})")
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if missing:
+        problems.append(f"missing keys {_listed(missing)}")
+    if unexpected:
+        problems.append(f"unexpected keys {_listed(unexpected)}")
+    problems += [
+        f"{k} is {tuple(state[k].shape)} in the file but {tuple(expected[k].shape)} in the model"
+        for k in expected
+        if k in state and state[k].shape != expected[k].shape
+    ][:MAX_LISTED]
+    if problems:
+        raise StateDictMismatchError(problems)
+    try:
+        model.load_state_dict(state)
+    except Exception as exc:
+        raise StateDictMismatchError([one_line(exc)]) from exc
+    with torch.no_grad():
+        for base in pairs:
+            module_name, _, tensor_name = base.rpartition(".")
+            refresh_pruned(model.get_submodule(module_name), tensor_name)
+
