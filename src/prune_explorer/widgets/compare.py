@@ -4,7 +4,7 @@ Choose tensors (default: the weights of every Linear and Conv layer) and an amou
 shows ``Session.compare_global_local`` as a table (``pe-compare-table``) beside its bar chart
 (``pe-compare-chart``), warns about layers that would collapse (``pe-compare-warnings``), and
 applies either choice: ``Apply global`` (``Session.apply_global``) or ``Apply local`` (one
-``l1_unstructured`` step per tensor; undone together if one fails).
+``l1_unstructured`` step per tensor, in one session transaction: all or none).
 
 Examples
 --------
@@ -117,7 +117,7 @@ class ComparePane:
             self._fail(WidgetInputError("Global vs local: choose at least one tensor"))
             return
         try:
-            with self.ex._lock:
+            with self.ex.session.lock:
                 frame = self.ex.session.compare_global_local(list(names), amount)
         except Exception as err:
             self._fail(err)
@@ -172,17 +172,12 @@ class ComparePane:
         def run(progress: Progress) -> Any:
             if not names:
                 raise WidgetInputError("Apply local: choose at least one tensor")
-            applied = 0
-            with self.ex.batch():
-                try:
-                    for name in names:
-                        self.ex.session.apply(name, "l1_unstructured", amount=amount)
-                        applied += 1
-                        progress(applied, len(names))
-                except Exception:
-                    for _ in range(applied):  # all or nothing
-                        self.ex.session.undo()
-                    raise
+            session = self.ex.session
+            with self.ex.batch(), session.transaction():  # all or nothing
+                for index, name in enumerate(names):
+                    session.apply(name, "l1_unstructured", amount=amount)
+                    progress(index + 1, len(names))
+            applied = len(names)
             return applied
 
         self.ex.act("Apply local", run,

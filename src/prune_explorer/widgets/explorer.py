@@ -31,7 +31,6 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -166,7 +165,6 @@ class Explorer:
         self.preview_request: PreviewRequest | None = None
         self.preview_error: str | None = None
         self.render_count = 0
-        self._lock = threading.RLock()  # session access: actions vs background previews
         self._quiet_depth = 0
         self._batch_depth = 0
         self._batch_dirty = False
@@ -345,7 +343,7 @@ class Explorer:
     def act(self, what: str, action: Callable[[Progress], Any], *,
             done: str | Callable[[Any], str] | None = None) -> Any:
         """Run a session action at the widget boundary: errors become a status message."""
-        with self._lock:
+        with self.session.lock:
             return self.status.run(what, action, done=done)
 
     def apply(self) -> None:
@@ -561,7 +559,7 @@ class Explorer:
 
     # -- preview rendering (runs on the worker thread unless debounce is None) --------------------
     def _render_preview(self, request: PreviewRequest) -> None:
-        with self._lock:
+        with self.session.lock:
             try:
                 masks = request.preview_all(self.session)
                 before = self.kept(request.target)

@@ -4,8 +4,9 @@ Both texts sit in text areas you can select and copy (``pe-snippet``, ``pe-json`
 download links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server
 round trip). To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
 (``pe-import-upload``, which fills the text area), then press *Import plan* (``pe-import``).
-The plan is parsed strictly (``Plan.from_json``), dry-run on the model (``Plan.validate``) and
-only then applied step by step on top of the current state; every problem is reported in the
+The plan is parsed strictly (``Plan.from_json``) and applied on top of the current state in one
+session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
+steps already applied are undone exactly, commits included; the error is reported in the
 status line and nothing changes.
 
 Examples
@@ -130,19 +131,8 @@ class ExportPane:
                     "Import plan: the box is empty; paste a plan (JSON) or upload a .json file"
                 )
             plan = Plan.from_json(text)
-            session = self.ex.session
-            plan.validate(session.model)  # dry run on the current state; changes nothing
-            applied = 0
-            with self.ex.batch():
-                try:
-                    for step in plan:
-                        session.apply_step(step)
-                        applied += 1
-                        progress(applied, len(plan))
-                except Exception:
-                    for _ in range(applied):
-                        session.undo()
-                    raise
+            with self.ex.batch():  # one transaction: every step, or none of them
+                self.ex.session.apply_all(plan, where="Import plan", progress=progress)
             return plan
 
         plan = self.ex.act("Import plan", run,

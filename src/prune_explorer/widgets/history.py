@@ -112,7 +112,7 @@ class HistoryPane:
 
     def _render(self, what: tuple[str, int]) -> None:
         name, k = what
-        with self.ex._lock:
+        with self.ex.session.lock:
             history = self.ex.session.history(name)
             if k >= len(history):
                 return  # the history shrank (undo) since the request
