@@ -23,7 +23,7 @@ Examples
 >>> try:
 ...     s.undo()
 ... except RuntimeError as err:
-...     print(str(err)[:64])
+...     print(str(err)[:63])
 Session.undo: tensor '0.weight' was changed outside the session
 """
 

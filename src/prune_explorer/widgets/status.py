@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -76,22 +77,27 @@ class StatusBar:
         self.text = ""
         self.source = "action"
         self.last_error: BaseException | None = None
+        # Previews write from a worker thread: each check-and-write is one locked step.
+        self._lock = threading.RLock()
 
     def show(self, kind: str, text: str, source: str = "action") -> None:
         """Replace the message."""
-        self.kind, self.text, self.source = kind, text, source
-        self.html.value = message(kind, text)
+        with self._lock:
+            self.kind, self.text, self.source = kind, text, source
+            self.html.value = message(kind, text)
 
     def error(self, err: BaseException, what: str, source: str = "action") -> None:
         """Show ``"<what> failed: <description of err>"`` and log the traceback at DEBUG."""
-        self.last_error = err
-        LOG.debug("%s failed", what, exc_info=err)
-        self.show("error", f"{what} failed: {describe_error(err)}", source)
+        with self._lock:
+            self.last_error = err
+            LOG.debug("%s failed", what, exc_info=err)
+            self.show("error", f"{what} failed: {describe_error(err)}", source)
 
     def clear(self, source: str | None = None) -> None:
         """Remove the message (only if ``source`` wrote it, when given)."""
-        if source is None or self.source == source:
-            self.show("info", "", "action")
+        with self._lock:
+            if source is None or self.source == source:
+                self.show("info", "", "action")
 
     def set_progress(self, done: int, total: int) -> None:
         """Show the progress bar at ``done`` of ``total``."""
