@@ -41,7 +41,7 @@ def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_threa
             resumed.clear()
             got: list[object] = []
 
-            def preview() -> None:
+            def preview(got: list[object] = got) -> None:
                 try:
                     got.append(s.preview("0.weight", "l1_unstructured", amount=60))
                 except Exception as err:  # what the explorer's worker would show
