@@ -173,10 +173,19 @@ class Session:
     def plan(self) -> Plan:
         """A :class:`Plan` of :attr:`steps` (a copy: editing it does not change the session).
 
-        Pruning found on the model when the session started is not part of the plan: replay the
-        plan on a model in that same state.
+        Pruning found on the model when the session started (:attr:`found`) is not part of the
+        plan: replay the plan on a model in that same state.
         """
         return Plan(self.steps)
+
+    @property
+    def found(self) -> dict[str, tuple[str, ...]]:
+        """Tensors already pruned when the session started, with the methods found on them.
+
+        That pruning is the session's starting point: entry 0 of each :meth:`history`, kept by
+        :meth:`reset`, and not part of :attr:`plan` (its settings and seeds are unknown).
+        """
+        return {n: m for n, m in self._found_methods.items() if m}
 
     @property
     @_locked

@@ -12,6 +12,12 @@ prune has no recorded settings or seed, so the plan could no longer reproduce th
 keeps the rule that the session never reports a state that is not the model's; start a new
 ``Session(model)`` to continue from the model as it is (it recognises the pruning found on it).
 
+Pruning found on the model when a session starts is not a change behind its back but its
+starting point, and it is said so rather than hidden: ``Session.found`` lists it, entry 0 of each
+history holds its mask, ``reset()`` returns to it, and the explorer's Export tab warns that the
+plan starts from it. It is not turned into steps: its settings and seeds are unknown, so a plan
+could only fake them.
+
 Examples
 --------
 >>> import torch

@@ -51,7 +51,7 @@ from .html import esc, percent
 from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import Progress, StatusBar, describe_error
-from .tabs import COMMIT_TAB, COMPARE_TAB, HISTORY_TAB, TAB_TITLES
+from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
 __all__ = ["UI", "Explorer", "explore"]
 
@@ -336,7 +336,7 @@ class Explorer:
         self.history_pane.invalidate()
         self.compare_pane.invalidate()
         self.commit_pane.invalidate()
-        self.export_pane.refresh()
+        self.export_pane.invalidate()
         self.request_preview()
 
     # -- actions (buttons call these) -------------------------------------------------------------
@@ -465,6 +465,8 @@ class Explorer:
             self.compare_pane.invalidate()
         elif index == COMMIT_TAB:
             self.commit_pane.invalidate()
+        elif index == EXPORT_TAB:
+            self.export_pane.invalidate()
 
     @property
     def selected_tab(self) -> int | None:
