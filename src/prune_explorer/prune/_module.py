@@ -56,6 +56,13 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(problem(where, "module", "a torch.nn.Module", type(module).__name__))
     if not isinstance(name, str):
         raise TypeError(problem(where, "name", "a str naming a parameter", name))
+    for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and _pruning_hooks(module, base):
+            # Pruning these would leave `base` unreachable by name (weight_orig -> weight_orig_orig).
+            raise PruningStateError(problem(
+                where, "name", f"a tensor to prune, not the {role} of the pruned tensor "
+                f"{base!r}; prune {base!r} itself to prune it further", name))
     pruned = name + "_orig" in module._parameters and name + "_mask" in module._buffers
     if not pruned:
         if name in module._buffers:
