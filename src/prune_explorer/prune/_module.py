@@ -59,7 +59,7 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
     for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
         base = name[: -len(suffix)]
         if name.endswith(suffix) and _pruning_hooks(module, base):
-            # Pruning these would leave `base` unreachable by name (weight_orig -> weight_orig_orig).
+            # Pruning these would leave `base` unreachable (weight_orig -> weight_orig_orig).
             raise PruningStateError(problem(
                 where, "name", f"a tensor to prune, not the {role} of the pruned tensor "
                 f"{base!r}; prune {base!r} itself to prune it further", name))
