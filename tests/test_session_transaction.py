@@ -14,7 +14,7 @@ import torch
 from _session_helpers import assert_exact_state, exact_state, mlp
 from _widget_helpers import mlp as widget_mlp
 from prune_explorer.session import Plan, Session, Step
-from prune_explorer.session import session as session_module
+from prune_explorer.session import transaction as session_module
 from prune_explorer.widgets import Explorer
 
 PLAN = Plan([

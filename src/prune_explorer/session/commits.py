@@ -17,15 +17,22 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
+from .checks import check_step
+from .errors import InvalidStepError
+from .events import SessionEvent
+from .hooks import find_hook
 from .registry import TensorInfo
 from .reports import memory_report
+from .step import Step
+from .transaction import Transactional, locked
 
-__all__ = ["CommitResult", "CommitReview", "review"]
+__all__ = ["CommitResult", "CommitReview", "Committing", "review"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +106,65 @@ def review(model: nn.Module, known: Mapping[str, TensorInfo], names: Sequence[st
     removed = tuple(k for n in names for k in (f"{n}_orig", f"{n}_mask") if k in keys)
     added = tuple(n for n in names if n not in keys)
     return CommitReview(tuple(names), rows, removed, added)
+
+
+class Committing(Transactional):
+    """Review and commit (``prune.remove``) of several tensors at once (a mixin of ``Session``)."""
+
+    @locked
+    def review_commit(self, names: str | Iterable[str] | None = None) -> CommitReview:
+        """What :meth:`commit` of ``names`` would do (bytes, state_dict keys); changes nothing.
+
+        Raises :class:`InvalidStepError` for a name that is unknown, listed twice or not pruned.
+        """
+        chosen = self._commit_names(names, "Session.review_commit")
+        return review(self._model, self._known, [s.target for s in chosen])  # type: ignore[misc]
+
+    def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
+        """Make pruning permanent with ``prune.remove`` (not undoable); all or nothing.
+
+        Parameters
+        ----------
+        names : str or iterable of str, optional
+            Tensors to commit; default: every currently pruned tensor.
+
+        Returns
+        -------
+        CommitResult
+            The tensors committed and the bytes before/after (``freed`` = ``_orig`` + mask).
+        """
+        with self.transaction():
+            return self._commit(names, "Session.commit")
+
+    def _commit_names(self, names: Any, where: str) -> list[Step]:
+        if names is None:
+            chosen = [n for n in self._known if find_hook(*self._locate(n)) is not None]
+        elif isinstance(names, str):
+            chosen = [names]
+        elif isinstance(names, Iterable):
+            chosen = list(names)
+        else:
+            raise InvalidStepError(
+                f"{where}: names must be a tensor address, a list of them or None; got {names!r}",
+                "names",
+            )
+        steps: list[Step] = []
+        for name in chosen:
+            step = Step._build(where, "remove", name, {}, None)
+            check_step(self._model, self._known, step, where)
+            if step in steps:
+                raise InvalidStepError(f"{where}: names lists {name!r} twice", "names")
+            steps.append(step)
+        return steps
+
+    def _commit(self, names: Any, where: str) -> CommitResult:
+        steps = self._commit_names(names, where)
+        if not steps:
+            return CommitResult((), 0, 0)
+        chosen = tuple(s.target for s in steps)
+        result = review(self._model, self._known, chosen).result()  # type: ignore[arg-type]
+        for step in steps:
+            self._run(step, where)
+        self._journal.commits.append(result)
+        self._journal.emit(SessionEvent("commit", chosen, tuple(steps)))  # type: ignore[arg-type]
+        return result

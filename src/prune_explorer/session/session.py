@@ -32,52 +32,35 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
 from torch import nn
 
 from .checks import check_step
-from .commits import CommitResult, CommitReview, review
+from .commits import CommitResult, CommitReview, Committing
 from .compute import global_masks, local_mask
 from .errors import InvalidStepError, NotUndoableError
 from .events import SessionEvent
-from .execute import run_step
 from .history import HistoryEntry, TensorHistory
 from .hooks import find_hook, hook_methods, method_name
 from .methods import check_method, check_seed, check_settings, is_random
 from .packed import PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover, unknown_target
-from .reports import compare_frame, effective_tensor, memory_report, tensor_report, with_total
+from .reporting import Reporting, _as_list
+from .reports import effective_tensor
 from .sensitivity import sensitivity as _sensitivity
 from .step import Step
-from .transaction import Action, Journal, take_snapshot
-from .watch import MASK_REPLACED as _MASK_REPLACED
-from .watch import ModelChangedError, describe_change, seen
+from .transaction import Journal, locked
+from .watch import ModelChangedError, seen
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _locked(method: _F) -> _F:
-    # Every public method holds the session's lock: a background preview and a notebook cell
-    # never see the model half-changed.
-    @functools.wraps(method)
-    def wrapper(self: Session, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-class Session:
+class Session(Reporting, Committing):
     """An exploration of pruning on ``model``, which it prunes in place.
 
     Parameters
@@ -144,11 +127,6 @@ class Session:
         return self._model
 
     @property
-    def lock(self) -> threading.RLock:
-        """The session's re-entrant lock; hold it to make several calls one atomic read."""
-        return self._lock
-
-    @property
     def names(self) -> tuple[str, ...]:
         """Addresses of all prunable tensors, in module order."""
         return tuple(self._known)
@@ -164,7 +142,7 @@ class Session:
         return [n for n in wide if self._known[n].tensor_name == "weight"] or wide
 
     @property
-    @_locked
+    @locked
     def steps(self) -> tuple[Step, ...]:
         """Steps applied so far (undone ones excluded), in order; commits appear as ``remove``."""
         return tuple(action.step for action in self._journal.actions)
@@ -188,24 +166,24 @@ class Session:
         return {n: m for n, m in self._found_methods.items() if m}
 
     @property
-    @_locked
+    @locked
     def commits(self) -> tuple[CommitResult, ...]:
         """Every :meth:`commit` so far, with the memory each freed."""
         return tuple(self._journal.commits)
 
     @property
-    @_locked
+    @locked
     def can_undo(self) -> bool:
         """Whether :meth:`undo` would succeed now (a step to undo, and it is not a commit)."""
         return self._journal.undoable(outer=False) > 0
 
-    @_locked
+    @locked
     def history(self, name: str) -> TensorHistory:
         """History of ``name``: the mask after each step that touched it (entry 0: as found)."""
         name = self._check_name(name, "Session.history")
         return TensorHistory(name, list(self._histories[name]))
 
-    @_locked
+    @locked
     def mask(self, name: str) -> torch.Tensor:
         """Current mask of ``name`` as a bool tensor (all True if not pruned or committed)."""
         name = self._check_name(name, "Session.mask")
@@ -214,7 +192,7 @@ class Session:
             return torch.ones_like(getattr(module, tensor_name), dtype=torch.bool)
         return getattr(module, tensor_name + "_mask") != 0
 
-    @_locked
+    @locked
     def tensor(self, name: str) -> torch.Tensor:
         """The values the forward pass uses for ``name`` (``orig * mask`` if pruned), detached."""
         name = self._check_name(name, "Session.tensor")
@@ -226,49 +204,6 @@ class Session:
         Inside a :meth:`transaction`, events are sent when it succeeds (none if it fails).
         """
         return self._journal.events.on_change(callback)
-
-    # -- the transaction ------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def transaction(self, *, dry_run: bool = False) -> Iterator[Session]:
-        """Everything in the block happens, or nothing does.
-
-        If the block raises anything (``KeyboardInterrupt`` included), every step taken in it is
-        undone exactly -- tensors, hooks, buffers, history, plan, commits, the seed generator --
-        and no change event is sent. On success the events are sent once the outermost
-        transaction ends. Commits in the block stay undoable by the rollback until then (their
-        original values are copied meanwhile). ``dry_run=True`` always rolls back: apply, look,
-        leave no trace. Holds :attr:`lock` throughout; transactions nest.
-
-        Examples
-        --------
-        >>> import torch
-        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))
-        >>> try:
-        ...     with s.transaction():
-        ...         _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
-        ...         _ = s.apply("1.weight", "l1_unstructured", amount=99)  # too many: fails
-        ... except ValueError:
-        ...     pass
-        >>> s.steps, sorted(s.model.state_dict())  # the first step was undone too
-        ((), ['0.bias', '0.weight', '1.bias', '1.weight'])
-        """
-        with self._lock:
-            point = self._journal.begin()
-            try:
-                yield self
-                if dry_run:
-                    raise _DryRun
-            except BaseException as err:
-                undone = self._journal.actions[point.actions:]
-                self._journal.rollback(point)
-                self._resee(n for a in undone for n in a.names)
-                if not isinstance(err, _DryRun):
-                    raise
-                events: list[SessionEvent] = []
-            else:
-                events = self._journal.end(point)
-        for event in events:
-            self._journal.events.emit(event)
 
     def apply_all(
         self,
@@ -295,7 +230,7 @@ class Session:
         return steps
 
     # -- preview --------------------------------------------------------------------------------
-    @_locked
+    @locked
     def preview(
         self, target: str, method: str, *, seed: int | None = None, **settings: Any
     ) -> torch.Tensor:
@@ -314,7 +249,7 @@ class Session:
         step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
         return self._preview_step(step, where)[target]
 
-    @_locked
+    @locked
     def preview_global(
         self,
         targets: Sequence[str],
@@ -462,64 +397,6 @@ class Session:
             self._resee(names)
             journal.emit(SessionEvent("reset", names, steps))
 
-    @_locked
-    def review_commit(self, names: str | Iterable[str] | None = None) -> CommitReview:
-        """What :meth:`commit` of ``names`` would do (bytes, state_dict keys); changes nothing.
-
-        Raises :class:`InvalidStepError` for a name that is unknown, listed twice or not pruned.
-        """
-        chosen = self._commit_names(names, "Session.review_commit")
-        return review(self._model, self._known, [s.target for s in chosen])  # type: ignore[misc]
-
-    def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
-        """Make pruning permanent with ``prune.remove`` (not undoable); all or nothing.
-
-        Parameters
-        ----------
-        names : str or iterable of str, optional
-            Tensors to commit; default: every currently pruned tensor.
-
-        Returns
-        -------
-        CommitResult
-            The tensors committed and the bytes before/after (``freed`` = ``_orig`` + mask).
-        """
-        with self.transaction():
-            return self._commit(names, "Session.commit")
-
-    def _commit_names(self, names: Any, where: str) -> list[Step]:
-        if names is None:
-            chosen = [n for n in self._known if find_hook(*self._locate(n)) is not None]
-        elif isinstance(names, str):
-            chosen = [names]
-        elif isinstance(names, Iterable):
-            chosen = list(names)
-        else:
-            raise InvalidStepError(
-                f"{where}: names must be a tensor address, a list of them or None; got {names!r}",
-                "names",
-            )
-        steps: list[Step] = []
-        for name in chosen:
-            step = Step._build(where, "remove", name, {}, None)
-            check_step(self._model, self._known, step, where)
-            if step in steps:
-                raise InvalidStepError(f"{where}: names lists {name!r} twice", "names")
-            steps.append(step)
-        return steps
-
-    def _commit(self, names: Any, where: str) -> CommitResult:
-        steps = self._commit_names(names, where)
-        if not steps:
-            return CommitResult((), 0, 0)
-        chosen = tuple(s.target for s in steps)
-        result = review(self._model, self._known, chosen).result()  # type: ignore[arg-type]
-        for step in steps:
-            self._run(step, where)
-        self._journal.commits.append(result)
-        self._journal.emit(SessionEvent("commit", chosen, tuple(steps)))  # type: ignore[arg-type]
-        return result
-
     # -- device ---------------------------------------------------------------------------------
     def to(self, device: torch.device | str) -> Session:
         """Move the model, its masks and the history to ``device``; returns the session."""
@@ -542,69 +419,6 @@ class Session:
         self._journal.events.emit(SessionEvent("to", (), ()))
         return self
 
-    # -- reports --------------------------------------------------------------------------------
-    @_locked
-    def methods(self, name: str) -> tuple[str, ...]:
-        """Method names applied to ``name`` in order: those found on it, then the session's."""
-        name = self._check_name(name, "Session.methods")
-        return self._found_methods[name] + tuple(
-            e.step.method for e in self._histories[name][1:] if e.step is not None
-        )
-
-    @_locked
-    def report(self, totals: bool = False) -> pd.DataFrame:
-        """One row per tensor; columns
-        ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-        "methods"]`` (see :mod:`prune_explorer.session.reports`).
-
-        With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
-        model.
-        """
-        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known})
-        return with_total(frame) if totals else frame
-
-    @_locked
-    def memory_report(self) -> pd.DataFrame:
-        """Bytes that :meth:`commit` would free, per pruned tensor plus a ``"TOTAL"`` row."""
-        return memory_report(self._model, self._known)
-
-    @_locked
-    def compare_global_local(
-        self,
-        names: Sequence[str] | None = None,
-        amount: float | int = 0.5,
-        *,
-        collapse_threshold: float = 0.99,
-    ) -> pd.DataFrame:
-        """Global vs uniform per-tensor ``l1_unstructured`` at the same ``amount``, side by side.
-
-        Computed with previews (on top of the current state), so nothing changes. ``names``
-        defaults to :meth:`default_targets`. One row per tensor plus a ``"TOTAL"`` row; columns
-        ``["name", "numel", "sparsity_global", "sparsity_local", "pruned_global",
-        "pruned_local", "collapsed_global", "collapsed_local"]``. A tensor is collapsed when at
-        least ``collapse_threshold`` of it is pruned or every slice along some dim is.
-        """
-        where = "Session.compare_global_local"
-        names = _as_list(self.default_targets() if names is None else names)
-        if not isinstance(collapse_threshold, (int, float)) or isinstance(
-            collapse_threshold, bool
-        ) or not 0.0 < collapse_threshold <= 1.0:
-            raise InvalidStepError(
-                f"{where}: collapse_threshold must be a float in (0, 1]; "
-                f"got {collapse_threshold!r}",
-                "collapse_threshold",
-            )
-        glob = self._make_step(
-            where, "global_unstructured", names,
-            {"pruning_method": "l1_unstructured", "amount": amount}, None, draw=False,
-        )
-        global_result = self._preview_step(glob, where)
-        local_result = {}
-        for name in names:
-            step = Step._build(where, "l1_unstructured", name, {"amount": amount})
-            local_result.update(self._preview_step(step, where))
-        return compare_frame(self._known, names, global_result, local_result, collapse_threshold)
-
     # -- internals ------------------------------------------------------------------------------
     def _check_name(self, name: Any, where: str) -> str:
         if not isinstance(name, str) or name not in self._known:
@@ -613,10 +427,6 @@ class Session:
             raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
                                    "name")
         return name
-
-    def _locate(self, name: str) -> tuple[nn.Module, str]:
-        info = self._known[name]
-        return self._model.get_submodule(info.module_name), info.tensor_name
 
     def _make_step(
         self,
@@ -647,46 +457,7 @@ class Session:
             seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
         return Step._build(where, spec.name, target, clean, seed)
 
-    def _check_in_sync(self, names: Iterable[str], where: str) -> None:
-        for name in dict.fromkeys(names):
-            now = seen(*self._locate(name))
-            change = describe_change(self._seen[name], now)
-            if change == _MASK_REPLACED and PackedMask.from_tensor(now[1]) == (
-                self._histories[name][-1].mask
-            ):
-                self._seen[name] = now  # same mask, new buffer (model.to, .half...): fine
-                continue
-            if change is not None:
-                raise ModelChangedError(
-                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
-                    "session's history no longer describes it, so it refuses to act on it. "
-                    "Start a new Session(model) to continue from the model as it is"
-                )
-
-    def _resee(self, names: Iterable[str]) -> None:
-        for name in names:
-            self._seen[name] = seen(*self._locate(name))
-
-    def _run(self, step: Step, where: str) -> None:
-        # One step inside the current transaction: check, snapshot, run, record.
-        check_step(self._model, self._known, step, where)
-        self._check_in_sync(step.targets, where)
-        located = [(name, *self._locate(name)) for name in step.targets]
-        pairs = [(module, tensor_name) for _, module, tensor_name in located]
-        kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit")
-        self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step)
-        for name, module, tensor_name in located:
-            history = self._histories[name]
-            if kind == "commit":
-                mask = history[-1].mask
-            else:
-                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
-            history.append(HistoryEntry(len(history), step, mask))
-        self._resee(step.targets)
-
-    @_locked
+    @locked
     def __repr__(self) -> str:
         pruned = sum(1 for n in self._known if find_hook(*self._locate(n)) is not None)
         masked = sum(h[-1].mask.pruned for h in self._histories.values())
@@ -699,14 +470,3 @@ class Session:
             f"{steps} step{'s' * (steps != 1)} ({undoable} undoable), "
             f"{masked:,} of {total:,} entries masked ({share:.1%}))"
         )
-
-
-class _DryRun(Exception):
-    """Raised inside a dry-run transaction to roll it back (never escapes)."""
-
-
-def _as_list(names: Any) -> Any:
-    # Keep strings as they are (the Step check rejects them with a clear message).
-    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
-        return names
-    return list(names)

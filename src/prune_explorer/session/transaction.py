@@ -27,21 +27,29 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import random
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from torch import nn
 
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
+from .checks import check_step
 from .errors import NotUndoableError
 from .events import EventEmitter, SessionEvent
+from .execute import run_step
 from .history import HistoryEntry
 from .packed import PackedMask
+from .registry import TensorInfo
 from .step import Step
+from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
 
-__all__ = ["SEED_RANGE", "Action", "Journal"]
+__all__ = ["SEED_RANGE", "Action", "Journal", "Transactional", "locked"]
 
 #: Seeds the session draws for random steps lie in ``range(SEED_RANGE)``.
 SEED_RANGE = 2**31
@@ -192,3 +200,128 @@ class Journal:
         for name in action.names:
             self.histories[name].pop()
         return action
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def locked(method: _F) -> _F:
+    # Every public method holds the session's lock: a background preview and a notebook cell
+    # never see the model half-changed.
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Transactional:
+    """The session's consistency: its lock, its transaction, and running one step inside it.
+
+    A mixin of :class:`~prune_explorer.session.Session`, which sets the attributes below.
+    """
+
+    _model: nn.Module
+    _known: dict[str, TensorInfo]
+    _histories: dict[str, list[HistoryEntry]]
+    _journal: Journal
+    _lock: threading.RLock
+    _seen: dict[str, Seen]
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The session's re-entrant lock; hold it to make several calls one atomic read."""
+        return self._lock
+
+
+    def _locate(self, name: str) -> tuple[nn.Module, str]:
+        info = self._known[name]
+        return self._model.get_submodule(info.module_name), info.tensor_name
+
+    # -- the transaction ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self, *, dry_run: bool = False) -> Iterator[Any]:
+        """Everything in the block happens, or nothing does.
+
+        If the block raises anything (``KeyboardInterrupt`` included), every step taken in it is
+        undone exactly -- tensors, hooks, buffers, history, plan, commits, the seed generator --
+        and no change event is sent. On success the events are sent once the outermost
+        transaction ends. Commits in the block stay undoable by the rollback until then (their
+        original values are copied meanwhile). ``dry_run=True`` always rolls back: apply, look,
+        leave no trace. Holds :attr:`lock` throughout; transactions nest.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))
+        >>> try:
+        ...     with s.transaction():
+        ...         _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        ...         _ = s.apply("1.weight", "l1_unstructured", amount=99)  # too many: fails
+        ... except ValueError:
+        ...     pass
+        >>> s.steps, sorted(s.model.state_dict())  # the first step was undone too
+        ((), ['0.bias', '0.weight', '1.bias', '1.weight'])
+        """
+        with self._lock:
+            point = self._journal.begin()
+            try:
+                yield self
+                if dry_run:
+                    raise _DryRun
+            except BaseException as err:
+                undone = self._journal.actions[point.actions:]
+                self._journal.rollback(point)
+                self._resee(n for a in undone for n in a.names)
+                if not isinstance(err, _DryRun):
+                    raise
+                events: list[SessionEvent] = []
+            else:
+                events = self._journal.end(point)
+        for event in events:
+            self._journal.events.emit(event)
+
+    def _check_in_sync(self, names: Iterable[str], where: str) -> None:
+        for name in dict.fromkeys(names):
+            now = seen(*self._locate(name))
+            change = describe_change(self._seen[name], now)
+            if change == MASK_REPLACED and PackedMask.from_tensor(now[1]) == (
+                self._histories[name][-1].mask
+            ):
+                self._seen[name] = now  # same mask, new buffer (model.to, .half...): fine
+                continue
+            if change is not None:
+                raise ModelChangedError(
+                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
+                    "session's history no longer describes it, so it refuses to act on it. "
+                    "Start a new Session(model) to continue from the model as it is"
+                )
+
+    def _resee(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._seen[name] = seen(*self._locate(name))
+
+    def _run(self, step: Step, where: str) -> None:
+        # One step inside the current transaction: check, snapshot, run, record.
+        check_step(self._model, self._known, step, where)
+        self._check_in_sync(step.targets, where)
+        located = [(name, *self._locate(name)) for name in step.targets]
+        pairs = [(module, tensor_name) for _, module, tensor_name in located]
+        kind = "commit" if step.method == "remove" else "apply"
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit")
+        self._journal.actions.append(Action(kind, step, snapshots, step.targets))
+        run_step(self._model, step)
+        for name, module, tensor_name in located:
+            history = self._histories[name]
+            if kind == "commit":
+                mask = history[-1].mask
+            else:
+                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
+            history.append(HistoryEntry(len(history), step, mask))
+        self._resee(step.targets)
+
+
+class _DryRun(Exception):
+    """Raised inside a dry-run transaction to roll it back (never escapes)."""
