@@ -1,6 +1,6 @@
 """The Global vs local tab: one threshold for all tensors, or the same amount for each?
 
-Choose tensors (default: the weights of every Linear and Conv layer) and an amount; the tab
+Choose tensors (default: ``Session.default_targets()``) and an amount; the tab
 shows ``Session.compare_global_local`` as a table (``pe-compare-table``) beside its bar chart
 (``pe-compare-chart``), warns about layers that would collapse (``pe-compare-warnings``), and
 applies either choice: ``Apply global`` (``Session.apply_global``) or ``Apply local`` (one
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ComparePane"]
 
-_PRUNABLE_LAYERS = ("Linear", "Conv")
-
-
 class ComparePane:
     """Targets, amount, table, chart, collapse warnings and the two apply buttons.
 
@@ -57,7 +54,8 @@ class ComparePane:
         ui = explorer.ui
         names = list(explorer.session.names)
         self.targets = ui.add("compare_targets", widgets.SelectMultiple(
-            options=names, value=tuple(self.default_targets()), rows=6, description="tensors",
+            options=names, value=tuple(explorer.session.default_targets()), rows=6,
+            description="tensors",
             layout=widgets.Layout(width="420px"),
         ))
         self.amount = ui.add("compare_amount", widgets.FloatSlider(
@@ -90,16 +88,6 @@ class ComparePane:
         self.amount.observe(lambda _: self.invalidate(), names="value")
         self.apply_global.on_click(lambda _: self.do_apply_global())
         self.apply_local.on_click(lambda _: self.do_apply_local())
-
-    def default_targets(self) -> list[str]:
-        """Weights of every Linear and Conv layer (all tensors of rank >= 2 if none)."""
-        session = self.ex.session
-        chosen = [
-            name for name in session.names
-            if name.rsplit(".", 1)[-1] == "weight"
-            and session.info(name).module_type.startswith(_PRUNABLE_LAYERS)
-        ]
-        return chosen or [n for n in session.names if len(session.info(n).shape) >= 2]
 
     @property
     def visible(self) -> bool:

@@ -326,7 +326,7 @@ class Explorer:
 
     def refresh(self) -> None:
         """Redraw everything from the session (the session's change events call this)."""
-        with self._quiet():
+        with self.quiet():
             self._refresh_picker()
             self._refresh_targets()
             self._refresh_tensor_controls()
@@ -407,7 +407,7 @@ class Explorer:
         self._version += 1
         self._kept_cache.clear()
         if event.kind == "to":
-            with self._quiet():
+            with self.quiet():
                 self.ui.device.value = _model_device(self.session.model)
         if self._batch_depth:
             self._batch_dirty = True
@@ -416,19 +416,25 @@ class Explorer:
 
     # -- control events ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _quiet(self) -> Iterator[None]:
-        # Programmatic widget changes inside this block do not trigger the observers.
+    def quiet(self) -> Iterator[None]:
+        """Widget changes made inside this block (by the explorer and its panes, to show the
+        session's state) do not trigger the control observers."""
         self._quiet_depth += 1
         try:
             yield
         finally:
             self._quiet_depth -= 1
 
+    @property
+    def is_quiet(self) -> bool:
+        """True inside :meth:`quiet`: observers ignore the change."""
+        return self._quiet_depth > 0
+
     def _on_control(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
+        if self.is_quiet:
             return
         c = self.controls
-        with self._quiet():
+        with self.quiet():
             if change["owner"] is c.amount_mode and change["new"] == "count":
                 self._refresh_left()
                 c.sync_count()
@@ -439,22 +445,22 @@ class Explorer:
         self.request_preview()
 
     def _on_tensor(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
+        if self.is_quiet:
             return
-        with self._quiet():
+        with self.quiet():
             self._refresh_tensor_controls()
             self._update_custom_note()
         self.history_pane.invalidate(reset_step=True)
         self.request_preview()
 
     def _on_device(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
+        if self.is_quiet:
             return
         device = change["new"]
         moved = self.act(f"Move to {device}", lambda _: self.session.to(device),
                          done=f"Model, masks and history moved to {device}")
         if moved is None:
-            with self._quiet():
+            with self.quiet():
                 self.ui.device.value = change["old"]
 
     def _on_tab(self, change: dict[str, Any]) -> None:
@@ -492,10 +498,7 @@ class Explorer:
             picker.value = self._default_tensor(names)
 
     def _default_tensor(self, names: list[str]) -> str:
-        for name in names:
-            if len(self.session.info(name).shape) >= 2:
-                return name
-        return names[0]
+        return (self.session.default_targets() or names)[0]
 
     def _refresh_targets(self) -> None:
         c = self.controls
@@ -503,7 +506,7 @@ class Explorer:
         if list(c.global_targets.options) != names:
             old = [n for n in c.global_targets.value if n in names]
             c.global_targets.options = names
-            c.global_targets.value = tuple(old or self.compare_pane.default_targets())
+            c.global_targets.value = tuple(old or self.session.default_targets())
 
     def _refresh_tensor_controls(self) -> None:
         name = self.tensor
@@ -542,9 +545,8 @@ class Explorer:
         )
 
     def _refresh_buttons(self) -> None:
-        has_steps = bool(self.session.steps)
-        self.ui.undo.disabled = not has_steps or self.session.steps[-1].method == "remove"
-        self.ui.reset.disabled = not has_steps
+        self.ui.undo.disabled = not self.session.can_undo
+        self.ui.reset.disabled = not self.session.steps
         self.ui.apply.disabled = self.tensor is None
 
     def _update_custom_note(self) -> None:
