@@ -13,8 +13,8 @@ import threading
 import torch
 
 from _widget_helpers import mlp
+from prune_explorer.session import Session
 from prune_explorer.session import session as session_module
-from prune_explorer.widgets import Explorer
 from prune_explorer.widgets.status import StatusBar
 
 
@@ -22,42 +22,38 @@ def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_threa
     # The preview checks "60 entries are still unpruned" (96 are), pauses, then computes the
     # mask. Without the session's lock the main thread's apply (which leaves 48) lands in the
     # pause and the preview fails half-way; with it, the apply waits for the preview.
-    ex = Explorer(mlp(), debounce=0.0)
-    s = ex.session
+    s = Session(mlp())
     real = session_module.local_mask
     entered, resumed = threading.Event(), threading.Event()
 
     def paused(module, tensor_name, step):
-        if threading.current_thread() is not threading.main_thread():
+        if threading.current_thread().name == "preview-worker":
             entered.set()
             resumed.wait(timeout=0.3)  # the main thread gets every chance to interfere here
         return real(module, tensor_name, step)
 
     monkeypatch.setattr(session_module, "local_mask", paused)
     expected = s.preview("0.weight", "l1_unstructured", amount=60)
-    try:
-        for _ in range(3):
-            entered.clear()
-            resumed.clear()
-            got: list[object] = []
+    for _ in range(3):
+        entered.clear()
+        resumed.clear()
+        got: list[object] = []
 
-            def preview(got: list[object] = got) -> None:
-                try:
-                    got.append(s.preview("0.weight", "l1_unstructured", amount=60))
-                except Exception as err:  # what the explorer's worker would show
-                    got.append(err)
+        def preview(got: list[object] = got) -> None:
+            try:
+                got.append(s.preview("0.weight", "l1_unstructured", amount=60))
+            except Exception as err:  # what the explorer's worker would show
+                got.append(err)
 
-            worker = threading.Thread(target=preview)
-            worker.start()
-            assert entered.wait(timeout=10)
-            s.apply("0.weight", "l1_unstructured", amount=0.5)  # a notebook cell, meanwhile
-            resumed.set()
-            worker.join(timeout=10)
-            assert isinstance(got[0], torch.Tensor), got[0]
-            assert torch.equal(got[0], expected)
-            s.undo()
-    finally:
-        ex.close()
+        worker = threading.Thread(target=preview, name="preview-worker")
+        worker.start()
+        assert entered.wait(timeout=10)
+        s.apply("0.weight", "l1_unstructured", amount=0.5)  # a notebook cell, meanwhile
+        resumed.set()
+        worker.join(timeout=10)
+        assert isinstance(got[0], torch.Tensor), got[0]
+        assert torch.equal(got[0], expected)
+        s.undo()
 
 
 class _SlowSourceBar(StatusBar):
