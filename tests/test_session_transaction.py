@@ -242,6 +242,7 @@ def test_import_button_interrupted_in_step_3_changes_nothing(monkeypatch):
         _import(ex)
     monkeypatch.undo()
     assert_same_session(before, ex.session)  # ...and the model is as before
+    assert ex.status.text == "Import plan failed: interrupted (KeyboardInterrupt)"
     ex.close()
 
 

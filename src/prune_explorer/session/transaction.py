@@ -151,14 +151,17 @@ class Journal:
 
     def rollback(self, point: _Savepoint) -> None:
         """Undo every action since ``point`` and cut everything back to it; close it."""
-        while len(self.actions) > point.actions:
-            self.actions.pop().restore()
-        for name, length in point.histories.items():
-            del self.histories[name][length:]
-        del self.commits[point.commits:]
-        self._rng.setstate(point.rng)
-        del self._pending[point.events:]
-        self._close(point)
+        try:
+            while len(self.actions) > point.actions:
+                self.actions[-1].restore()
+                self.actions.pop()
+            for name, length in point.histories.items():
+                del self.histories[name][length:]
+            del self.commits[point.commits:]
+            self._rng.setstate(point.rng)
+            del self._pending[point.events:]
+        finally:
+            self._close(point)
 
     def end(self, point: _Savepoint) -> list[SessionEvent]:
         """Close ``point`` after success; the outermost one seals commits and returns the

@@ -41,6 +41,8 @@ def describe_error(err: BaseException) -> str:
     Validation errors of the session already name the call, the rule and the value, so they are
     shown as they are; other exceptions get their type name in front.
     """
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
     text = str(err).strip() or type(err).__name__
     if isinstance(err, (ValueError, TypeError, RuntimeError)) and type(err).__module__.startswith(
         "prune_explorer"
@@ -116,14 +118,17 @@ class StatusBar:
 
         ``done`` may be a function of the action's result that returns the message.
 
-        Returns the action's result, or None when it raised (the error is shown instead).
+        Returns the action's result, or None when it raised (the error is shown instead). A
+        ``KeyboardInterrupt`` is shown too, then re-raised.
         """
         self.show("working", f"{what}: working...")
         self.set_progress(0, 1)
         try:
             result = action(self.set_progress)
-        except Exception as err:
+        except BaseException as err:
             self.error(err, what)
+            if not isinstance(err, Exception):
+                raise  # an interrupt still stops the cell; the message says what happened
             return None
         finally:
             self.progress.layout.display = "none"
