@@ -25,7 +25,7 @@ from torch import nn
 from ._validation import problem
 
 if TYPE_CHECKING:
-    from .methods import BasePruningMethod
+    from ._base import BasePruningMethod
 
 
 class PruningStateError(ValueError, AssertionError):
@@ -143,7 +143,7 @@ def install(
     ``old`` is the existing hook (from :func:`find_hook`); the new method then joins a
     :class:`PruningContainer` with it, as torch does.
     """
-    from .methods import PruningContainer
+    from ._base import PruningContainer
 
     with transaction([(module, name)]):
         if old is None:

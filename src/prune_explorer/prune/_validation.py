@@ -1,34 +1,51 @@
-"""Argument checks shared by every pruning method and function.
+"""The one table of parameter constraints, and the checks that read it.
 
-Every check raises the exception *type* that ``torch.nn.utils.prune`` raises for the same input,
-with one message template: ``"<where>: <argument> must be <rule>; got <value>"``.
-``where`` names the
-public function or class the user called, so the message points at their line, not ours.
+Every pruning parameter has one entry in :data:`CONSTRAINTS`: its rule in words and a test that
+returns the exception type to raise (the type ``torch.nn.utils.prune`` raises for the same input)
+or None. Every error has one message template, ``"<where>: <param> must be <rule>; got <value>"``,
+where ``where`` names the public function or class the user called (passed explicitly). The
+session wraps these errors with the step and field instead of checking again.
+
+:data:`METHOD_PARAMETERS` says which parameters each method takes (function name -> class name
+and parameter names); the session's method table and hook reader derive from it.
 
 The three underscore names at the bottom are also importable from ``prune_explorer.prune`` because
 PyTorch's own test-suite for ``torch.nn.utils.prune`` calls them.
+
+Examples
+--------
+>>> check("l1_unstructured", "amount", 1.5)
+Traceback (most recent call last):
+...
+ValueError: l1_unstructured: amount must be a float in [0, 1] or an int >= 0; got 1.5
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from ._select import TIE_RULES
+
 __all__ = [
+    "CONSTRAINTS",
+    "METHOD_PARAMETERS",
+    "Constraint",
     "ShapeMismatchError",
-    "check_amount",
-    "check_amount_fits",
+    "check",
     "check_dim",
-    "check_n",
+    "check_norm_rank",
+    "check_same_shape",
     "check_structured",
+    "count_to_prune",
     "nparams_to_prune",
     "problem",
 ]
-
-_AMOUNT_RULE = "a float in [0, 1] or an int >= 0"
 
 
 class ShapeMismatchError(AssertionError, ValueError):
@@ -41,20 +58,86 @@ class ShapeMismatchError(AssertionError, ValueError):
 
 def problem(where: str, argument: str, rule: str, value: Any) -> str:
     """Format the one error message template used across the package."""
-    return f"{where}: {argument} must be {rule}; got {value!r}"
+    return f"{where}: {argument} must be {rule}; got {_show(value)}"
 
 
-def check_amount(amount: Any, where: str) -> None:
-    """Check an ``amount`` on its own: a fraction in [0, 1] or a non-negative count."""
-    if isinstance(amount, bool) or not isinstance(amount, numbers.Real):
-        raise TypeError(problem(where, "amount", _AMOUNT_RULE, amount))
-    if isinstance(amount, numbers.Integral):
-        if amount < 0:
-            raise ValueError(problem(where, "amount", _AMOUNT_RULE, amount))
-        return
-    value = float(amount)
-    if math.isnan(value) or value < 0.0 or value > 1.0:
-        raise ValueError(problem(where, "amount", _AMOUNT_RULE, amount))
+def _show(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return repr(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _amount_error(value: Any) -> type[Exception] | None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return TypeError
+    if _is_int(value):
+        return ValueError if value < 0 else None
+    f = float(value)
+    return ValueError if math.isnan(f) or not 0.0 <= f <= 1.0 else None
+
+
+def _n_error(value: Any) -> type[Exception] | None:
+    if value is None:  # passed through to torch.norm, as torch does
+        return None
+    if isinstance(value, str):
+        return None if value in ("fro", "nuc") else RuntimeError
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return RuntimeError
+    return RuntimeError if math.isnan(float(value)) else None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One parameter's rule (in words, for the message) and its test.
+
+    ``error(value)`` returns the exception type to raise for a bad ``value``, or None.
+    """
+
+    rule: str
+    error: Callable[[Any], type[Exception] | None]
+
+
+#: Each constrained parameter of the pruning methods, with its rule and test.
+CONSTRAINTS: dict[str, Constraint] = {
+    "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
+    "n": Constraint("a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'", _n_error),
+    "dim": Constraint("an int", lambda v: None if _is_int(v) else TypeError),
+    "mask": Constraint("a torch.Tensor",
+                       lambda v: None if isinstance(v, torch.Tensor) else TypeError),
+    "generator": Constraint(
+        "a torch.Generator or None",
+        lambda v: None if v is None or isinstance(v, torch.Generator) else TypeError),
+    "ties": Constraint(f"None or one of {TIE_RULES}",
+                       lambda v: None if v is None or v in TIE_RULES else ValueError),
+}
+
+#: function name -> (class name, parameters it takes, in torch's order). ``generator`` and
+#: ``ties`` are our keyword-only additions.
+METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "identity": ("Identity", ()),
+    "random_unstructured": ("RandomUnstructured", ("amount", "generator", "ties")),
+    "l1_unstructured": ("L1Unstructured", ("amount", "ties")),
+    "random_structured": ("RandomStructured", ("amount", "dim", "generator")),
+    "ln_structured": ("LnStructured", ("amount", "n", "dim")),
+    "custom_from_mask": ("CustomFromMask", ("mask",)),
+}
+
+
+def check(where: str, param: str, value: Any) -> Any:
+    """Check ``value`` against the constraint of ``param``; return it unchanged.
+
+    Raises the type torch raises for that input, with the package's message template.
+    """
+    c = CONSTRAINTS[param]
+    error = c.error(value)
+    if error is not None:
+        shown = type(value).__name__ if param in ("mask", "generator") else value
+        raise error(problem(where, param, c.rule, shown))
+    return value
 
 
 def nparams_to_prune(amount: numbers.Real, size: int) -> int:
@@ -64,12 +147,13 @@ def nparams_to_prune(amount: numbers.Real, size: int) -> int:
     return round(float(amount) * size)
 
 
-def check_amount_fits(amount: Any, size: int, where: str, what: str = "units") -> None:
-    """Check that an integer ``amount`` does not exceed the ``size`` units available."""
-    if isinstance(amount, numbers.Integral) and not isinstance(amount, bool) and amount > size:
+def count_to_prune(amount: Any, size: int, where: str, what: str = "units") -> int:
+    """How many of ``size`` units to prune; an int ``amount`` must not exceed ``size``."""
+    if _is_int(amount) and amount > size:
         raise ValueError(
             problem(where, "amount", f"at most the number of prunable {what} ({size})", amount)
         )
+    return nparams_to_prune(amount, size)
 
 
 def check_structured(t: torch.Tensor, where: str, name: str | None = None) -> None:
@@ -82,53 +166,29 @@ def check_structured(t: torch.Tensor, where: str, name: str | None = None) -> No
         )
 
 
-def check_dim_type(dim: Any, where: str) -> None:
-    """``dim`` must be a plain integer (not a bool, float or string)."""
-    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(problem(where, "dim", "an int", dim))
+def check_dim(dim: Any, ndim: int, where: str, of: str | None = None) -> int:
+    """Check ``dim`` against a rank; return it as a non-negative index.
 
-
-def check_dim(t: torch.Tensor, dim: Any, where: str) -> int:
-    """Check ``dim`` against the rank of ``t`` and return it as a non-negative index."""
-    check_dim_type(dim, where)
-    rank = t.dim()
-    if not -rank <= dim < rank:
-        raise IndexError(
-            problem(where, "dim", f"in [{-rank}, {rank - 1}] for a {rank}-D tensor", dim)
-        )
-    return int(dim) % rank
-
-
-_NAMED_NORMS = ("fro", "nuc")
-
-
-def check_n(n: Any, where: str, t: torch.Tensor | None = None, dim: int | None = None) -> None:
-    """Check the norm order ``n``: a real number (inf and -inf included), 'fro' or 'nuc'.
-
-    'nuc' is a matrix norm: torch accepts it only when the norm runs over exactly two dimensions,
-    i.e. for 3-D tensors; 'fro' over at most two (tensors up to 3-D). ``None`` is passed through
-    to ``torch.norm`` as torch does.
+    ``of`` describes the tensor in the message (default: "a <ndim>-D tensor").
     """
-    if n is None:
-        return
-    if isinstance(n, str):
-        if n not in _NAMED_NORMS:
-            raise RuntimeError(problem(where, "n", "a real number, inf, -inf, 'fro' or 'nuc'", n))
-        # the norm runs over every dim but one: 'nuc' needs exactly two, 'fro' at most two
-        if n == "nuc" and t is not None and t.dim() != 3:
-            raise RuntimeError(
-                problem(where, "n", "'nuc' only for 3-D tensors (a norm over two dims)", n)
-                + f" (tensor is {t.dim()}-D)"
-            )
-        if n == "fro" and t is not None and t.dim() > 3:
-            raise RuntimeError(
-                problem(where, "n", "'fro' only for tensors of at most 3-D (a norm over at most "
-                        "two dims); use n=2 for the same norm on higher ranks", n)
-                + f" (tensor is {t.dim()}-D)"
-            )
-        return
-    if isinstance(n, bool) or not isinstance(n, numbers.Real) or math.isnan(float(n)):
-        raise RuntimeError(problem(where, "n", "a real number, inf, -inf, 'fro' or 'nuc'", n))
+    check(where, "dim", dim)
+    if not -ndim <= dim < ndim:
+        of = of or f"a {ndim}-D tensor"
+        raise IndexError(problem(where, "dim", f"in [{-ndim}, {ndim - 1}] for {of}", dim))
+    return int(dim) % ndim
+
+
+def check_norm_rank(n: Any, ndim: int, where: str, of: str | None = None) -> None:
+    """'nuc' is a matrix norm (over exactly two dims: 3-D tensors); 'fro' runs over at most two
+    (tensors of at most 3-D). The norm of a slice runs over the other ``ndim - 1`` dims."""
+    of = of or f"tensor is {ndim}-D"
+    if n == "nuc" and ndim != 3:
+        raise RuntimeError(problem(
+            where, "n", f"'nuc' only for 3-D tensors, a norm over two dims ({of})", n))
+    if n == "fro" and ndim > 3:
+        raise RuntimeError(problem(
+            where, "n", f"'fro' only for tensors of at most 3-D, a norm over at most two dims "
+            f"({of}); use n=2, the same norm", n))
 
 
 def check_same_shape(
@@ -150,12 +210,12 @@ def check_same_shape(
 
 def _validate_pruning_amount_init(amount: Any) -> None:
     """Check an amount when a pruning method is created (no tensor known yet)."""
-    check_amount(amount, "amount check")
+    check("amount check", "amount", amount)
 
 
 def _validate_pruning_amount(amount: Any, tensor_size: int) -> None:
     """Check that an integer amount fits into ``tensor_size`` units."""
-    check_amount_fits(amount, tensor_size, "amount check")
+    count_to_prune(amount, tensor_size, "amount check")
 
 
 def _compute_nparams_toprune(amount: Any, tensor_size: int) -> int:
