@@ -27,12 +27,6 @@ False
 
 from ._module import PruningStateError
 from ._select import get_tie_break, tie_break
-from ._validation import (
-    ShapeMismatchError,
-    _compute_nparams_toprune,
-    _validate_pruning_amount,
-    _validate_pruning_amount_init,
-)
 from .functional import (
     custom_from_mask,
     global_masks,
@@ -57,6 +51,12 @@ from .methods import (
     PruningContainer,
     RandomStructured,
     RandomUnstructured,
+)
+from .validation import (
+    ShapeMismatchError,
+    _compute_nparams_toprune,
+    _validate_pruning_amount,
+    _validate_pruning_amount_init,
 )
 
 __all__ = [

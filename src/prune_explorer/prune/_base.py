@@ -15,7 +15,7 @@ import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _module
-from ._validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
+from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
 
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
 

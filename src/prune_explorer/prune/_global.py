@@ -17,8 +17,8 @@ from torch import nn
 from . import _module
 from ._base import BasePruningMethod, PruningContainer
 from ._select import resolve_ties, select
-from ._validation import check_same_shape, count_to_prune, problem
 from .methods import _Unstructured
+from .validation import check_same_shape, count_to_prune, problem
 
 __all__ = ["global_compute", "global_setup"]
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from ._validation import problem
+from .validation import problem
 
 if TYPE_CHECKING:
     from ._base import BasePruningMethod

@@ -10,7 +10,6 @@ from torch import nn
 
 from . import _module
 from ._global import global_compute, global_setup
-from ._validation import check_same_shape, problem
 from .methods import (
     BasePruningMethod,
     CustomFromMask,
@@ -20,6 +19,7 @@ from .methods import (
     RandomStructured,
     RandomUnstructured,
 )
+from .validation import check_same_shape, problem
 
 __all__ = [
     "custom_from_mask",

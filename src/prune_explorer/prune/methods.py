@@ -14,7 +14,7 @@ from torch import nn
 
 from ._base import BasePruningMethod, PruningContainer, times_default
 from ._select import resolve_ties, select
-from ._validation import (
+from .validation import (
     ShapeMismatchError,
     check,
     check_dim,

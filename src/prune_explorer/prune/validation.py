@@ -1,4 +1,5 @@
-"""The one table of parameter constraints, and the checks that read it.
+"""The one table of parameter constraints, and the checks that read it (public: the session
+wraps these errors instead of checking again).
 
 Every pruning parameter has one entry in :data:`CONSTRAINTS`: its rule in words and a test that
 returns the exception type to raise (the type ``torch.nn.utils.prune`` raises for the same input)
