@@ -180,16 +180,21 @@ def check_dim(dim: Any, ndim: int, where: str, of: str | None = None) -> int:
 
 
 def check_norm_rank(n: Any, ndim: int, where: str, of: str | None = None) -> None:
-    """'nuc' is a matrix norm (over exactly two dims: 3-D tensors); 'fro' runs over at most two
-    (tensors of at most 3-D). The norm of a slice runs over the other ``ndim - 1`` dims."""
-    of = of or f"tensor is {ndim}-D"
+    """Check a named norm against the rank of the pruned tensor.
+
+    The norm of a slice runs over the other ``ndim - 1`` dims: 'nuc' (a matrix norm) needs
+    exactly two of them (3-D tensors), 'fro' at most two. ``of`` describes the tensor in the
+    message (default: "a <ndim>-D tensor").
+    """
+    of = of or f"a {ndim}-D tensor"
     if n == "nuc" and ndim != 3:
         raise RuntimeError(problem(
-            where, "n", f"'nuc' only for 3-D tensors, a norm over two dims ({of})", n))
+            where, "n", f"a number or 'fro' for {of} ('nuc' is a matrix norm: only for 3-D "
+            "tensors, whose slices are matrices)", n))
     if n == "fro" and ndim > 3:
         raise RuntimeError(problem(
-            where, "n", f"'fro' only for tensors of at most 3-D, a norm over at most two dims "
-            f"({of}); use n=2, the same norm", n))
+            where, "n", f"a number for {of} ('fro' runs over at most two dims: only for "
+            "tensors of at most 3-D; n=2 is the same norm)", n))
 
 
 def check_same_shape(
