@@ -47,7 +47,7 @@ Above :data:`SMALL` entries of a floating dtype we never sort everything. A stri
 RNG: the global generator must not advance) brackets the cut value; counting entries below and
 inside the bracket (vectorised comparisons over cache-sized pieces) narrows it to a few entries,
 whose exact order statistic gives the threshold ``v`` and how many entries equal to ``v`` are
-taken; those are the lowest-index ones (one ``nonzero`` over ``keys == v``). If the bracket misses,
+taken; those are the lowest-index ones among the gathered entries. If the bracket misses,
 it is widened; the last resort brackets everything, so the answer is always exact. All work
 happens on the keys' own device. Smaller tensors are simply sorted (stable).
 """
@@ -159,20 +159,21 @@ class Selection:
         a pruning mask is then built in place, without a temporary.
         """
         picks = self._picks(i, out.device)
-        flat = out.view(-1)
         if self.value is None:
             out.fill_(1)
-        else:
+        elif self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
             v = self.value.to(keys.device)
-            if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
-                (torch.lt if self.inclusive else torch.le)(keys, v, out=out)
-            else:
-                # not "keys > v": NaN keys are never selected but "NaN > v" is False, so write
-                # the selection and flip it (two cheap in-place passes)
-                (torch.le if self.inclusive else torch.lt)(keys, v, out=out)
-                out.neg_().add_(1)
+            (torch.lt if self.inclusive else torch.le)(keys, v, out=out)
+        else:
+            # not "keys > v": NaN keys are never selected but "NaN > v" is False. So write the
+            # selection and flip it in place (out = 1 - selected), NaN-exact.
+            v = self.value.to(keys.device)
+            (torch.le if self.inclusive else torch.lt)(keys, v, out=out)
+            if picks is not None:
+                out.view(-1)[picks] = 1
+            return out.neg_().add_(1)
         if picks is not None:
-            flat[picks] = 0
+            out.view(-1)[picks] = 0
         return out
 
 
@@ -251,7 +252,7 @@ def _by_threshold(
     found = _order_statistic(keys, rank)
     if found is None:
         return None
-    value, n_lt, n_eq = found
+    value, n_lt, n_eq, tied = found
     n_past = total - n_lt - n_eq if largest else n_lt  # strictly on the selected side
     need = k - n_past
     if need == n_eq:
@@ -259,11 +260,14 @@ def _by_threshold(
     if ties == "torch":
         return None
     picks: list[torch.Tensor | None] = []
-    for x in keys:
+    for i, x in enumerate(keys):
         if need == 0:
             picks.append(None)
             continue
-        idx = torch.nonzero(x == value.to(x.device)).view(-1)[:need]
+        if tied is not None:  # flat indices of this key's entries equal to value, ascending
+            idx = tied[1][tied[0] == i][:need]
+        else:
+            idx = torch.nonzero(x == value.to(x.device)).view(-1)[:need]
         need -= idx.numel()
         picks.append(idx if idx.numel() else None)
     return Selection(largest, value=value, inclusive=False, picks=tuple(picks))
@@ -271,15 +275,18 @@ def _by_threshold(
 
 def _order_statistic(
     keys: Sequence[torch.Tensor], rank: int
-) -> tuple[torch.Tensor, int, int] | None:
-    """The ``rank``-th smallest key (1-based) with the counts of keys below and equal to it.
+) -> tuple[torch.Tensor, int, int, tuple[torch.Tensor, torch.Tensor] | None] | None:
+    """The ``rank``-th smallest key (1-based), the counts of keys below and equal to it, and
+    where the equal ones are: (key number, flat index) pairs in order, or None when the
+    bracket was a single value (then they must be looked up).
 
     None when that rank falls among NaN entries.
     """
     total = sum(x.numel() for x in keys)
     dtype = keys[0].dtype
     cpu = torch.device("cpu")
-    chunks = [c for x in keys for c in x.split(_CHUNK)]
+    # cache-sized pieces: (key number, offset in the key, view)
+    chunks = [(i, j * _CHUNK, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(_CHUNK))]
 
     # 1. Bracket from a strided sample.
     stride = max(1, total // _SAMPLE)
@@ -297,7 +304,8 @@ def _order_statistic(
         value = torch.kthvalue(sample, j + 1).values
         return None if bool(torch.isnan(value)) else value  # NaN bounds nothing
 
-    # 2. Count below lo and gather lo <= x <= hi, widening until the bracket holds the rank.
+    # 2. Count below lo and gather lo <= x <= hi (values and where they are), widening until
+    #    the bracket holds the rank.
     for attempt in range(4):
         if attempt < 3:
             lo, hi = sample_stat(q * m - margin), sample_stat(q * m + margin)
@@ -305,29 +313,32 @@ def _order_statistic(
             lo, hi = None, None
         hi = inf if hi is None else hi
         if lo is not None and bool(lo == hi):  # one value fills the bracket: count, no gather
-            c_lo = sum(int(torch.count_nonzero(x < lo.to(x.device))) for x in chunks)
-            c_eq = sum(int(torch.count_nonzero(x == lo.to(x.device))) for x in chunks)
+            c_lo = sum(int(torch.count_nonzero(x < lo.to(x.device))) for _, _, x in chunks)
+            c_eq = sum(int(torch.count_nonzero(x == lo.to(x.device))) for _, _, x in chunks)
             if c_lo < rank <= c_lo + c_eq:
-                return lo.clone(), c_lo, c_eq
+                return lo.clone(), c_lo, c_eq, None
             margin *= 16.0
             continue
-        c_lo = 0
-        parts = []
-        for x in chunks:
+        c_lo, values, where, owner = 0, [], [], []
+        for i, offset, x in chunks:
             inside = x <= hi.to(x.device)
             if lo is not None:
                 below = x < lo.to(x.device)
                 c_lo += int(torch.count_nonzero(below))
                 inside ^= below  # below is a subset of inside: this leaves lo <= x <= hi
                 del below
-            parts.append(x[inside].to(cpu))
+            idx = torch.nonzero(inside).view(-1)
+            values.append(x[idx].to(cpu))
+            where.append(idx.to(cpu) + offset)
+            owner.append(torch.full((idx.numel(),), i, dtype=torch.int32))
             del inside
-        if c_lo < rank <= c_lo + sum(p.numel() for p in parts):
+        if c_lo < rank <= c_lo + sum(v.numel() for v in values):
             # 3. The rank-th smallest is among the few gathered entries; finish exactly.
-            cand = torch.cat(parts)
+            cand = torch.cat(values)
             value = torch.kthvalue(cand, rank - c_lo).values
             n_lt = c_lo + int(torch.count_nonzero(cand < value))
-            n_eq = int(torch.count_nonzero(cand == value))
-            return value, n_lt, n_eq
+            equal = cand == value
+            tied = (torch.cat(owner)[equal], torch.cat(where)[equal])
+            return value, n_lt, int(torch.count_nonzero(equal)), tied
         margin *= 16.0
     return None  # the rank falls among NaNs
