@@ -389,3 +389,16 @@ def test_remove_on_unpruned_names_the_pruned_ones():
     with pytest.raises(ValueError, match=r"remove: name must be a pruned tensor of Linear "
                                          r"\(pruned: \['weight'\]\); got 'bias'"):
         ours.remove(m, "bias")
+
+
+@pytest.mark.parametrize("n", [1000, SMALL * 2 + 7])
+def test_select_by_magnitude_equals_select_on_the_absolute_values(n):
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randint(-4, 5, (n,), generator=g).float() * 0.5).to(torch.bfloat16)
+    x[::97] = float("nan")
+    for k in (1, n // 3, n - 10):
+        by_magnitude = select([x], k, magnitude=True)
+        plain = select([x.abs()], k)
+        assert torch.equal(by_magnitude.selected(x), plain.selected(x.abs()))
+        out = torch.empty(n)
+        assert torch.equal(by_magnitude.write_kept(x, out), (~plain.selected(x.abs())).float())

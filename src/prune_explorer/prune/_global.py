@@ -111,9 +111,10 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     """Our unstructured methods across tensors without torch's concatenated copy of the model.
 
     Same selection as torch's rule (one vector of the surviving entries in parameter order):
-    random draws are made over that vector exactly as torch does; L1 keys stay in one
-    mask-sized buffer per tensor (|score|, NaN where already pruned: NaN ranks last) and the
-    choice is written over them. None where only torch's rule can decide.
+    random draws are made over that vector exactly as torch does; L1 ranks |score| read in
+    place (where some tensor is pruned already, one mask-sized buffer per tensor holds |score|,
+    NaN where pruned: NaN ranks last) and the choice is written into the new masks. None where
+    only torch's rule can decide.
     """
     ties = resolve_ties(method.ties)
     dtype = _common_dtype(e.scores for e in entries)
@@ -137,7 +138,10 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     masks, keys = [], []
     for e, a in zip(entries, alive, strict=True):
         mask = torch.empty(e.current.shape, dtype=e.mask_dtype, device=e.current.device)
-        if e.scores.dtype == dtype == mask.dtype:
+        if not pruned_before:  # rank by |score| read in place
+            key = e.scores.reshape(-1) if e.scores.dtype == dtype else (
+                e.scores.to(dtype).reshape(-1))
+        elif e.scores.dtype == dtype == mask.dtype:
             key = torch.abs(e.scores, out=mask).view(-1)
         else:
             key = torch.abs(e.scores.to(dtype)).reshape(-1)
@@ -147,7 +151,7 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
         keys.append(key)
     if pruned_before and k > sum(int(torch.count_nonzero(~torch.isnan(x))) for x in keys):
         return None  # NaN scores would have to be pruned among the NaN markers
-    chosen = select(keys, k, largest=False, ties=ties)
+    chosen = select(keys, k, largest=False, ties=ties, magnitude=not pruned_before)
     for i, (mask, key, e) in enumerate(zip(masks, keys, entries, strict=True)):
         chosen.write_kept(key, mask.view(-1), i)
         if e.old_mask is not None:  # already pruned entries (NaN keys above) stay pruned

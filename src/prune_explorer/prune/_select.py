@@ -72,7 +72,7 @@ SMALL = 1 << 17
 TIE_RULES = ("index", "torch")
 
 _SAMPLE = 1 << 16
-_CHUNK = 1 << 20  # entries per piece when scanning (4 MiB of float32: stays in cache)
+_CHUNK = 1 << 18  # entries per piece when scanning (1 MiB of float32: stays in cache)
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 _TIE_BREAK: ContextVar[str] = ContextVar("prune_explorer_tie_break", default="index")
@@ -132,6 +132,7 @@ class Selection:
     value: torch.Tensor | None = None
     inclusive: bool = True
     picks: tuple[torch.Tensor | None, ...] = ()
+    magnitude: bool = False
 
     def _picks(self, i: int, device: torch.device) -> torch.Tensor | None:
         p = self.picks[i] if i < len(self.picks) else None
@@ -140,6 +141,8 @@ class Selection:
     def selected(self, keys: torch.Tensor, i: int = 0) -> torch.Tensor:
         """Boolean tensor of ``keys``' shape, True where the ``i``-th key tensor is selected."""
         picks = self._picks(i, keys.device)
+        if self.magnitude:
+            keys = keys.abs()
         if self.value is None:
             out = torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
         else:
@@ -156,29 +159,34 @@ class Selection:
         """Write 1 where the entry is *not* selected and 0 where it is, into ``out``.
 
         ``out`` is a contiguous floating tensor of the keys' shape and may be ``keys`` itself:
-        a pruning mask is then built in place, without a temporary.
+        a pruning mask is then built in place, without a temporary. The work goes through
+        cache-sized pieces, so each entry is read and written once from memory.
         """
         picks = self._picks(i, out.device)
         if self.value is None:
             out.fill_(1)
-        elif self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
-            v = self.value.to(keys.device)
-            (torch.lt if self.inclusive else torch.le)(keys, v, out=out)
         else:
-            # not "keys > v": NaN keys are never selected but "NaN > v" is False. So write the
-            # selection and flip it in place (out = 1 - selected), NaN-exact.
             v = self.value.to(keys.device)
-            (torch.le if self.inclusive else torch.lt)(keys, v, out=out)
-            if picks is not None:
-                out.view(-1)[picks] = 1
-            return out.neg_().add_(1)
+            if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
+                compare = torch.lt if self.inclusive else torch.le
+            else:  # selected: up to the cut, then flipped (not "keys > v": NaN is never taken)
+                compare = torch.le if self.inclusive else torch.lt
+            buffer = torch.empty(0, dtype=keys.dtype, device=keys.device)
+            for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
+                                   strict=True):
+                if self.magnitude:
+                    piece = torch.abs(piece, out=buffer.resize_(piece.shape))
+                compare(piece, v, out=dest)
+                if not self.largest:
+                    dest.neg_().add_(1)
         if picks is not None:
             out.view(-1)[picks] = 0
         return out
 
 
 def select(
-    keys: Sequence[torch.Tensor], k: int, *, largest: bool = False, ties: str = "index"
+    keys: Sequence[torch.Tensor], k: int, *, largest: bool = False, ties: str = "index",
+    magnitude: bool = False,
 ) -> Selection:
     """Select the ``k`` smallest (or ``largest``) entries across ``keys``.
 
@@ -195,6 +203,8 @@ def select(
         ``"index"`` or ``"torch"``: how entries tied at the cut are split (see the module
         docstring). In ``"torch"`` mode ``keys`` must be exactly the vector(s) torch passes to
         ``topk``.
+    magnitude
+        Rank by ``|keys|`` without building that tensor (computed piece by piece, in cache).
 
     Examples
     --------
@@ -214,16 +224,20 @@ def select(
         return Selection(largest, picks=())
     dtype = keys[0].dtype
     if total > SMALL and dtype in _FAST_DTYPES:
-        found = _by_threshold(keys, k, largest, ties)
+        found = _by_threshold(keys, k, largest, ties, magnitude)
         if found is not None:
             return found
-    return _by_sorting(keys, k, largest, ties)
+    return _by_sorting(keys, k, largest, ties, magnitude)
 
 
-def _by_sorting(keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str) -> Selection:
+def _by_sorting(
+    keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str, magnitude: bool
+) -> Selection:
     """The reference: stable sort (index rule) or ``topk`` (torch rule) of the concatenation."""
     device = keys[0].device
     whole = keys[0] if len(keys) == 1 else torch.cat([x.reshape(-1).to(device) for x in keys])
+    if magnitude:
+        whole = whole.abs()
     if ties == "torch":
         idx = torch.topk(whole, k, largest=largest).indices
     else:
@@ -240,23 +254,24 @@ def _by_sorting(keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str) 
 
 
 def _by_threshold(
-    keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str
+    keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str, magnitude: bool
 ) -> Selection | None:
     """Threshold selection; None where the sorting reference must decide (torch-mode ties,
     NaN among the selected)."""
     total = sum(x.numel() for x in keys)
     if largest and k == total:
-        return Selection(largest, value=torch.tensor(-math.inf, dtype=keys[0].dtype))
+        return Selection(largest, value=torch.tensor(-math.inf, dtype=keys[0].dtype),
+                         magnitude=magnitude)
     # the k largest start at the (total - k + 1)-th smallest (keys hold no NaN when largest)
     rank = total - k + 1 if largest else k
-    found = _order_statistic(keys, rank)
+    found = _order_statistic(keys, rank, magnitude)
     if found is None:
         return None
     value, n_lt, n_eq, tied = found
     n_past = total - n_lt - n_eq if largest else n_lt  # strictly on the selected side
     need = k - n_past
     if need == n_eq:
-        return Selection(largest, value=value, inclusive=True)
+        return Selection(largest, value=value, inclusive=True, magnitude=magnitude)
     if ties == "torch":
         return None
     picks: list[torch.Tensor | None] = []
@@ -267,14 +282,16 @@ def _by_threshold(
         if tied is not None:  # flat indices of this key's entries equal to value, ascending
             idx = tied[1][tied[0] == i][:need]
         else:
-            idx = torch.nonzero(x == value.to(x.device)).view(-1)[:need]
+            ax = x.abs() if magnitude else x
+            idx = torch.nonzero(ax == value.to(x.device)).view(-1)[:need]
         need -= idx.numel()
         picks.append(idx if idx.numel() else None)
-    return Selection(largest, value=value, inclusive=False, picks=tuple(picks))
+    return Selection(largest, value=value, inclusive=False, picks=tuple(picks),
+                     magnitude=magnitude)
 
 
 def _order_statistic(
-    keys: Sequence[torch.Tensor], rank: int
+    keys: Sequence[torch.Tensor], rank: int, magnitude: bool
 ) -> tuple[torch.Tensor, int, int, tuple[torch.Tensor, torch.Tensor] | None] | None:
     """The ``rank``-th smallest key (1-based), the counts of keys below and equal to it, and
     where the equal ones are: (key number, flat index) pairs in order, or None when the
@@ -291,6 +308,16 @@ def _order_statistic(
     # 1. Bracket from a strided sample.
     stride = max(1, total // _SAMPLE)
     sample = torch.cat([x[::stride].to(cpu) for x in keys])
+    if magnitude:
+        sample = sample.abs()
+    buffer = torch.empty(0, dtype=dtype, device=keys[0].device)
+
+    def pieces() -> Iterator[tuple[int, int, torch.Tensor]]:
+        for i, offset, x in chunks:  # |x| in a reused buffer, while it is in cache
+            if magnitude:
+                x = torch.abs(x, out=buffer.to(x.device).resize_(x.shape))
+            yield i, offset, x
+
     m = sample.numel()
     q = rank / total
     margin = 3.0 * math.sqrt(max(m * q * (1.0 - q), 1.0)) + 8.0
@@ -313,14 +340,16 @@ def _order_statistic(
             lo, hi = None, None
         hi = inf if hi is None else hi
         if lo is not None and bool(lo == hi):  # one value fills the bracket: count, no gather
-            c_lo = sum(int(torch.count_nonzero(x < lo.to(x.device))) for _, _, x in chunks)
-            c_eq = sum(int(torch.count_nonzero(x == lo.to(x.device))) for _, _, x in chunks)
+            c_lo = c_eq = 0
+            for _, _, x in pieces():
+                c_lo += int(torch.count_nonzero(x < lo.to(x.device)))
+                c_eq += int(torch.count_nonzero(x == lo.to(x.device)))
             if c_lo < rank <= c_lo + c_eq:
                 return lo.clone(), c_lo, c_eq, None
             margin *= 16.0
             continue
         c_lo, values, where, owner = 0, [], [], []
-        for i, offset, x in chunks:
+        for i, offset, x in pieces():
             inside = x <= hi.to(x.device)
             if lo is not None:
                 below = x < lo.to(x.device)

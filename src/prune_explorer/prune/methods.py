@@ -83,11 +83,13 @@ class _Unstructured(BasePruningMethod):
     ``ties`` (see :mod:`prune_explorer.prune._select`)."""
 
     _LARGEST: bool
+    #: rank by |keys| (computed piece by piece inside the selection, never as a tensor)
+    _MAGNITUDE: bool = False
     amount: Any
     ties: str | None
 
     def _keys(self, t: torch.Tensor) -> torch.Tensor:
-        """A fresh tensor of keys for ``t`` (it is turned into the mask in place)."""
+        """The keys of ``t``'s entries (flat order), ranked as they are or by magnitude."""
         raise NotImplementedError
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
@@ -96,8 +98,13 @@ class _Unstructured(BasePruningMethod):
             return default_mask.clone(memory_format=torch.contiguous_format)
         with torch.no_grad():
             keys = self._keys(t).reshape(-1)
-            chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties))
-            out = keys if keys.is_floating_point() else torch.empty_like(keys, dtype=torch.float)
+            chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties),
+                            magnitude=self._MAGNITUDE)
+            dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
+            if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
+                out = keys  # our own draws: the mask is written over them
+            else:
+                out = torch.empty(keys.shape, dtype=dtype, device=default_mask.device)
             kept = chosen.write_kept(keys, out)
             return times_default(kept.view(t.shape), default_mask)
 
@@ -179,6 +186,7 @@ class L1Unstructured(_Unstructured, _torch_prune.L1Unstructured):
 
     PRUNING_TYPE = "unstructured"
     _LARGEST = False
+    _MAGNITUDE = True
 
     def __init__(self, amount: float | int, *, ties: str | None = None) -> None:
         where = type(self).__name__
@@ -186,7 +194,7 @@ class L1Unstructured(_Unstructured, _torch_prune.L1Unstructured):
         self.ties = check(where, "ties", ties)
 
     def _keys(self, t: torch.Tensor) -> torch.Tensor:
-        return torch.abs(t)
+        return t  # ranked by |t|
 
     @classmethod
     def apply(  # type: ignore[override]
