@@ -281,9 +281,17 @@ def _by_threshold(
             continue
         if tied is not None:  # flat indices of this key's entries equal to value, ascending
             idx = tied[1][tied[0] == i][:need]
-        else:
-            ax = x.abs() if magnitude else x
-            idx = torch.nonzero(ax == value.to(x.device)).view(-1)[:need]
+        else:  # scan in order, only as far as the need-th tie
+            found: list[torch.Tensor] = []
+            left = need
+            for j, piece in enumerate(x.split(_CHUNK)):
+                if left == 0:
+                    break
+                a = piece.abs() if magnitude else piece
+                hits = torch.nonzero(a == value.to(x.device)).view(-1)[:left]
+                found.append(hits + j * _CHUNK)
+                left -= hits.numel()
+            idx = torch.cat(found) if found else torch.empty(0, dtype=torch.long)
         need -= idx.numel()
         picks.append(idx if idx.numel() else None)
     return Selection(largest, value=value, inclusive=False, picks=tuple(picks),
