@@ -356,7 +356,7 @@ def _order_statistic(
                 return lo.clone(), c_lo, c_eq, None
             margin *= 16.0
             continue
-        c_lo, values, where, owner = 0, [], [], []
+        c_lo, values, where, origin = 0, [], [], []
         for i, offset, x in pieces():
             inside = x <= hi.to(x.device)
             if lo is not None:
@@ -366,8 +366,8 @@ def _order_statistic(
                 del below
             idx = torch.nonzero(inside).view(-1)
             values.append(x[idx].to(cpu))
-            where.append(idx.to(cpu) + offset)
-            owner.append(torch.full((idx.numel(),), i, dtype=torch.int32))
+            where.append(idx.to(cpu))
+            origin.append((i, offset, idx.numel()))
             del inside
         if c_lo < rank <= c_lo + sum(v.numel() for v in values):
             # 3. The rank-th smallest is among the few gathered entries; finish exactly.
@@ -375,7 +375,10 @@ def _order_statistic(
             value = torch.kthvalue(cand, rank - c_lo).values
             n_lt = c_lo + int(torch.count_nonzero(cand < value))
             equal = cand == value
-            tied = (torch.cat(owner)[equal], torch.cat(where)[equal])
+            counts = torch.tensor([c for _, _, c in origin])
+            owner = torch.repeat_interleave(torch.tensor([i for i, _, _ in origin]), counts)
+            shift = torch.repeat_interleave(torch.tensor([o for _, o, _ in origin]), counts)
+            tied = (owner[equal], (torch.cat(where) + shift)[equal])
             return value, n_lt, int(torch.count_nonzero(equal)), tied
         margin *= 16.0
     return None  # the rank falls among NaNs
