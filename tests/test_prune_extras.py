@@ -32,7 +32,7 @@ def _linear(shape=BIG, seed=0, levels=None):
     return m
 
 
-# ---------------------------------------------------------------------------- select_smallest
+# ---------------------------------------------------------------------------- select
 
 
 def _stable_first_k(x, k, largest):
