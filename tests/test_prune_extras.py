@@ -402,3 +402,26 @@ def test_select_by_magnitude_equals_select_on_the_absolute_values(n):
         assert torch.equal(by_magnitude.selected(x), plain.selected(x.abs()))
         out = torch.empty(n)
         assert torch.equal(by_magnitude.write_kept(x, out), (~plain.selected(x.abs())).float())
+
+
+def test_index_rule_on_an_already_pruned_tensor_is_reproduced_by_a_stable_rank():
+    """Iterative pruning: the rule applies to the surviving entries in flat order (torch's
+    gathered vector); a stable rank of those, scattered back, reproduces it on stock torch."""
+    a = _linear(BIG, levels=5).to(torch.bfloat16)
+    ours_m, torch_m = copy.deepcopy(a), copy.deepcopy(a)
+    w = a.weight.detach()
+    ours.l1_unstructured(ours_m, "weight", 0.3)
+    theirs.l1_unstructured(torch_m, "weight", 0.3, importance_scores=_stable_rank(w.abs()))
+    assert torch.equal(ours_m.weight_mask, torch_m.weight_mask)
+    alive = torch_m.weight_mask == 1
+    torch.manual_seed(8)
+    ours.random_unstructured(ours_m, "weight", 0.4)
+    torch.manual_seed(8)
+    draws = torch.rand(int(alive.sum()), dtype=w.dtype)  # torch draws over the gathered vector
+    scores = torch.zeros(w.shape, dtype=torch.float64)
+    scores[alive] = _stable_rank(draws, descending=True)
+    theirs.l1_unstructured(torch_m, "weight", 0.4, importance_scores=scores)
+    assert torch.equal(ours_m.weight_mask, torch_m.weight_mask)
+    ours.l1_unstructured(ours_m, "weight", 0.2)
+    theirs.l1_unstructured(torch_m, "weight", 0.2, importance_scores=_stable_rank(w.abs()))
+    assert torch.equal(ours_m.weight_mask, torch_m.weight_mask)
