@@ -21,10 +21,10 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from ._validation import problem
+from .validation import problem
 
 if TYPE_CHECKING:
-    from .methods import BasePruningMethod
+    from ._base import BasePruningMethod
 
 
 class PruningStateError(ValueError, AssertionError):
@@ -262,7 +262,7 @@ def install(
     ``old`` is the existing hook (from :func:`find_hook`); the new method then joins a
     :class:`PruningContainer` with it, as torch does.
     """
-    from .methods import PruningContainer
+    from ._base import PruningContainer
 
     with transaction([(module, name)]):
         if old is None:

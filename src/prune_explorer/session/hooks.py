@@ -23,30 +23,23 @@ from typing import Any
 import torch.nn.utils.prune as torch_prune
 from torch import nn
 
+from prune_explorer.prune._module import find_hook as _core_find_hook
+
+from .methods import CLASS_TO_NAME
+
 __all__ = ["find_hook", "hook_methods", "method_name", "refresh_pruned"]
-
-_CLASS_TO_NAME = {
-    "Identity": "identity",
-    "RandomUnstructured": "random_unstructured",
-    "L1Unstructured": "l1_unstructured",
-    "RandomStructured": "random_structured",
-    "LnStructured": "ln_structured",
-    "CustomFromMask": "custom_from_mask",
-}
-
 
 # Hooks are recognised by torch's base classes, which prune_explorer.prune's classes subclass:
 # models pruned by either implementation work.
-_BASE = torch_prune.BasePruningMethod
 _CONTAINER = torch_prune.PruningContainer
 
 
 def find_hook(module: nn.Module, tensor_name: str) -> tuple[int, Any] | None:
-    """The ``(key, hook)`` of the pruning pre-hook acting on ``tensor_name``, or None."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, _BASE) and getattr(hook, "_tensor_name", None) == tensor_name:
-            return key, hook
-    return None
+    """The ``(key, hook)`` of the pruning pre-hook acting on ``tensor_name``, or None.
+
+    The core's reader: a tensor with several pruning hooks is an error, not "the first one".
+    """
+    return _core_find_hook(module, tensor_name, "Session")
 
 
 def hook_methods(hook: Any) -> tuple[Any, ...]:
@@ -59,7 +52,7 @@ def hook_methods(hook: Any) -> tuple[Any, ...]:
 def method_name(method: Any) -> str:
     """Function-style name of a pruning method (``L1Unstructured`` -> ``l1_unstructured``)."""
     cls = type(method).__name__
-    return _CLASS_TO_NAME.get(cls, cls)
+    return CLASS_TO_NAME.get(cls, cls)
 
 
 def refresh_pruned(module: nn.Module, tensor_name: str) -> bool:
