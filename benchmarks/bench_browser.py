@@ -229,11 +229,11 @@ class Driver:
             "([k, n]) => window.__pe.frames.filter(f => f.kind === k).length >= n",
             arg=[kind, count], timeout=self.timeout_ms, polling=10)
 
-    def quiet(self, seconds: float, limit_s: float = 300.0) -> None:
-        """Wait until no picture has changed for ``seconds``."""
+    def quiet(self, seconds: float, since: float = 0.0, limit_s: float = 300.0) -> None:
+        """Wait until no picture has changed for ``seconds``, counted from ``since`` at least."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            idle = self.js("() => performance.now() - window.__pe.lastFrame")
+            idle = self.js("s => performance.now() - Math.max(s, window.__pe.lastFrame)", since)
             if idle >= seconds * 1000:
                 return
             time.sleep(max(0.02, seconds - idle / 1000))
@@ -308,7 +308,7 @@ class Driver:
         handle = self.ex.locator(".pe-amount .noUi-handle").first
         track = self.ex.locator(".pe-amount .noUi-base").first
         handle.scroll_into_view_if_needed()
-        self.quiet(settle)
+        self.quiet(0.3)
         hb, tb = handle.bounding_box(), track.bounding_box()
         x0, y = hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2
         start_value = self.amount()
@@ -326,8 +326,8 @@ class Driver:
             if pause > 0:
                 time.sleep(pause)
         page.mouse.up()
-        self.quiet(settle)
         down, up = self.events("mousedown")[-1], self.events("mouseup")[-1]
+        self.quiet(settle, since=up)
         shown = self.frames("preview")[before:]
         during = [t for t in shown if down < t <= up]
         after = [t for t in shown if t > up]
