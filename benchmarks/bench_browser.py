@@ -106,7 +106,8 @@ ex
 PROBE_JS = """
 (() => {
   if (window.__pe) return;
-  const pe = window.__pe = {frames: [], loads: [], events: {}, texts: [], lastFrame: 0};
+  const pe = window.__pe = {frames: [], values: [], loads: [], events: {}, texts: [],
+                            lastFrame: 0};
   const kindOf = el => !el.classList ? null
       : el.classList.contains('pe-preview') ? 'preview'
       : el.classList.contains('pe-history-image') ? 'history' : null;
@@ -118,13 +119,19 @@ PROBE_JS = """
   new MutationObserver(records => {
     const t = performance.now();
     for (const r of records) {
+      if (r.attributeName === 'aria-valuenow') {
+        // a slider's value changed (echoes that set the same value again do not count)
+        if (r.oldValue !== r.target.getAttribute('aria-valuenow')) pe.values.push(t);
+        continue;
+      }
       const kind = kindOf(r.target);
       if (kind && r.target.getAttribute('src')) {
         pe.frames.push({kind, t});
         pe.lastFrame = t;
       }
     }
-  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['src']});
+  }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                        attributeFilter: ['src', 'aria-valuenow']});
   document.addEventListener('load', e => {
     const kind = kindOf(e.target);
     if (kind) pe.loads.push({kind, t: performance.now()});
@@ -229,15 +236,33 @@ class Driver:
             "([k, n]) => window.__pe.frames.filter(f => f.kind === k).length >= n",
             arg=[kind, count], timeout=self.timeout_ms, polling=10)
 
-    def quiet(self, seconds: float, since: float = 0.0, limit_s: float = 300.0) -> None:
-        """Wait until no picture has changed for ``seconds``, counted from ``since`` at least."""
+    def quiet(self, seconds: float, limit_s: float = 300.0) -> None:
+        """Wait until no picture has changed for ``seconds``."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            idle = self.js("s => performance.now() - Math.max(s, window.__pe.lastFrame)", since)
+            idle = self.js("() => performance.now() - window.__pe.lastFrame")
             if idle >= seconds * 1000:
                 return
             time.sleep(max(0.02, seconds - idle / 1000))
         raise TimeoutError(f"pictures kept changing for {limit_s:.0f} s")
+
+    def settle_after_values(self, settle: float) -> bool:
+        """Wait for a picture newer than the slider's last value change, then for quiet.
+
+        Returns False when no such picture came within the timeout.
+        """
+        while True:
+            time.sleep(0.1)
+            last_value = self.js("() => Math.max(0, ...window.__pe.values)")
+            try:
+                self.page.wait_for_function(
+                    "v => window.__pe.frames.some(f => f.kind === 'preview' && f.t > v)",
+                    arg=last_value, timeout=self.timeout_ms, polling=10)
+            except Exception:  # Playwright's TimeoutError
+                return False
+            self.quiet(settle)
+            if self.js("() => Math.max(0, ...window.__pe.values)") == last_value:
+                return True
 
     def timed(self, action: Any, event: str, kind: str = "preview") -> float:
         """Run ``action``; ms from its ``event`` to the next ``kind`` picture."""
@@ -327,7 +352,7 @@ class Driver:
                 time.sleep(pause)
         page.mouse.up()
         down, up = self.events("mousedown")[-1], self.events("mouseup")[-1]
-        self.quiet(settle, since=up)
+        final_shown = self.settle_after_values(settle)
         shown = self.frames("preview")[before:]
         during = [t for t in shown if down < t <= up]
         after = [t for t in shown if t > up]
@@ -335,8 +360,10 @@ class Driver:
             "drag_ms": round(up - down, 1),
             "amount_from": start_value,
             "amount_to": self.amount(),
+            "final_frame_seen": final_shown,
             "frames_during": len(during),
             "frames_after_release": len(after),
+            # 0 when the last picture (drawn for the final value) came before the release
             "release_to_final_ms": round(after[-1] - up, 1) if after else 0.0,
         }
 
@@ -474,10 +501,12 @@ def markdown(info: dict[str, Any], results: list[Result], args: argparse.Namespa
         c = r.config
         for m in r.methods:
             drag = m.get("drag") or {}
+            final = ("not seen" if drag.get("final_frame_seen") is False
+                     else _f(drag.get("release_to_final_ms")))
             lines.append(
                 f"| {c['layer']} | {c['weights']} | {m['method']} | {_f(m['first_picture_ms'])} "
                 f"| {_f(m['steps']['median'])} | {_f(m['steps']['p95'])} "
-                f"| {drag.get('frames_during', '–')} | {_f(drag.get('release_to_final_ms'))} |")
+                f"| {drag.get('frames_during', '–')} | {final} |")
     lines += [
         "",
         "| layer | weights | explore() in kernel (s) | first open of a tensor | tensor switch "
