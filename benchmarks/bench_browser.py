@@ -156,6 +156,7 @@ def ms_stats(values: list[float]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
+    """What the figures were measured on: CPUs, load, torch, Chromium, JupyterLab."""
     cpu = ""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -174,6 +175,8 @@ def machine() -> dict[str, Any]:
 
 @dataclass
 class Config:
+    """One model to measure: three ``nn.Linear(IN, OUT)`` (``layer`` is "INxOUT"), its weights."""
+
     layer: str
     data: str
     dtype: str
@@ -201,6 +204,8 @@ class Config:
 
 @dataclass
 class Result:
+    """What was measured on one :class:`Config` (ms unless named ``_s``); raw samples kept."""
+
     config: dict[str, Any]
     open_kernel_s: float | None = None
     run_all_to_first_picture_ms: float | None = None
