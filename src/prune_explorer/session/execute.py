@@ -23,7 +23,7 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
-from .seeding import as_torch_would, generator_for
+from .seeding import generator_for, session_rule
 from .step import Step, split_address
 
 __all__ = ["run_step"]
@@ -41,7 +41,7 @@ def run_step(model: nn.Module, step: Step) -> None:
         method = step.settings["pruning_method"]
         cls = getattr(prune, METHODS[method].cls)
         rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
-        with as_torch_would():
+        with session_rule():
             prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"],
                                       **rng)
         return
@@ -51,5 +51,5 @@ def run_step(model: nn.Module, step: Step) -> None:
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)
     kwargs.update(generator_for(step.method, step.seed, getattr(module, tensor_name).device))
-    with as_torch_would():
+    with session_rule():
         function(module, tensor_name, **kwargs)

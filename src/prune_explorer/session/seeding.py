@@ -7,8 +7,11 @@ Two things could make the session's masks differ from those of the exported snip
   ``torch.Generator`` seeded with it (:func:`generator_for`): the very stream the global generator
   yields after ``torch.manual_seed(seed)``. The user's global RNG is never touched, not even by
   previews that a widget runs on a background thread;
-* exact ties at a cut on large tensors -- :func:`as_torch_would` asks the core for torch's own
-  split (``prune.tie_break("torch")``).
+* exact ties at a cut on large tensors -- :func:`session_rule` runs the core in its fast default
+  rule (``prune.tie_break("index")``: the same count as torch, tied entries of lowest flat index
+  first). Each applied step notes whether a tie straddled its cut and how it was split
+  (:mod:`prune_explorer.session.ties`), and only for those steps the snippet passes a stable rank
+  as ``importance_scores`` so that stock torch splits the tie the same way.
 
 Examples
 --------
@@ -28,15 +31,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["as_torch_would", "generator_for"]
+__all__ = ["generator_for", "session_rule"]
 
 
 @contextlib.contextmanager
-def as_torch_would() -> Iterator[None]:
-    """Split exact ties at a cut as ``torch.nn.utils.prune`` does (``prune.tie_break("torch")``)."""
+def session_rule() -> Iterator[None]:
+    """Run the core with the session's tie rule: ties at a cut go lowest flat index first.
+
+    Explicit (``prune.tie_break("index")``), so the session never depends on a global setting.
+    """
     from prune_explorer import prune
 
-    with prune.tie_break("torch"):
+    with prune.tie_break("index"):
         yield
 
 

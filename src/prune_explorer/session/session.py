@@ -71,6 +71,7 @@ from .reports import (
     with_total,
 )
 from .step import Step
+from .ties import note_ties
 
 __all__ = ["CommitResult", "Session"]
 
@@ -282,7 +283,7 @@ class Session:
         """
         where = "Session.apply"
         step = self._make_step(where, method, target, settings, seed, single=True)
-        self._apply_step(step, where)
+        step = self._apply_step(step, where)
         self._consume_seed(seed, step)
         return step
 
@@ -304,7 +305,7 @@ class Session:
             where, "global_unstructured", _as_list(targets),
             {"pruning_method": method, "amount": amount}, seed,
         )
-        self._apply_step(step, where)
+        step = self._apply_step(step, where)
         self._consume_seed(seed, step)
         return step
 
@@ -318,8 +319,7 @@ class Session:
         if step.method == "remove":
             self.commit([step.target])  # type: ignore[list-item]
             return step
-        self._apply_step(step, "Session.apply_step")
-        return step
+        return self._apply_step(step, "Session.apply_step")
 
     # -- trials (apply, look, undo: no events, no trace) ---------------------------------------
     @contextlib.contextmanager
@@ -568,7 +568,7 @@ class Session:
 
     def _apply_step(
         self, step: Step, where: str, emit: bool = True, keep_values: bool = False
-    ) -> None:
+    ) -> Step:
         # keep_values: for `remove`, keep a copy of the `_orig` values so that even the commit
         # can be rolled back until sealed (Plan.apply's all-or-nothing); costs one copy.
         check_step(self._model, self._known, step, where)
@@ -582,8 +582,11 @@ class Session:
                 data = state.param.detach().clone()
             states.append((module, state, data))
         snapshot = _Snapshot(states, list(orders.values()))
+        before = {name: self._histories[name][-1].mask for name, _, _ in located}
+        found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
         try:
             run_step(self._model, step)
+            step = step._noted(note_ties(self._model, step, before, found))
         except BaseException:
             self._restore(snapshot)
             raise
@@ -598,6 +601,7 @@ class Session:
         self._actions.append(_Action(kind, step, snapshot, step.targets))
         if emit:
             self._events.emit(SessionEvent(kind, step.targets, (step,)))
+        return step
 
     def _restore(self, snapshot: _Snapshot) -> None:
         for module, state, data in reversed(snapshot.tensors):

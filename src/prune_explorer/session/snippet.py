@@ -2,7 +2,9 @@
 
 The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable named ``model``.
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
-is how the session itself ran them, so the masks come out identical.
+is how the session itself ran them, so the masks come out identical. Steps whose cut split a tie
+the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (see
+:mod:`prune_explorer.session.snippet_ties`); every other step is the plain call.
 
 Examples
 --------
@@ -34,6 +36,7 @@ import torch
 
 from .methods import METHODS
 from .packed import PackedMask
+from .snippet_ties import HELPER, global_lines, local_lines
 from .step import Step, split_address
 
 __all__ = ["to_snippet"]
@@ -99,10 +102,12 @@ def _mask_call(step: Step) -> list[str]:
 
 def _step_lines(step: Step) -> list[str]:
     if step.is_global:
-        return _global_call(step)
+        return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
         return _mask_call(step)
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
+    if step.ties:
+        return local_lines(step, _module_expr(module_name), tensor_name)
     args = [_module_expr(module_name), _q(tensor_name)]
     args += [f"{key}={_literal(value)}" for key, value in step.settings.items()]
     return [f"prune.{step.spec.function}({', '.join(args)})"]
@@ -129,6 +134,8 @@ def to_snippet(steps: Iterable[Step]) -> str:
         "import torch",
         "from torch.nn.utils import prune",
     ]
+    if any(step.ties for step in steps):
+        lines += HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:
