@@ -6,7 +6,10 @@ pruned, let a ``PruningContainer`` of the existing methods plus the new one comb
 but never registers anything on the module (``prune.preview_mask`` and ``prune.global_masks`` do the
 work, on the same fast paths as applying).
 
-Nothing here copies the model: the cost is the mask computation itself.
+Nothing here copies the model: the cost is the mask computation itself. Given an
+:class:`~prune_explorer.session.order_cache.OrderCache`, L1 masks of large tensors come from the
+tensor's precomputed order instead (one comparison per entry, no selection): the very mask the
+core computes, since both take tied entries lowest flat index first.
 
 Examples
 --------
@@ -29,6 +32,7 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
+from .order_cache import OrderCache, global_thresholds
 from .seeding import generator_for, session_rule
 from .step import Step, split_address
 
@@ -50,23 +54,48 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
     return obj
 
 
-def local_mask(module: nn.Module, tensor_name: str, step: Step) -> torch.Tensor:
+def local_mask(module: nn.Module, tensor_name: str, step: Step,
+               orders: OrderCache | None = None) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
+    if orders is not None and step.method == "l1_unstructured":
+        order = orders.get(module, tensor_name)
+        if order is not None:
+            return order.mask(prune._compute_nparams_toprune(step.settings["amount"],
+                                                             order.alive))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad(), session_rule():
         return prune.preview_mask(module, tensor_name, method)
 
 
-def global_masks(model: nn.Module, step: Step) -> dict[str, torch.Tensor]:
+def global_masks(model: nn.Module, step: Step,
+                 orders: OrderCache | None = None) -> dict[str, torch.Tensor]:
     """The masks a ``global_unstructured`` step would leave on each of its targets."""
     pairs = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         pairs.append((model.get_submodule(module_name), tensor_name))
     method = step.settings["pruning_method"]
+    if orders is not None and method == "l1_unstructured":
+        cached = _global_from_orders(pairs, step, orders)
+        if cached is not None:
+            return cached
     cls = getattr(prune, METHODS[method].cls)
     rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
     with torch.no_grad(), session_rule():
         masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng)
     return dict(zip(step.targets, masks, strict=True))
+
+
+def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
+                        orders: OrderCache) -> dict[str, torch.Tensor] | None:
+    """Global L1 masks from the targets' precomputed orders (None: not all of them have one)."""
+    if sum(getattr(m, n).numel() for m, n in pairs) > orders.budget:
+        return None  # more than the cache holds: the core's one-pass selection is better
+    found = [orders.get(m, n) for m, n in pairs]
+    if any(o is None for o in found) or len({o.mask_dtype for o in found}) != 1:  # type: ignore[union-attr]
+        return None
+    ready = [o for o in found if o is not None]
+    pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(o.alive for o in ready))
+    cuts = global_thresholds(ready, pruned)
+    return {a: o.mask(c) for a, o, c in zip(step.targets, ready, cuts, strict=True)}

@@ -60,6 +60,7 @@ from .hooks import (
     restore_order,
 )
 from .methods import check_method, check_seed, check_settings, is_random
+from .order_cache import OrderCache
 from .packed import PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover, unknown_target
@@ -173,6 +174,7 @@ class Session:
         self._rng = random.Random(seed)
         self._pending_seed: int | None = None
         self._commits: list[CommitResult] = []
+        self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -268,9 +270,10 @@ class Session:
     def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
         if step.is_global:
-            return global_masks(self._model, step)
+            return global_masks(self._model, step, self._orders)
         module, tensor_name = self._locate(step.target)  # type: ignore[arg-type]
-        return {step.target: local_mask(module, tensor_name, step)}  # type: ignore[dict-item]
+        mask = local_mask(module, tensor_name, step, self._orders)
+        return {step.target: mask}  # type: ignore[dict-item]
 
     # -- apply ----------------------------------------------------------------------------------
     def apply(self, target: str, method: str, *, seed: int | None = None, **settings: Any) -> Step:
