@@ -138,3 +138,45 @@ def test_the_session_previews_through_its_order_cache():
     small = Session(nn.Sequential(nn.Linear(20, 10)))  # small tensors: the core's own path
     small.preview("0.weight", "l1_unstructured", amount=0.5)
     assert len(small._orders) == 0
+
+
+@pytest.mark.parametrize("cells", [(400, 500), (64, 80), (7, 3)])
+def test_preview_cells_are_the_counts_of_the_previewed_mask(cells):
+    s = Session(_model(torch.bfloat16))
+    s.apply("1.weight", "l1_unstructured", amount=0.3)
+    for target, shape in (("0.weight", (400, 500)), ("1.weight", (350, 400))):
+        rows, cols = block_edges(shape[0], cells[0]), block_edges(shape[1], cells[1])
+        for amount in (0.0, 0.3, 0.61, 1.0, 5):
+            kept = s.preview_cells(target, "l1_unstructured", row_edges=rows, col_edges=cols,
+                                   amount=amount)
+            mask = s.preview(target, "l1_unstructured", amount=amount)
+            np.testing.assert_array_equal(kept, pool_fraction(mask, max_cells=cells).kept)
+            glob = s.preview_cells(target, "global_unstructured", row_edges=rows,
+                                   col_edges=cols, targets=["1.weight", "0.weight", "2.weight"],
+                                   pruning_method="l1_unstructured", amount=amount)
+            masks = s.preview_global(["1.weight", "0.weight", "2.weight"], amount=amount)
+            np.testing.assert_array_equal(glob, pool_fraction(masks[target], cells).kept)
+    # only the mask can tell for other methods
+    rows, cols = block_edges(400, 10), block_edges(500, 10)
+    assert s.preview_cells("0.weight", "random_unstructured", row_edges=rows, col_edges=cols,
+                           amount=0.5) is None
+
+
+def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
+    import prune_explorer.viz.preview as viz_preview
+    from prune_explorer.viz import pool_view, tensor_view
+    from prune_explorer.widgets import Explorer
+
+    ex = Explorer(_model(torch.float32), debounce=None)
+
+    def no_pooling(*args, **kwargs):
+        raise AssertionError("the L1 preview must not pool the mask")
+
+    monkeypatch.setattr(viz_preview, "pool_view", no_pooling)
+    ex.ui.amount.value = 0.6
+    assert ex.preview_error is None
+    cells = ex.preview_pane.picture.max_cells
+    np.testing.assert_array_equal(ex.preview_array,
+                                  pool_view(tensor_view(ex.preview_mask), cells).values)
+    assert len(ex.session._orders) == 1  # the picture came from the tensor's order
+    ex.close()

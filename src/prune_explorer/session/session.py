@@ -38,12 +38,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
 from .checks import check_step
-from .compute import global_masks, local_mask
+from .compute import cell_counts, global_masks, local_mask
 from .errors import InvalidStepError, NotUndoableError
 from .events import EventEmitter, SessionEvent
 from .execute import run_step
@@ -266,6 +267,35 @@ class Session:
             {"pruning_method": method, "amount": amount}, seed,
         )
         return self._preview_step(step, where)
+
+    def preview_cells(
+        self,
+        target: str,
+        method: str,
+        *,
+        row_edges: np.ndarray,
+        col_edges: np.ndarray,
+        targets: Sequence[str] | None = None,
+        seed: int | None = None,
+        **settings: Any,
+    ) -> np.ndarray | None:
+        """Kept entries per display cell of ``target`` after the step, without building a mask.
+
+        Cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]`` of
+        ``target`` viewed as ``(shape[0], numel / shape[0])``. Exactly the counts of the mask
+        :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
+        ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
+        L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
+        tensors): then pool :meth:`preview`'s mask.
+        """
+        where = "Session.preview_cells"
+        if method == "global_unstructured":
+            step = self._make_step(where, method, _as_list(targets), settings, seed)
+        else:
+            step = self._make_step(where, method, target, settings, seed, single=True)
+        check_step(self._model, self._known, step, where)
+        return cell_counts(self._model, step, target, self._orders,
+                           np.asarray(row_edges), np.asarray(col_edges))
 
     def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)

@@ -564,6 +564,10 @@ class Explorer:
         with self._lock:
             try:
                 masks = request.preview_all(self.session)
+                cells = None
+                if masks.get(request.target) is not None and masks[request.target].dim() >= 2:
+                    edges = self.preview_pane.picture.cell_edges(tuple(masks[request.target].shape))
+                    cells = request.kept_cells(self.session, edges)
                 before = self.kept(request.target)
                 others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
                 module_type = self.session.info(request.target).module_type
@@ -578,7 +582,7 @@ class Explorer:
             mask = before.kept
             note = f"{request.target} is not among the global targets; showing its current mask"
         pooled = self.preview_pane.draw(mask, request, module_type=module_type,
-                                        plain=note is not None)
+                                        plain=note is not None, kept_cells=cells)
         if note is None:
             stats = PreviewStats.measure(before, mask, request, others=others,
                                          kept_after=pooled.kept_total)
