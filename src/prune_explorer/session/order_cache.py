@@ -60,7 +60,9 @@ try:
 except ImportError:  # pragma: no cover - the core moved it
     SMALL = 1 << 17
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+_FLOATS = tuple(_BITS)
 
 
 def _state(module: nn.Module, name: str) -> tuple[Any, ...]:
@@ -90,7 +92,8 @@ class TensorOrder:
         int32/int64, the tensor's shape: place of each unpruned entry in ascending ``|w|``
         (ties: lowest flat index first); -1 where already pruned.
     sorted_keys : torch.Tensor
-        1-D, the ``alive`` unpruned magnitudes, ascending, in the tensor's dtype.
+        1-D, the ``alive`` unpruned magnitudes, ascending, as their bit patterns (an integer
+        dtype of the same width, which orders non-negative floats exactly as their values).
     alive : int
         Unpruned entries.
     mask_dtype : torch.dtype
@@ -103,20 +106,24 @@ class TensorOrder:
             if kept is not None:
                 dead = kept.reshape(-1) == 0
                 keys = keys.masked_fill(dead, float("nan"))  # NaN sorts after every number
+            # Non-negative floats (and NaN after them) order as their bit patterns do: sorting
+            # those integers is the same stable order, and several times faster.
+            bits = keys.view(_BITS[keys.dtype])
             n = keys.numel()
-            sorted_keys, order = torch.sort(keys, stable=True)
+            sorted_keys, order = torch.sort(bits, stable=True)
             self.alive = n if kept is None else n - int(dead.sum())
             index_dtype = torch.int32 if n < 2**31 else torch.int64
             rank = torch.empty(n, dtype=index_dtype, device=keys.device)
             rank[order] = torch.arange(n, dtype=index_dtype, device=keys.device)
+            del order
             if kept is not None:
                 rank.masked_fill_(dead, -1)
         self.rank = rank.view(current.shape)
-        self.sorted_keys = sorted_keys[: self.alive].clone()
+        self.sorted_keys = sorted_keys[: self.alive].clone()  # bit patterns, comparable as ints
         self.mask_dtype = current.dtype
         self.shape = tuple(current.shape)
         self._state = state
-        self._cells: dict[tuple[bytes, bytes], tuple[torch.Tensor, tuple[int, int]]] = {}
+        self._cells: tuple[bytes, bytes, torch.Tensor] | None = None
 
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
@@ -127,31 +134,38 @@ class TensorOrder:
         """Entries each display cell would lose *or has lost* with ``pruned`` first entries cut.
 
         The cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]``
-        of the 2-D tensor (int64 array of shape (R, C)). Already pruned entries count as pruned.
-        The first call for a given grid sorts the ranks by cell (once); every call after is one
-        ``searchsorted`` of ``R * C`` queries.
+        of the tensor seen as ``(shape[0], numel / shape[0])`` (int64 array of shape (R, C)).
+        Already pruned entries count as pruned. The first call for a grid sorts each cell's
+        ranks (once); every call after is a batched ``searchsorted``: ``O(R * C * log(cell))``.
         """
         key = (row_edges.tobytes(), col_edges.tobytes())
-        if key not in self._cells:
-            self._cells = {key: self._cell_sort(row_edges, col_edges)}
-        composite, grid = self._cells[key]
-        cells = grid[0] * grid[1]
-        n = self.rank.numel()
-        starts = torch.arange(cells, dtype=torch.int64) * (n + 1)
-        # ranks are shifted by one so the dead (-1) sort first in each cell: count "< pruned"
-        below = torch.searchsorted(composite, starts + pruned + 1)
-        first = torch.searchsorted(composite, starts)
-        return (below - first).numpy().reshape(grid)
+        if self._cells is None or self._cells[:2] != key:
+            self._cells = (*key, self._cell_ranks(row_edges, col_edges))
+        cells = self._cells[2]
+        query = torch.full((cells.shape[0], 1), pruned, dtype=cells.dtype, device=cells.device)
+        below = torch.searchsorted(cells, query).reshape(row_edges.size - 1, col_edges.size - 1)
+        return below.cpu().numpy().astype(np.int64)
 
-    def _cell_sort(self, row_edges: np.ndarray,
-                   col_edges: np.ndarray) -> tuple[torch.Tensor, tuple[int, int]]:
-        row_cell = torch.from_numpy(np.repeat(np.arange(row_edges.size - 1), np.diff(row_edges)))
-        col_cell = torch.from_numpy(np.repeat(np.arange(col_edges.size - 1), np.diff(col_edges)))
-        ncols = col_edges.size - 1
-        cell = (row_cell.view(-1, 1) * ncols + col_cell.view(1, -1)).reshape(-1)
-        n = self.rank.numel()
-        composite = cell * (n + 1) + (self.rank.reshape(-1).cpu().to(torch.int64) + 1)
-        return torch.sort(composite).values, (row_edges.size - 1, ncols)
+    def _cell_ranks(self, row_edges: np.ndarray, col_edges: np.ndarray) -> torch.Tensor:
+        # (cells, tallest * widest): each cell's ranks, ascending, padded with the largest int.
+        device = self.rank.device
+        ncols = self.rank.numel() // self.shape[0]
+
+        def spans(edges: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+            sizes = np.diff(edges)
+            offsets = np.arange(int(sizes.max()))
+            index = edges[:-1, None] + offsets[None, :]
+            return (torch.from_numpy(index).to(device),
+                    torch.from_numpy(offsets[None, :] < sizes[:, None]).to(device))
+
+        rows, row_ok = spans(row_edges)
+        cols, col_ok = spans(col_edges)
+        flat = rows[:, None, :, None] * ncols + cols[None, :, None, :]  # (R, C, h, w)
+        valid = row_ok[:, None, :, None] & col_ok[None, :, None, :]
+        flat = torch.where(valid, flat, 0)
+        ranks = self.rank.reshape(-1)[flat].masked_fill_(~valid, torch.iinfo(self.rank.dtype).max)
+        cells = ranks.reshape(rows.shape[0] * cols.shape[0], -1)
+        return torch.sort(cells, dim=1).values
 
     def __repr__(self) -> str:
         return (f"TensorOrder(shape={self.shape}, alive={self.alive:,}, "
@@ -212,7 +226,7 @@ class OrderCache:
     rank and sorted keys); the oldest orders make room for new ones.
     """
 
-    def __init__(self, budget: int = 1 << 27) -> None:
+    def __init__(self, budget: int = 1 << 28) -> None:
         self.budget = budget  # at most this many entries ordered at once (oldest dropped)
         self._orders: dict[tuple[int, str], TensorOrder] = {}
 

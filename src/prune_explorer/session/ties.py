@@ -54,15 +54,35 @@ def split_of(keys: torch.Tensor, pruned: torch.Tensor) -> str | None:
     ``"highest"`` when the pruned tied entries are those of lowest / highest index, and
     ``"other"`` for any other split (torch's own ``topk`` choice).
     """
-    n_pruned = int(pruned.count_nonzero())
-    if n_pruned in (0, keys.numel()) or bool(torch.isnan(keys).any()):
+    top = _cut([keys], [pruned], [~pruned])
+    if top is None:
         return None
-    top = keys[pruned].max()
-    bottom = keys[~pruned].min()
-    if bool(top < bottom):
+    return _split(pruned[keys == top])
+
+
+def _cut(keys: list[torch.Tensor], pruned: list[torch.Tensor],
+         kept: list[torch.Tensor]) -> torch.Tensor | None:
+    """The key at the cut when a tie straddles it (largest pruned == smallest kept), else None.
+
+    Masked reductions, no gathers: a few passes over each tensor.
+    """
+    if any(bool(torch.isnan(k).any()) for k in keys):
+        return None  # NaN keys: the core leaves those cuts to torch's topk
+    tops = [torch.where(p, k, float("-inf")).amax() for k, p in zip(keys, pruned, strict=True)
+            if k.numel()]
+    bottoms = [torch.where(m, k, float("inf")).amin() for k, m in zip(keys, kept, strict=True)
+               if k.numel()]
+    if not tops:
         return None
-    tied = keys == top  # the straddling tie (top == bottom when the selection is a cut)
-    taken = pruned[tied]
+    top = torch.stack([t.double().cpu() for t in tops]).amax()
+    bottom = torch.stack([b.double().cpu() for b in bottoms]).amin()
+    if not bool(torch.isfinite(top)) or not bool(torch.isfinite(bottom)) or bool(top < bottom):
+        return None
+    return tops[0].new_tensor(float(top)).cpu()
+
+
+def _split(taken: torch.Tensor) -> str:
+    """``taken``: for the tied entries in flat order, whether each was pruned."""
     count = int(taken.count_nonzero())
     if bool(taken[:count].all()):
         return "lowest"
@@ -104,26 +124,31 @@ def note_ties(
         inner = step.method
     else:
         return None
-    alive: list[torch.Tensor] = []
-    pruned: list[torch.Tensor] = []
+    masks = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
-        after = getattr(model.get_submodule(module_name), tensor_name + "_mask")
+        after = getattr(model.get_submodule(module_name), tensor_name + "_mask").reshape(-1)
         was = before[address].unpack(device=after.device).reshape(-1)
-        alive.append(was)
-        pruned.append((after.reshape(-1) == 0)[was])
-    flags = torch.cat([p.cpu() for p in pruned])
+        masks.append((was, after != 0))
     if inner == "l1_unstructured":
-        values = [importance[a].reshape(-1)[m.to(importance[a].device)]
-                  for a, m in zip(step.targets, alive, strict=True)]
-        dtype = _common_dtype(values)
-        keys = torch.cat([v.abs().to(dtype).cpu() for v in values])
+        dtype = _common_dtype([importance[a] for a in step.targets])
+        keys = [importance[a].detach().reshape(-1).abs().to(dtype) for a in step.targets]
+        newly = [was & ~kept for was, kept in masks]
+        top = _cut(keys, newly, [kept for _, kept in masks])
+        if top is None:
+            return None
+        taken = []
+        for k, n, (was, _) in zip(keys, newly, masks, strict=True):
+            tied = torch.nonzero((k == top.to(k.device)) & was).reshape(-1)
+            taken.append(n[tied].cpu())
+        split = _split(torch.cat(taken))
     else:
+        flags = torch.cat([(~kept)[was].cpu() for was, kept in masks])
         first = importance[step.targets[0]]
-        dtype = _common_dtype(list(importance.values()))
+        dtype = _common_dtype([importance[a] for a in step.targets])
         draws = _draws(step, flags.numel(), dtype, first.device)
-        keys = draws.neg().cpu()  # the largest draws are pruned: the smallest negated ones
-    split = split_of(keys, flags)
+        # the largest draws are pruned: the smallest negated ones
+        split = split_of(draws.neg().cpu(), flags)
     return split if split in ("lowest", "highest") else None
 
 
