@@ -127,7 +127,8 @@ class TensorOrder:
 
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
-        return (self.rank >= pruned).to(self.mask_dtype)
+        out = torch.empty(self.shape, dtype=self.mask_dtype, device=self.rank.device)
+        return torch.ge(self.rank, pruned, out=out)
 
     def pruned_per_cell(self, pruned: int, row_edges: np.ndarray,
                         col_edges: np.ndarray) -> np.ndarray:
