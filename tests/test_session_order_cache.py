@@ -101,6 +101,15 @@ def test_order_is_rebuilt_after_a_write_to_the_weights():
     _fresh_order_after(s, write)
 
 
+def test_order_is_rebuilt_after_a_write_through_data():
+    s = Session(_model())
+
+    def write():
+        s.model[0].weight.data.mul_(torch.linspace(-1, 1, 500))  # no version bump
+
+    _fresh_order_after(s, write)
+
+
 def test_order_is_rebuilt_after_apply_undo_commit_and_a_write_to_orig():
     s = Session(_model())
     _fresh_order_after(s, lambda: s.apply("0.weight", "l1_unstructured", amount=0.2))

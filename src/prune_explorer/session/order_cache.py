@@ -20,7 +20,9 @@ Then, for any ``k``:
 :class:`OrderCache` holds the orders by address and throws one away as soon as its tensor state
 changes: apply, undo, commit and device moves replace or rewrite the mask or parameter, and a
 write to the weights bumps the parameter's version counter; each is checked on every use (tensor
-identity through a weak reference, plus ``_version``), so nothing stale is ever served.
+identity through a weak reference, ``_version`` and device). A write through ``param.data`` does
+not bump the counter: a strided sample of 1,024 values, compared on every use, catches those
+unless they miss every sampled entry.
 
 Tensors of at most ``SMALL`` entries (where the core uses torch's own ``topk`` and its tie
 order) and tensors holding NaN are not cached: callers ask the core, as before.
@@ -66,21 +68,25 @@ _FLOATS = tuple(_BITS)
 
 
 def _state(module: nn.Module, name: str) -> tuple[Any, ...]:
-    """The tensors that define ``module.name``'s state: the parameter (``_orig`` once pruned)
-    and the mask buffer, each as (weak reference, version)."""
+    """What defines ``module.name``'s state: the parameter (``_orig`` once pruned) and the mask
+    buffer, each as (weak reference, version, device), plus a strided sample of the values
+    (writes through ``param.data`` bypass the version counter; the sample catches most)."""
     orig = module._parameters.get(name + "_orig")
     mask = module._buffers.get(name + "_mask") if orig is not None else None
     param = orig if orig is not None else module._parameters.get(name)
-    return tuple((weakref.ref(t), t._version, t.device) for t in (param, mask) if t is not None)
+    tensors = [t for t in (param, mask) if t is not None]
+    flat = tensors[0].detach().reshape(-1)
+    sample = flat[:: max(1, flat.numel() // 1024)].clone()
+    return (*((weakref.ref(t), t._version, t.device) for t in tensors), sample)
 
 
 def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    if len(state) != len(now):
+    if len(state) != len(now) or not torch.equal(state[-1], now[-1]):
         return False
     return all(ref() is not None and ref() is new_ref() and version == new_version
                and device == new_device
                for (ref, version, device), (new_ref, new_version, new_device) in zip(
-                   state, now, strict=True))
+                   state[:-1], now[:-1], strict=True))
 
 
 class TensorOrder:
@@ -243,7 +249,7 @@ class OrderCache:
         self._orders.pop(key, None)  # free the stale one before building
         if bool(torch.isnan(current).any()):
             return None
-        kept = module._buffers.get(name + "_mask") if len(now) == 2 else None
+        kept = module._buffers.get(name + "_mask") if len(now) == 3 else None
         while self._orders and sum(o.rank.numel() for o in self._orders.values()) \
                 + current.numel() > self.budget:
             del self._orders[next(iter(self._orders))]
