@@ -287,6 +287,15 @@ class Session:
         ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
         L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
         tensors): then pool :meth:`preview`'s mask.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
+        >>> kept = s.preview_cells("0.weight", "l1_unstructured", amount=0.25,
+        ...                        row_edges=np.array([0, 200, 400]), col_edges=np.array([0, 600]))
+        >>> kept.shape, int(kept.sum())
+        ((2, 1), 180000)
         """
         where = "Session.preview_cells"
         if method == "global_unstructured":
