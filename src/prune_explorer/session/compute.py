@@ -6,7 +6,10 @@ pruned, let a ``PruningContainer`` of the existing methods plus the new one comb
 but never registers anything on the module (``prune.preview_mask`` and ``prune.global_masks`` do the
 work, on the same fast paths as applying).
 
-Nothing here copies the model: the cost is the mask computation itself.
+Nothing here copies the model: the cost is the mask computation itself. Given an
+:class:`~prune_explorer.session.order_cache.OrderCache`, L1 masks of large tensors come from the
+tensor's precomputed order instead (one comparison per entry, no selection): the very mask the
+core computes, since both take tied entries lowest flat index first.
 
 Examples
 --------
@@ -23,16 +26,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from prune_explorer import prune
 
 from .methods import METHODS
+from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import generator_for, ties_for
 from .step import Step, split_address
 
-__all__ = ["global_masks", "local_mask", "make_method"]
+__all__ = ["cell_counts", "global_masks", "local_mask", "make_method"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -51,24 +56,88 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
     return obj
 
 
-def local_mask(module: nn.Module, tensor_name: str, step: Step) -> torch.Tensor:
+def local_mask(module: nn.Module, tensor_name: str, step: Step,
+               orders: OrderCache | None = None) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
+    if orders is not None and step.method == "l1_unstructured":
+        order = orders.get(module, tensor_name)
+        if order is not None:
+            return order.mask(prune._compute_nparams_toprune(step.settings["amount"],
+                                                             order.alive))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad():
         return prune.preview_mask(module, tensor_name, method)
 
 
-def global_masks(model: nn.Module, step: Step) -> dict[str, torch.Tensor]:
+def global_masks(model: nn.Module, step: Step,
+                 orders: OrderCache | None = None) -> dict[str, torch.Tensor]:
     """The masks a ``global_unstructured`` step would leave on each of its targets."""
     pairs = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         pairs.append((model.get_submodule(module_name), tensor_name))
     method = step.settings["pruning_method"]
+    if orders is not None and method == "l1_unstructured":
+        cached = _global_from_orders(pairs, step, orders)
+        if cached is not None:
+            return cached
     cls = getattr(prune, METHODS[method].cls)
     rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
     with torch.no_grad():
         masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng,
                                    **ties_for(method))
     return dict(zip(step.targets, masks, strict=True))
+
+
+def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step,
+                 orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
+    """Each target's order and how many of its first entries the global L1 step prunes
+    (None: not every target has an order)."""
+    if sum(getattr(m, n).numel() for m, n in pairs) > orders.budget:
+        return None  # more than the cache holds: the core's one-pass selection is better
+    found = [orders.get(m, n) for m, n in pairs]
+    ready = [o for o in found if o is not None]
+    if len(ready) != len(found) or len({o.mask_dtype for o in ready}) != 1:
+        return None
+    pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(o.alive for o in ready))
+    return list(zip(ready, global_thresholds(ready, pruned), strict=True))
+
+
+def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
+                        orders: OrderCache) -> dict[str, torch.Tensor] | None:
+    """Global L1 masks from the targets' precomputed orders (None: not all of them have one)."""
+    cuts = _global_cuts(pairs, step, orders)
+    if cuts is None:
+        return None
+    return {a: o.mask(c) for a, (o, c) in zip(step.targets, cuts, strict=True)}
+
+
+def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
+                row_edges: np.ndarray, col_edges: np.ndarray) -> np.ndarray | None:
+    """Entries of ``address`` that stay kept after ``step``, per display cell, from the order.
+
+    The cells are blocks of the tensor seen as ``(shape[0], numel / shape[0])``, row-major (the
+    matrix view of the pictures). None when the order cannot tell (not an L1 step, tensor
+    without an order): then the mask must be built and pooled.
+    """
+    inner = step.settings.get("pruning_method") if step.is_global else step.method
+    if inner != "l1_unstructured" or address not in step.targets:
+        return None
+    pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
+             for a in step.targets]
+    if step.is_global:
+        cuts = _global_cuts(pairs, step, orders)
+        if cuts is None:
+            return None
+        order, cut = cuts[step.targets.index(address)]
+    else:
+        found = orders.get(*pairs[0])
+        if found is None:
+            return None
+        order = found
+        cut = prune._compute_nparams_toprune(step.settings["amount"], order.alive)
+    rows, cols = np.diff(row_edges), np.diff(col_edges)
+    if int(row_edges[-1]) != order.shape[0] or int(rows.sum() * cols.sum()) != order.rank.numel():
+        return None
+    return np.outer(rows, cols) - order.pruned_per_cell(cut, row_edges, col_edges)

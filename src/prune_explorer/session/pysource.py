@@ -21,9 +21,11 @@ features.0.weight "x\\u2028y"
 from __future__ import annotations
 
 import keyword
+import math
 import re
+from typing import Any
 
-__all__ = ["py_attribute", "py_comment", "py_str"]
+__all__ = ["py_attribute", "py_comment", "py_literal", "py_str"]
 
 # Printable ASCII other than the quote and the backslash: copied as they are.
 _PLAIN = re.compile(r"[ !#-\[\]-~]*")
@@ -73,3 +75,21 @@ def py_attribute(expr: str, name: str) -> str:
     if name.isascii() and name.isidentifier() and not keyword.iskeyword(name):
         return f"{expr}.{name}"
     return f"getattr({expr}, {py_str(name)})"
+
+
+def py_literal(value: Any) -> str:
+    """A Python expression for a setting's value: strings through :func:`py_str`, infinities as
+    ``float("inf")``, numbers and ``None`` as their repr.
+
+    Examples
+    --------
+    >>> py_literal(0.5), py_literal(float("-inf")), py_literal("fro")
+    ('0.5', 'float("-inf")', '"fro"')
+    """
+    if isinstance(value, float) and math.isinf(value):
+        return 'float("inf")' if value > 0 else 'float("-inf")'
+    if isinstance(value, str):
+        return py_str(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    raise TypeError(f"py_literal: value must be a str, number or None; got {type(value).__name__}")

@@ -8,7 +8,11 @@ Two things could make the session's masks differ from those of the exported snip
   yields after ``torch.manual_seed(seed)``. The user's global RNG is never touched, not even by
   previews that a widget runs on a background thread;
 * exact ties at a cut -- every call names its tie rule explicitly (:func:`ties_for`, the
-  ``ties=`` keyword of the core, see ``prune_explorer.prune._select``): :data:`TIES`.
+  ``ties=`` keyword of the core, see ``prune_explorer.prune._select``): :data:`TIES`, the core's
+  fast "index" rule (the same count as torch, tied entries of lowest flat index first). Each
+  applied step notes whether a tie straddled its cut and how it was split
+  (:mod:`prune_explorer.session.ties`), and only for those steps the snippet passes a stable rank
+  as ``importance_scores`` so that stock torch splits the tie the same way.
 
 Examples
 --------
@@ -32,9 +36,11 @@ from prune_explorer.prune.validation import METHOD_PARAMETERS
 
 __all__ = ["TIES", "generator_for", "ties_for"]
 
-#: The tie rule of every pruning call the session makes: "torch" splits exact ties at a cut as
-#: ``torch.nn.utils.prune`` does, so the exported snippet reproduces the masks as written.
-TIES = "torch"
+#: The tie rule of every pruning call the session makes: "index" (the same count as torch; among
+#: entries tied at the cut, the lowest flat index first). It needs no fallback to a full sort, so
+#: previews and applies stay fast on tie-heavy weights (bf16, fp16, default init); the snippet
+#: reproduces it on stock torch where a tie straddles the cut (session/snippet_ties.py).
+TIES = "index"
 
 
 def ties_for(method: str) -> dict[str, str]:

@@ -36,18 +36,20 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
 from .checks import check_step
 from .commits import CommitResult, CommitReview, Committing
-from .compute import global_masks, local_mask
+from .compute import cell_counts, global_masks, local_mask
 from .errors import InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
 from .hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .methods import check_method, check_seed, check_settings, is_random
+from .order_cache import OrderCache
 from .packed import PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover, unknown_target
@@ -119,6 +121,7 @@ class Session(Reporting, Committing):
         self._journal = Journal(self._histories, seed)
         self._events = self._journal.events  # the subscribers (tests count them)
         self._seen = {name: seen(*self._locate(name)) for name in self._known}
+        self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -224,7 +227,7 @@ class Session(Reporting, Committing):
                 if not isinstance(step, Step):
                     raise TypeError(f"{where}: steps[{index}] must be a Step; got "
                                     f"{type(step).__name__}")
-                self._apply_ready(step, f"{where}: steps[{index}]")
+                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]")
                 if progress is not None:
                     progress(index + 1, len(steps))
         return steps
@@ -266,12 +269,53 @@ class Session(Reporting, Committing):
         )
         return self._preview_step(step, where)
 
+    @locked
+    def preview_cells(
+        self,
+        target: str,
+        method: str,
+        *,
+        row_edges: np.ndarray,
+        col_edges: np.ndarray,
+        targets: Sequence[str] | None = None,
+        seed: int | None = None,
+        **settings: Any,
+    ) -> np.ndarray | None:
+        """Kept entries per display cell of ``target`` after the step, without building a mask.
+
+        Cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]`` of
+        ``target`` viewed as ``(shape[0], numel / shape[0])``. Exactly the counts of the mask
+        :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
+        ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
+        L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
+        tensors): then pool :meth:`preview`'s mask.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
+        >>> kept = s.preview_cells("0.weight", "l1_unstructured", amount=0.25,
+        ...                        row_edges=np.array([0, 200, 400]), col_edges=np.array([0, 600]))
+        >>> kept.shape, int(kept.sum())
+        ((2, 1), 180000)
+        """
+        where = "Session.preview_cells"
+        if method == "global_unstructured":
+            step = self._make_step(where, method, _as_list(targets), settings, seed, draw=False)
+        else:
+            step = self._make_step(where, method, target, settings, seed, single=True,
+                                   draw=False)
+        check_step(self._model, self._known, step, where)
+        return cell_counts(self._model, step, target, self._orders,
+                           np.asarray(row_edges), np.asarray(col_edges))
+
     def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
         if step.is_global:
-            return global_masks(self._model, step)
+            return global_masks(self._model, step, self._orders)
         module, tensor_name = self._locate(step.target)  # type: ignore[arg-type]
-        return {step.target: local_mask(module, tensor_name, step)}  # type: ignore[dict-item]
+        mask = local_mask(module, tensor_name, step, self._orders)
+        return {step.target: mask}  # type: ignore[dict-item]
 
     # -- apply ----------------------------------------------------------------------------------
     def apply(self, target: str, method: str, *, seed: int | None = None, **settings: Any) -> Step:
@@ -285,8 +329,7 @@ class Session(Reporting, Committing):
         where = "Session.apply"
         with self.transaction():
             step = self._make_step(where, method, target, settings, seed, single=True)
-            self._apply_ready(step, where)
-        return step
+            return self._apply_ready(step, where)
 
     def apply_global(
         self,
@@ -307,8 +350,7 @@ class Session(Reporting, Committing):
                 where, "global_unstructured", _as_list(targets),
                 {"pruning_method": method, "amount": amount}, seed,
             )
-            self._apply_ready(step, where)
-        return step
+            return self._apply_ready(step, where)
 
     def apply_step(self, step: Step) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
@@ -318,15 +360,15 @@ class Session(Reporting, Committing):
         if not isinstance(step, Step):
             raise TypeError(f"Session.apply_step: step must be a Step; got {type(step).__name__}")
         with self.transaction():
-            self._apply_ready(step, "Session.apply_step")
-        return step
+            return self._apply_ready(step, "Session.apply_step")
 
-    def _apply_ready(self, step: Step, where: str) -> None:
+    def _apply_ready(self, step: Step, where: str) -> Step:
         if step.method == "remove":
             self._commit([step.target], where)  # type: ignore[list-item]
-            return
-        self._run(step, where)
+            return step
+        step = self._run(step, where)
         self._journal.emit(SessionEvent("apply", step.targets, (step,)))
+        return step
 
     def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
         """Score the model as each target (and all at once) is pruned more; see

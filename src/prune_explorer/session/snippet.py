@@ -2,7 +2,9 @@
 
 The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable named ``model``.
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
-is how the session itself ran them, so the masks come out identical.
+is how the session itself ran them, so the masks come out identical. Steps whose cut split a tie
+the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (see
+:mod:`prune_explorer.session.snippet_ties`); every other step is the plain call.
 
 Names come from models and plan files and may hold anything, so every name and address -- in a
 string literal or shown in a comment -- is written through
@@ -32,17 +34,16 @@ prune.random_unstructured(model.get_submodule("fc"), "weight", amount=0.3)
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 
 from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .methods import METHODS
 from .packed import PackedMask
-from .pysource import py_attribute, py_comment, py_str
+from .pysource import py_attribute, py_comment, py_literal, py_str
+from .snippet_ties import HELPER, global_lines, local_lines
 from .step import Step, split_address
 
 __all__ = ["MAX_LISTED", "to_snippet"]
@@ -56,14 +57,6 @@ def _module_expr(module_name: str) -> str:
     return "model" if not module_name else f"model.get_submodule({py_str(module_name)})"
 
 
-def _literal(value: Any) -> str:
-    if isinstance(value, float) and math.isinf(value):
-        return 'float("inf")' if value > 0 else 'float("-inf")'
-    if isinstance(value, str):
-        return py_str(value)
-    return repr(value)
-
-
 def _global_call(step: Step) -> list[str]:
     lines = ["prune.global_unstructured(", "    ["]
     for address in step.targets:
@@ -73,7 +66,7 @@ def _global_call(step: Step) -> list[str]:
     lines += [
         "    ],",
         f"    pruning_method=prune.{cls},",
-        f"    amount={_literal(step.settings['amount'])},",
+        f"    amount={py_literal(step.settings['amount'])},",
         ")",
     ]
     return lines
@@ -104,12 +97,14 @@ def _mask_call(step: Step) -> list[str]:
 
 def _step_lines(step: Step) -> list[str]:
     if step.is_global:
-        return _global_call(step)
+        return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
         return _mask_call(step)
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
+    if step.ties:
+        return local_lines(step, _module_expr(module_name), tensor_name)
     args = [_module_expr(module_name), py_str(tensor_name)]
-    args += [f"{key}={_literal(value)}" for key, value in step.settings.items()]
+    args += [f"{key}={py_literal(value)}" for key, value in step.settings.items()]
     return [f"prune.{step.spec.name}({', '.join(args)})"]
 
 
@@ -142,6 +137,8 @@ def to_snippet(steps: Iterable[Step]) -> str:
         "from torch.nn.utils import prune",
         *(("", "", *MASK_DECODER.splitlines(), "") if encoded else ()),
     ]
+    if any(step.ties for step in steps):
+        lines += HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:

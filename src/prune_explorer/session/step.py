@@ -105,7 +105,7 @@ class Step:
     Step: amount must be a float in [0, 1] or an int >= 0; got 'half'
     """
 
-    __slots__ = ("_method", "_seed", "_settings", "_target")
+    __slots__ = ("_method", "_seed", "_settings", "_target", "_ties")
 
     def __init__(
         self, method: str, target: str | Sequence[str], *, seed: int | None = None, **settings: Any
@@ -136,6 +136,7 @@ class Step:
         self._target = target
         self._settings = MappingProxyType(clean)
         self._seed = seed
+        self._ties: str | None = None
 
     @classmethod
     def _build(
@@ -276,6 +277,24 @@ class Step:
                 f"numbers; its fields are: {', '.join(fields)}",
                 "seed",
             )
+        return step
+
+    @property
+    def ties(self) -> str | None:
+        """How this step, as a session applied it, split entries tied at its cut.
+
+        ``None`` (no straddling tie, or torch's own split, or not known: a step not applied by a
+        session), ``"lowest"`` or ``"highest"`` (the tied entries of lowest / highest flat index
+        were pruned). Read by :meth:`Plan.to_snippet`; not part of the step's value or JSON.
+        """
+        return self._ties
+
+    def _noted(self, ties: str | None) -> Step:
+        """A copy of this step carrying ``ties`` (see :attr:`ties`)."""
+        step = Step.__new__(Step)
+        step._method, step._target = self._method, self._target
+        step._settings, step._seed = self._settings, self._seed
+        step._ties = ties
         return step
 
     # -- value semantics ------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from .methods import SEED_LIMIT
 from .packed import PackedMask
 from .registry import TensorInfo
 from .step import Step
+from .ties import note_ties
 from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
@@ -305,16 +306,22 @@ class Transactional:
         for name in names:
             self._seen[name] = seen(*self._locate(name))
 
-    def _run(self, step: Step, where: str) -> None:
-        # One step inside the current transaction: check, snapshot, run, record.
+    def _run(self, step: Step, where: str) -> Step:
+        # One step inside the current transaction: check, snapshot, run, record. Returns the
+        # step as recorded: with a note of how it split a tie at its cut (Step.ties), if it did.
         check_step(self._model, self._known, step, where)
         self._check_in_sync(step.targets, where)
         located = [(name, *self._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
+        before = {name: self._histories[name][-1].mask for name, _, _ in located}
+        found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         run_step(self._model, step)
+        if kind == "apply":
+            step = step._noted(note_ties(self._model, step, before, found))
+            self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
         for name, module, tensor_name in located:
             history = self._histories[name]
             if kind == "commit":
@@ -323,6 +330,7 @@ class Transactional:
                 mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
+        return step
 
 
 class _DryRun(Exception):

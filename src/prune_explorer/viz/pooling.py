@@ -288,9 +288,35 @@ def pool_fraction(
     a = as_array(mask)
     row_edges, col_edges = _edges_for(a.shape, max_cells, "pool_fraction")
     _, kept, area = _kept_and_area(a, gaps, row_edges, col_edges)
+    return _fraction_view(kept, area, row_edges, col_edges)
+
+
+def _fraction_view(kept: np.ndarray, area: np.ndarray, row_edges: np.ndarray,
+                   col_edges: np.ndarray) -> PooledView:
     with np.errstate(invalid="ignore", divide="ignore"):
         values = np.where(area > 0, kept / np.maximum(area, 1), np.nan)
     return PooledView(values, kept, area, row_edges, col_edges, "kept fraction")
+
+
+def pool_counts(kept: Any, row_edges: np.ndarray, col_edges: np.ndarray) -> PooledView:
+    """The kept-fraction view of exact per-cell kept counts of a gap-free 2-D array.
+
+    For counts computed without the mask (``Session.preview_cells``): the same
+    :class:`PooledView` that :func:`pool_fraction` gives for the mask with these edges.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p = pool_counts(np.array([[3, 1]]), np.array([0, 2]), np.array([0, 2, 5]))
+    >>> p.values.tolist(), p.area.tolist()
+    ([[0.75, 0.16666666666666666]], [[4, 6]])
+    """
+    kept = np.asarray(kept, dtype=np.int64)
+    area = np.outer(np.diff(row_edges), np.diff(col_edges))
+    if kept.shape != area.shape:
+        raise ValueError(f"pool_counts: kept must have one count per cell, shape {area.shape}; "
+                         f"got shape {kept.shape}")
+    return _fraction_view(kept, area, row_edges, col_edges)
 
 
 def pool_magnitude(weight: Any, mask: Any, max_cells: MaxCells = DEFAULT_MAX_CELLS) -> PooledView:
@@ -351,6 +377,4 @@ def pool_view(view: TensorView, max_cells: MaxCells = DEFAULT_MAX_CELLS) -> Pool
     col_edges = block_edges(n, max_cols)
     kept = block_sums(counts, row_edges, col_edges)
     area = (np.diff(col_edges) * per_slice).reshape(1, -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        values = np.where(area > 0, kept / np.maximum(area, 1), np.nan)
-    return PooledView(values, kept, area, row_edges, col_edges, "kept fraction")
+    return _fraction_view(kept, area, row_edges, col_edges)

@@ -30,7 +30,14 @@ from matplotlib.figure import Figure
 from prune_explorer.viz import style
 from prune_explorer.viz.figures import auto_cells, set_cell_ticks
 from prune_explorer.viz.png import encode_png
-from prune_explorer.viz.pooling import MaxCells, PooledView, _parse_max_cells, pool_view
+from prune_explorer.viz.pooling import (
+    MaxCells,
+    PooledView,
+    _parse_max_cells,
+    block_edges,
+    pool_counts,
+    pool_view,
+)
 from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
 
 # Axes and colour-bar rectangles in figure fractions (fixed: no layout engine per frame).
@@ -121,15 +128,22 @@ class MaskPreview:
         settings: Mapping[str, Any] | str | None = None,
         title: str | None = None,
         module_type: str | None = None,
+        kept_cells: Any = None,
     ) -> PooledView:
         """Show a new mask; returns the pooled data now behind the image.
 
-        Parameters are as in :func:`prune_explorer.viz.plot_mask` (mask mode).
+        Parameters are as in :func:`prune_explorer.viz.plot_mask` (mask mode). ``kept_cells``,
+        the mask's exact kept count per cell of :meth:`cell_edges` (e.g. from
+        ``Session.preview_cells``), skips pooling the mask; it is used for the matrix layout
+        only.
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
         view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
-        pooled = pool_view(view, self.max_cells)
+        if kept_cells is not None and view.kind in ("matrix", "flat"):
+            pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
+        else:
+            pooled = pool_view(view, self.max_cells)
         rows, cols = pooled.source_shape
         self.image.set_data(pooled.values)
         layout_key = (view.kind, view.source_shape, view.tile, view.row_label, view.col_label)
@@ -151,6 +165,13 @@ class MaskPreview:
         self.pooled = pooled
         self.view = view
         return pooled
+
+    def cell_edges(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column block edges of the cells a tensor of ``shape`` is pooled into (matrix
+        layout: ``shape[0]`` rows, the other dims flattened into columns; rank >= 2)."""
+        rows = shape[0]
+        cols = int(np.prod(shape[1:]))
+        return block_edges(rows, self.max_cells[0]), block_edges(cols, self.max_cells[1])
 
     def _dynamic_artists(self) -> list[Artist]:
         return [self.image, *self.ax.spines.values(), self.ax.title]

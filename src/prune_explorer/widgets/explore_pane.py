@@ -240,6 +240,10 @@ class ExplorePane:
         with session.lock:  # one consistent reading of the session
             try:
                 masks = request.preview_all(session)
+                cells = None
+                if masks.get(request.target) is not None and masks[request.target].dim() >= 2:
+                    edges = self.preview_pane.picture.cell_edges(tuple(masks[request.target].shape))
+                    cells = request.kept_cells(session, edges)
                 before = self.kept(request.target)
                 others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
                 module_type = session.info(request.target).module_type
@@ -254,7 +258,7 @@ class ExplorePane:
             mask = before.kept
             note = f"{request.target} is not among the global targets; showing its current mask"
         pooled = self.preview_pane.draw(mask, request, module_type=module_type,
-                                        plain=note is not None)
+                                        plain=note is not None, kept_cells=cells)
         if note is None:
             stats = PreviewStats.measure(before, mask, request, others=others,
                                          kept_after=pooled.kept_total)

@@ -93,6 +93,19 @@ class PreviewRequest:
         """Mask the step would leave on :attr:`target` (None: not among global targets)."""
         return self.preview_all(session).get(self.target)
 
+    def kept_cells(self, session: Session, edges: tuple[Any, Any]) -> Any:
+        """Kept entries per picture cell of :attr:`target` after the step, straight from the
+        session's cached order (no mask pooled); None where only the mask can tell."""
+        if self.layout != "auto":
+            return None
+        row_edges, col_edges = edges
+        if self.is_global:
+            return session.preview_cells(self.target, self.method, row_edges=row_edges,
+                                         col_edges=col_edges, targets=list(self.targets),
+                                         **self.settings)
+        return session.preview_cells(self.target, self.method, row_edges=row_edges,
+                                     col_edges=col_edges, **self.settings)
+
     def apply(self, session: Session) -> Step:
         """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
         if self.is_global:
@@ -273,10 +286,12 @@ class PreviewPane:
         self.info.add_class("pe-preview-info")
 
     def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
-             plain: bool = False) -> PooledView:
+             plain: bool = False, kept_cells: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
 
         ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
+        ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
+        session knows them (:meth:`PreviewRequest.kept_cells`), so the mask is not pooled.
         """
         layout = request.layout
         if layout == "kernels" and mask.dim() < 3:
@@ -289,6 +304,7 @@ class PreviewPane:
             method=None if plain else request.method,
             settings=None if plain else request.title_settings(),
             module_type=module_type,
+            kept_cells=kept_cells,
         )
 
     def publish(

@@ -1,0 +1,268 @@
+"""What a slider move needs, computed once per tensor state: the L1 order of the unpruned entries.
+
+Moving the amount slider changes only ``k``, never the order of ``|w|``. So, for a tensor in a
+given state (its values and its current mask), :class:`TensorOrder` sorts the unpruned magnitudes
+once -- stably, so equal magnitudes keep their flat order, which is exactly the session's tie rule
+(lowest flat index first, see :mod:`prune_explorer.session.ties`) -- and keeps
+
+* ``rank``: each unpruned entry's place in that order (-1 where already pruned);
+* ``sorted_keys``: the unpruned magnitudes in ascending order.
+
+Then, for any ``k``:
+
+* a local L1 mask is ``rank >= k`` (one comparison, no selection);
+* a global L1 cut over several tensors is found on the sorted keys alone
+  (:func:`global_thresholds`: binary searches, ``O(T log n)``, no pass over the entries), and
+  each tensor's mask is again ``rank >= t_i``;
+* the pruned count of every display cell of the picture is a ``searchsorted`` of the cell's
+  sorted ranks (:meth:`TensorOrder.pruned_per_cell`), ``O(cells log n)``.
+
+:class:`OrderCache` holds the orders by address and throws one away as soon as its tensor state
+changes: apply, undo, commit and device moves replace or rewrite the mask or parameter, and a
+write to the weights bumps the parameter's version counter; each is checked on every use (tensor
+identity through a weak reference, ``_version`` and device). A write through ``param.data`` does
+not bump the counter: a strided sample of 1,024 values, compared on every use, catches those
+unless they miss every sampled entry.
+
+Tensors of at most ``SMALL`` entries (where the core uses torch's own ``topk`` and its tie
+order) and tensors holding NaN are not cached: callers ask the core, as before.
+
+Examples
+--------
+>>> import torch
+>>> layer = torch.nn.Linear(600, 400)
+>>> cache = OrderCache()
+>>> order = cache.get(layer, "weight")
+>>> mask = order.mask(round(0.3 * order.alive))
+>>> int((mask == 0).sum()) == round(0.3 * 240_000)
+True
+>>> cache.get(layer, "weight") is order
+True
+>>> with torch.no_grad():
+...     layer.weight[0, 0] = 1.0  # a write to the weights: the order is rebuilt
+>>> cache.get(layer, "weight") is order
+False
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
+
+#: Same bound as the core's: at or below it, the core uses torch.topk (torch's tie order).
+try:
+    from prune_explorer.prune._select import SMALL
+except ImportError:  # pragma: no cover - the core moved it
+    SMALL = 1 << 17
+
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+_FLOATS = tuple(_BITS)
+
+
+def _state(module: nn.Module, name: str) -> tuple[Any, ...]:
+    """What defines ``module.name``'s state: the parameter (``_orig`` once pruned) and the mask
+    buffer, each as (weak reference, version, device), plus a strided sample of the values
+    (writes through ``param.data`` bypass the version counter; the sample catches most)."""
+    orig = module._parameters.get(name + "_orig")
+    mask = module._buffers.get(name + "_mask") if orig is not None else None
+    param = orig if orig is not None else module._parameters.get(name)
+    tensors = [t for t in (param, mask) if t is not None]
+    flat = tensors[0].detach().reshape(-1)
+    sample = flat[:: max(1, flat.numel() // 1024)].clone()
+    return (*((weakref.ref(t), t._version, t.device) for t in tensors), sample)
+
+
+def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    if len(state) != len(now) or not torch.equal(state[-1], now[-1]):
+        return False
+    return all(ref() is not None and ref() is new_ref() and version == new_version
+               and device == new_device
+               for (ref, version, device), (new_ref, new_version, new_device) in zip(
+                   state[:-1], now[:-1], strict=True))
+
+
+class TensorOrder:
+    """The stable L1 order of one tensor's unpruned entries (see the module docstring).
+
+    Attributes
+    ----------
+    rank : torch.Tensor
+        int32/int64, the tensor's shape: place of each unpruned entry in ascending ``|w|``
+        (ties: lowest flat index first); -1 where already pruned.
+    sorted_keys : torch.Tensor
+        1-D, the ``alive`` unpruned magnitudes, ascending, as their bit patterns (an integer
+        dtype of the same width, which orders non-negative floats exactly as their values).
+    alive : int
+        Unpruned entries.
+    mask_dtype : torch.dtype
+        dtype of the masks the core would return (the tensor's).
+    """
+
+    def __init__(self, current: torch.Tensor, kept: torch.Tensor | None, state: tuple[Any, ...]):
+        with torch.no_grad():
+            keys = current.detach().abs().reshape(-1)
+            if kept is not None:
+                dead = kept.reshape(-1) == 0
+                keys = keys.masked_fill(dead, float("nan"))  # NaN sorts after every number
+            # Non-negative floats (and NaN after them) order as their bit patterns do: sorting
+            # those integers is the same stable order, and several times faster.
+            bits = keys.view(_BITS[keys.dtype])
+            n = keys.numel()
+            sorted_keys, order = torch.sort(bits, stable=True)
+            self.alive = n if kept is None else n - int(dead.sum())
+            index_dtype = torch.int32 if n < 2**31 else torch.int64
+            rank = torch.empty(n, dtype=index_dtype, device=keys.device)
+            rank[order] = torch.arange(n, dtype=index_dtype, device=keys.device)
+            del order
+            if kept is not None:
+                rank.masked_fill_(dead, -1)
+        self.rank = rank.view(current.shape)
+        self.sorted_keys = sorted_keys[: self.alive].clone()  # bit patterns, comparable as ints
+        self.mask_dtype = current.dtype
+        self.shape = tuple(current.shape)
+        self._state = state
+        self._cells: tuple[bytes, bytes, torch.Tensor] | None = None
+
+    def mask(self, pruned: int) -> torch.Tensor:
+        """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
+        out = torch.empty(self.shape, dtype=self.mask_dtype, device=self.rank.device)
+        return torch.ge(self.rank, pruned, out=out)
+
+    def pruned_per_cell(self, pruned: int, row_edges: np.ndarray,
+                        col_edges: np.ndarray) -> np.ndarray:
+        """Entries each display cell would lose *or has lost* with ``pruned`` first entries cut.
+
+        The cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]``
+        of the tensor seen as ``(shape[0], numel / shape[0])`` (int64 array of shape (R, C)).
+        Already pruned entries count as pruned. The first call for a grid sorts each cell's
+        ranks (once); every call after is a batched ``searchsorted``: ``O(R * C * log(cell))``.
+        """
+        key = (row_edges.tobytes(), col_edges.tobytes())
+        if self._cells is None or self._cells[:2] != key:
+            self._cells = (*key, self._cell_ranks(row_edges, col_edges))
+        cells = self._cells[2]
+        query = torch.full((cells.shape[0], 1), pruned, dtype=cells.dtype, device=cells.device)
+        below = torch.searchsorted(cells, query).reshape(row_edges.size - 1, col_edges.size - 1)
+        return below.cpu().numpy().astype(np.int64)
+
+    def _cell_ranks(self, row_edges: np.ndarray, col_edges: np.ndarray) -> torch.Tensor:
+        # (cells, tallest * widest): each cell's ranks, ascending, padded with the largest int.
+        device = self.rank.device
+        ncols = self.rank.numel() // self.shape[0]
+
+        def spans(edges: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+            sizes = np.diff(edges)
+            offsets = np.arange(int(sizes.max()))
+            index = edges[:-1, None] + offsets[None, :]
+            return (torch.from_numpy(index).to(device),
+                    torch.from_numpy(offsets[None, :] < sizes[:, None]).to(device))
+
+        rows, row_ok = spans(row_edges)
+        cols, col_ok = spans(col_edges)
+        flat = rows[:, None, :, None] * ncols + cols[None, :, None, :]  # (R, C, h, w)
+        valid = row_ok[:, None, :, None] & col_ok[None, :, None, :]
+        flat = torch.where(valid, flat, 0)
+        ranks = self.rank.reshape(-1)[flat].masked_fill_(~valid, torch.iinfo(self.rank.dtype).max)
+        cells = ranks.reshape(rows.shape[0] * cols.shape[0], -1)
+        return torch.sort(cells, dim=1).values
+
+    def __repr__(self) -> str:
+        return (f"TensorOrder(shape={self.shape}, alive={self.alive:,}, "
+                f"dtype={self.mask_dtype})")
+
+
+def global_thresholds(orders: Sequence[TensorOrder], pruned: int) -> list[int]:
+    """Per tensor, how many of its first entries a global L1 cut of ``pruned`` entries takes.
+
+    The cut is the ``pruned`` smallest keys over all tensors, ties at the cut taken in tensor
+    order, lowest flat index first within a tensor (the core's global rule). Works on the sorted
+    keys only: a bisection over a small sample of them, then the exact order statistic among the
+    few keys left between two neighbouring sample values.
+    """
+    keys = [o.sorted_keys for o in orders]
+    total = sum(k.numel() for k in keys)
+    if pruned <= 0:
+        return [0] * len(keys)
+    if pruned >= total:
+        return [k.numel() for k in keys]
+
+    def count(value: torch.Tensor, right: bool) -> list[int]:
+        return [int(torch.searchsorted(k, value.to(k.device).view(1), right=right))
+                for k in keys]
+
+    step = max(1, total // 4096)
+    sample = torch.sort(torch.cat([k[::step].cpu() for k in keys])).values
+    lo, hi = -1, sample.numel() - 1  # sample[hi] has >= pruned keys at or below it (or is last)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if sum(count(sample[mid], right=True)) >= pruned:
+            hi = mid
+        else:
+            lo = mid
+    below = [0] * len(keys) if lo < 0 else count(sample[lo], right=True)
+    upto = count(sample[hi], right=True)
+    if sum(upto) < pruned:  # only past the last sample value
+        upto = [k.numel() for k in keys]
+    between = torch.cat([k[b:u].cpu() for k, b, u in zip(keys, below, upto, strict=True)])
+    value = torch.kthvalue(between, pruned - sum(below)).values
+    less = count(value, right=False)
+    equal = [r - le for r, le in zip(count(value, right=True), less, strict=True)]
+    need = pruned - sum(less)
+    out = []
+    for le, eq in zip(less, equal, strict=True):
+        take = min(eq, need)
+        need -= take
+        out.append(le + take)
+    return out
+
+
+class OrderCache:
+    """:class:`TensorOrder` by tensor, rebuilt whenever the tensor's state changed.
+
+    ``get(module, name)`` returns the order of ``module.name`` as it is now, or None when the
+    core's own path must be used (``numel <= SMALL``, not floating, NaN entries, or more than
+    ``budget`` entries). At most ``budget`` entries are ordered at once (about 8 bytes each for
+    rank and sorted keys); the oldest orders make room for new ones.
+    """
+
+    def __init__(self, budget: int = 1 << 28) -> None:
+        self.budget = budget  # at most this many entries ordered at once (oldest dropped)
+        self._orders: dict[tuple[int, str], TensorOrder] = {}
+
+    def get(self, module: nn.Module, name: str) -> TensorOrder | None:
+        current = getattr(module, name)
+        if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS:
+            return None
+        key = (id(module), name)
+        now = _state(module, name)
+        order = self._orders.get(key)
+        if order is not None and _still(order._state, now):
+            return order
+        self._orders.pop(key, None)  # free the stale one before building
+        if bool(torch.isnan(current).any()):
+            return None
+        kept = module._buffers.get(name + "_mask") if len(now) == 3 else None
+        while self._orders and sum(o.rank.numel() for o in self._orders.values()) \
+                + current.numel() > self.budget:
+            del self._orders[next(iter(self._orders))]
+        order = TensorOrder(current, kept, now)
+        self._orders[key] = order
+        return order
+
+    def clear(self) -> None:
+        """Forget every order."""
+        self._orders.clear()
+
+    def __len__(self) -> int:
+        return len(self._orders)
+
+    def __repr__(self) -> str:
+        return f"OrderCache({len(self._orders)} tensor orders)"

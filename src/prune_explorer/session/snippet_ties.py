@@ -1,0 +1,130 @@
+"""Snippet lines for steps whose cut split a tie (see :mod:`prune_explorer.session.ties`).
+
+When entries of equal key straddle the cut, the session pruned the tied entries of lowest (or
+highest) flat index first, and a plain ``torch.nn.utils.prune`` call would pick others. For those
+steps only, the snippet defines a small ``stable_rank`` helper once and passes, as
+``importance_scores`` of an L1 call, a rank in which every entry differs: torch then has no tie
+left to break, and prunes exactly the session's entries.
+
+* L1 (local or global): the stable rank of ``|w|`` (of the tensors concatenated in order, for a
+  global step; torch ranks only the entries still unpruned, and a rank keeps their order).
+* Random: ``torch.manual_seed(seed)`` and the very draws ``random_unstructured`` makes (one per
+  unpruned entry), then an L1 call on the stable rank of ``-draws`` (the largest draws go first),
+  written at the unpruned positions. The hook then holds an ``L1Unstructured``; the mask is the
+  session's.
+
+Examples
+--------
+>>> from prune_explorer.session import Step
+>>> step = Step("l1_unstructured", "fc.weight", amount=0.5)._noted("lowest")
+>>> print("\\n".join(local_lines(step, 'model.get_submodule("fc")', "weight")))
+module = model.get_submodule("fc")
+# |w| ties at the cut: rank ties lowest flat index first, as prune-explorer did
+prune.l1_unstructured(module, "weight", amount=0.5,
+                      importance_scores=stable_rank(module.weight.detach().abs(), "lowest"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .pysource import py_attribute, py_literal, py_str
+from .step import Step, split_address
+
+__all__ = ["HELPER", "global_lines", "local_lines"]
+
+#: Defined once at the top of a snippet that needs it.
+HELPER = [
+    "",
+    "",
+    'def stable_rank(keys, ties="lowest"):',
+    '    """Rank of every entry of `keys` (0 = smallest); equal keys are ranked by flat index,',
+    '    lowest index first (ties="highest": highest first). No two ranks are equal."""',
+    '    flat = keys.flatten() if ties == "lowest" else keys.flatten().flip(0)',
+    "    order = torch.sort(flat, stable=True).indices",
+    "    rank = torch.empty_like(order)",
+    "    rank[order] = torch.arange(order.numel(), device=order.device)",
+    '    return (rank if ties == "lowest" else rank.flip(0)).view(keys.shape)',
+]
+
+
+def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
+    """Lines for a single-tensor L1/random step whose :attr:`Step.ties` is set."""
+    q = py_str
+    ties = q(step.ties or "lowest")
+    name = q(tensor_name)
+    weight = py_attribute("module", tensor_name)
+    amount = py_literal(step.settings["amount"])
+    lines = [f"module = {module}"]
+    if step.method == "l1_unstructured":
+        lines += [
+            f"# |w| ties at the cut: rank ties {step.ties} flat index first, as prune-explorer did",
+            f"prune.l1_unstructured(module, {name}, amount={amount},",
+            f"                      importance_scores=stable_rank({weight}.detach().abs(), "
+            f"{ties}))",
+        ]
+        return lines
+    mask = py_attribute("module", tensor_name + "_mask")
+    lines += [
+        "# random_unstructured draws one number per unpruned entry and prunes the largest; the",
+        f"# draws tie at the cut, and prune-explorer pruned the tied ones {step.ties} flat index",
+        "# first: the same draws, ranked, in an L1 call",
+        f"if hasattr(module, {q(tensor_name + '_mask')}):",
+        f"    alive = {mask} == 1",
+        "else:",
+        f"    alive = torch.ones_like({weight}, dtype=torch.bool)",
+        f"draws = torch.rand(int(alive.sum()), dtype={weight}.dtype, device={weight}.device)",
+        "scores = torch.zeros(alive.shape, dtype=torch.long, device=alive.device)",
+        f"scores[alive] = stable_rank(-draws, {ties})",
+        f"prune.l1_unstructured(module, {name}, amount={amount}, importance_scores=scores)",
+    ]
+    return lines
+
+
+def global_lines(step: Step, module_expr: Callable[[str], str]) -> list[str]:
+    """Lines for a ``global_unstructured`` step whose :attr:`Step.ties` is set."""
+    q = py_str
+    ties = q(step.ties or "lowest")
+    lines = ["parameters = ["]
+    for address in step.targets:
+        module_name, tensor_name = split_address(address)
+        lines.append(f"    ({module_expr(module_name)}, {q(tensor_name)}),")
+    lines.append("]")
+    if step.settings["pruning_method"] == "l1_unstructured":
+        lines += [
+            f"# |w| ties at the cut: rank ties {step.ties} flat index first (the tensors taken in "
+            "this order),",
+            "# as prune-explorer did",
+            "keys = torch.cat([getattr(m, n).detach().abs().flatten() for m, n in parameters])",
+            f"ranks = stable_rank(keys, {ties}).split([getattr(m, n).numel() "
+            "for m, n in parameters])",
+            "importance = {(m, n): r.view(getattr(m, n).shape) "
+            "for (m, n), r in zip(parameters, ranks)}",
+        ]
+    else:
+        lines += [
+            "# random pruning draws one number per unpruned entry (all tensors in this order) and",
+            f"# prunes the largest; the draws tie at the cut, and prune-explorer pruned the tied "
+            f"ones {step.ties}",
+            "# flat index first: the same draws, ranked, in an L1 call",
+            "alive = [getattr(m, n + \"_mask\") == 1 if hasattr(m, n + \"_mask\")",
+            "         else torch.ones_like(getattr(m, n), dtype=torch.bool)",
+            "         for m, n in parameters]",
+            "first = getattr(*parameters[0])",
+            "counts = [int(a.sum()) for a in alive]",
+            "draws = torch.rand(sum(counts), dtype=first.dtype, device=first.device)",
+            f"ranks = stable_rank(-draws, {ties}).split(counts)",
+            "importance = {}",
+            "for p, a, r in zip(parameters, alive, ranks):",
+            "    importance[p] = torch.zeros(a.shape, dtype=torch.long, device=a.device)",
+            "    importance[p][a] = r",
+        ]
+    lines += [
+        "prune.global_unstructured(",
+        "    parameters,",
+        "    pruning_method=prune.L1Unstructured,",
+        f"    amount={py_literal(step.settings['amount'])},",
+        "    importance_scores=importance,",
+        ")",
+    ]
+    return lines

@@ -1,0 +1,159 @@
+"""Which way a step split entries that tie exactly at its cut, so the snippet can say so.
+
+The session runs the core in its default tie rule (``prune.tie_break("index")``): when entries of
+equal key straddle the cut of a large tensor, the core prunes the same *number* of them as torch,
+lowest flat index first, instead of calling torch's full sorted ``topk``. Stock torch would pick
+some other tied entries, so :func:`note_ties` looks, right after a step ran, at which tied entries
+it pruned:
+
+* ``None`` -- no tie straddled the cut (the set of pruned entries is unique), or the tied entries
+  pruned are torch's own choice: the plain ``torch.nn.utils.prune`` call reproduces the mask;
+* ``"lowest"`` -- the tied entries pruned are those of lowest flat index (over the targets'
+  unpruned entries in order, concatenated for a global step);
+* ``"highest"`` -- those of highest flat index.
+
+For ``"lowest"``/``"highest"`` the snippet passes a stable rank of the keys as
+``importance_scores``, which makes stock torch prune exactly those entries (see
+:mod:`prune_explorer.session.snippet_ties`).
+
+Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random methods the
+seeded draws (the largest are pruned), drawn again from the step's seed exactly as the core drew
+them. Structured methods cut whole channels: their few keys always go through torch's ``topk``.
+
+Examples
+--------
+>>> import torch
+>>> keys = torch.tensor([0.1, 0.5, 0.5, 0.5, 0.9])
+>>> split_of(keys, torch.tensor([True, True, False, False, False]))
+'lowest'
+>>> split_of(keys, torch.tensor([True, False, False, True, False]))
+'highest'
+>>> split_of(keys, torch.tensor([True, False, False, False, False])) is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .packed import PackedMask
+from .seeding import generator_for
+from .step import Step, split_address
+
+__all__ = ["note_ties", "split_of"]
+
+
+def split_of(keys: torch.Tensor, pruned: torch.Tensor) -> str | None:
+    """How the pruned entries (the smallest ``keys``) split the tie at the cut, if one straddles.
+
+    ``keys`` and ``pruned`` are 1-D over the candidate entries, in flat order. Returns ``None``
+    when no tie straddles the cut (or nothing/everything is pruned), ``"lowest"`` or
+    ``"highest"`` when the pruned tied entries are those of lowest / highest index, and
+    ``"other"`` for any other split (torch's own ``topk`` choice).
+    """
+    top = _cut([keys], [pruned], [~pruned])
+    if top is None:
+        return None
+    return _split(pruned[keys == top])
+
+
+def _cut(keys: list[torch.Tensor], pruned: list[torch.Tensor],
+         kept: list[torch.Tensor]) -> torch.Tensor | None:
+    """The key at the cut when a tie straddles it (largest pruned == smallest kept), else None.
+
+    Masked reductions, no gathers: a few passes over each tensor.
+    """
+    if any(bool(torch.isnan(k).any()) for k in keys):
+        return None  # NaN keys: the core leaves those cuts to torch's topk
+    tops = [torch.where(p, k, float("-inf")).amax() for k, p in zip(keys, pruned, strict=True)
+            if k.numel()]
+    bottoms = [torch.where(m, k, float("inf")).amin() for k, m in zip(keys, kept, strict=True)
+               if k.numel()]
+    if not tops:
+        return None
+    top = torch.stack([t.double().cpu() for t in tops]).amax()
+    bottom = torch.stack([b.double().cpu() for b in bottoms]).amin()
+    if not bool(torch.isfinite(top)) or not bool(torch.isfinite(bottom)) or bool(top < bottom):
+        return None
+    return tops[0].new_tensor(float(top)).cpu()
+
+
+def _split(taken: torch.Tensor) -> str:
+    """``taken``: for the tied entries in flat order, whether each was pruned."""
+    count = int(taken.count_nonzero())
+    if bool(taken[:count].all()):
+        return "lowest"
+    if bool(taken[taken.numel() - count:].all()):
+        return "highest"
+    return "other"
+
+
+def _draws(step: Step, count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # What the core drew for a random unstructured step: `count` uniform draws over the unpruned
+    # entries, from the generator seeded with step.seed.
+    method = "random_unstructured"
+    generator = generator_for(method, step.seed, device)["generator"]
+    return torch.rand(count, generator=generator, dtype=dtype, device=device)
+
+
+def note_ties(
+    model: nn.Module,
+    step: Step,
+    before: Mapping[str, PackedMask],
+    importance: Mapping[str, torch.Tensor],
+) -> str | None:
+    """``"lowest"``/``"highest"`` if ``step`` (just applied) split a straddling tie that way.
+
+    Parameters
+    ----------
+    model
+        The model after the step.
+    step
+        The step; only unstructured L1/random steps (local or global) can get a note.
+    before
+        The kept-masks of the step's targets before it ran, by address.
+    importance
+        The targets' values as the step found them (what L1 ranks), by address.
+    """
+    if step.is_global:
+        inner = step.settings["pruning_method"]
+    elif step.method in ("l1_unstructured", "random_unstructured"):
+        inner = step.method
+    else:
+        return None
+    masks = []
+    for address in step.targets:
+        module_name, tensor_name = split_address(address)
+        after = getattr(model.get_submodule(module_name), tensor_name + "_mask").reshape(-1)
+        was = before[address].unpack(device=after.device).reshape(-1)
+        masks.append((was, after != 0))
+    if inner == "l1_unstructured":
+        dtype = _common_dtype([importance[a] for a in step.targets])
+        keys = [importance[a].detach().reshape(-1).abs().to(dtype) for a in step.targets]
+        newly = [was & ~kept for was, kept in masks]
+        top = _cut(keys, newly, [kept for _, kept in masks])
+        if top is None:
+            return None
+        taken = []
+        for k, n, (was, _) in zip(keys, newly, masks, strict=True):
+            tied = torch.nonzero((k == top.to(k.device)) & was).reshape(-1)
+            taken.append(n[tied].cpu())
+        split = _split(torch.cat(taken))
+    else:
+        flags = torch.cat([(~kept)[was].cpu() for was, kept in masks])
+        first = importance[step.targets[0]]
+        dtype = _common_dtype([importance[a] for a in step.targets])
+        draws = _draws(step, flags.numel(), dtype, first.device)
+        # the largest draws are pruned: the smallest negated ones
+        split = split_of(draws.neg().cpu(), flags)
+    return split if split in ("lowest", "highest") else None
+
+
+def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return dtype

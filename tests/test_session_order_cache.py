@@ -1,0 +1,191 @@
+"""Issue 11, item 4: slider previews come from a per-tensor order computed once, never stale.
+
+The order's masks must be the core's, bit for bit (tie-heavy data: every cut is a tie), and the
+order must be rebuilt after anything that changes the tensor's state: apply, undo, commit, a
+device move, a write to the weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from prune_explorer import prune
+from prune_explorer.session import Session
+from prune_explorer.session.order_cache import OrderCache, TensorOrder, global_thresholds
+from prune_explorer.viz.pooling import block_edges, pool_fraction
+
+AMOUNTS = [0.0, 0.01, 0.25, 0.5, 0.77, 0.999, 1.0, 3, 100_000]
+
+
+def _model(dtype: torch.dtype = torch.float32, seed: int = 0) -> nn.Module:
+    g = torch.Generator().manual_seed(seed)
+    model = nn.Sequential(nn.Linear(500, 400), nn.Linear(400, 350), nn.Linear(350, 400))
+    with torch.no_grad():
+        for layer in model:
+            w = torch.randn(layer.weight.shape, generator=g) * 0.05
+            layer.weight.copy_(torch.round(w * 64) / 64 if dtype == torch.float32 else w)
+    return model.to(dtype)
+
+
+def _core_local(layer: nn.Module, amount) -> torch.Tensor:
+    with prune.tie_break("index"):
+        return prune.preview_mask(layer, "weight", prune.L1Unstructured(amount=amount))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_order_masks_are_the_cores_fresh_and_iterative(dtype):
+    layer = _model(dtype)[0]
+    cache = OrderCache()
+    for pruned_first in (False, True):
+        if pruned_first:
+            prune.l1_unstructured(layer, "weight", amount=0.3)
+        order = cache.get(layer, "weight")
+        assert isinstance(order, TensorOrder)
+        for amount in AMOUNTS:
+            k = prune._compute_nparams_toprune(amount, order.alive)
+            expected = _core_local(layer, amount)
+            got = order.mask(k)
+            assert got.dtype == expected.dtype
+            assert torch.equal(got, expected), amount
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_global_thresholds_give_the_cores_global_masks(dtype):
+    model = _model(dtype)
+    prune.l1_unstructured(model[1], "weight", amount=0.4)
+    pairs = [(model[2], "weight"), (model[0], "weight"), (model[1], "weight")]
+    cache = OrderCache()
+    orders = [cache.get(m, n) for m, n in pairs]
+    alive = sum(o.alive for o in orders)
+    for amount in [*AMOUNTS, alive]:
+        with prune.tie_break("index"):
+            expected = prune.global_masks(pairs, prune.L1Unstructured, amount=amount)
+        cuts = global_thresholds(orders, prune._compute_nparams_toprune(amount, alive))
+        for order, cut, mask in zip(orders, cuts, expected, strict=True):
+            assert torch.equal(order.mask(cut), mask), amount
+
+
+def test_pruned_per_cell_counts_what_pooling_the_mask_counts():
+    layer = _model(torch.bfloat16)[0]
+    prune.l1_unstructured(layer, "weight", amount=0.2)
+    order = OrderCache().get(layer, "weight")
+    for cells in [(400, 500), (37, 61), (1, 1)]:
+        rows, cols = block_edges(400, cells[0]), block_edges(500, cells[1])
+        for k in (0, 1, 12_345, order.alive // 2, order.alive):
+            pooled = pool_fraction(order.mask(k), max_cells=cells)
+            pruned = order.pruned_per_cell(k, rows, cols)
+            np.testing.assert_array_equal(pooled.area - pooled.kept, pruned)
+
+
+def _fresh_order_after(s: Session, change) -> None:
+    """``change`` alters 0.weight's state: the next preview must see it (no stale order)."""
+    s.preview("0.weight", "l1_unstructured", amount=0.5)
+    before = s._orders.get(*s._locate("0.weight"))
+    change()
+    preview = s.preview("0.weight", "l1_unstructured", amount=0.5)
+    layer = s.model[0]
+    assert torch.equal(preview, _core_local(layer, 0.5))
+    assert s._orders.get(*s._locate("0.weight")) is not before
+
+
+def test_order_is_rebuilt_after_a_write_to_the_weights():
+    s = Session(_model())
+
+    def write():
+        with torch.no_grad():
+            s.model[0].weight.mul_(-2.0).add_(torch.linspace(0, 1, 500))
+
+    _fresh_order_after(s, write)
+
+
+def test_order_is_rebuilt_after_a_write_through_data():
+    s = Session(_model())
+
+    def write():
+        s.model[0].weight.data.mul_(torch.linspace(-1, 1, 500))  # no version bump
+
+    _fresh_order_after(s, write)
+
+
+def test_order_is_rebuilt_after_apply_undo_commit_and_a_write_to_orig():
+    s = Session(_model())
+    _fresh_order_after(s, lambda: s.apply("0.weight", "l1_unstructured", amount=0.2))
+    _fresh_order_after(s, lambda: s.apply("0.weight", "random_unstructured", amount=0.2))
+    _fresh_order_after(s, s.undo)
+
+    def write_orig():
+        with torch.no_grad():
+            s.model[0].weight_orig.mul_(torch.linspace(-1, 1, 500))
+        s.model(torch.zeros(1, 500))  # the forward pass refreshes `weight` = orig * mask
+
+    _fresh_order_after(s, write_orig)
+    _fresh_order_after(s, lambda: s.commit(["0.weight"]))
+
+
+def test_order_is_rebuilt_after_a_device_move():
+    s = Session(_model())
+    s.preview("0.weight", "l1_unstructured", amount=0.5)
+    order = s._orders.get(*s._locate("0.weight"))
+    s.to("cpu")  # same device: the tensors stay, and so may the order
+    assert torch.equal(s.preview("0.weight", "l1_unstructured", amount=0.5),
+                       _core_local(s.model[0], 0.5))
+    if torch.cuda.is_available():
+        s.to("cuda")
+        moved = s.preview("0.weight", "l1_unstructured", amount=0.5)
+        assert moved.device.type == "cuda"
+        assert s._orders.get(*s._locate("0.weight")) is not order
+
+
+def test_the_session_previews_through_its_order_cache():
+    s = Session(_model(torch.bfloat16))
+    s.preview("0.weight", "l1_unstructured", amount=0.5)
+    s.preview_global(["1.weight", "2.weight"], amount=0.5)
+    assert len(s._orders) == 3
+    small = Session(nn.Sequential(nn.Linear(20, 10)))  # small tensors: the core's own path
+    small.preview("0.weight", "l1_unstructured", amount=0.5)
+    assert len(small._orders) == 0
+
+
+@pytest.mark.parametrize("cells", [(400, 500), (64, 80), (7, 3)])
+def test_preview_cells_are_the_counts_of_the_previewed_mask(cells):
+    s = Session(_model(torch.bfloat16))
+    s.apply("1.weight", "l1_unstructured", amount=0.3)
+    for target, shape in (("0.weight", (400, 500)), ("1.weight", (350, 400))):
+        rows, cols = block_edges(shape[0], cells[0]), block_edges(shape[1], cells[1])
+        for amount in (0.0, 0.3, 0.61, 1.0, 5):
+            kept = s.preview_cells(target, "l1_unstructured", row_edges=rows, col_edges=cols,
+                                   amount=amount)
+            mask = s.preview(target, "l1_unstructured", amount=amount)
+            np.testing.assert_array_equal(kept, pool_fraction(mask, max_cells=cells).kept)
+            glob = s.preview_cells(target, "global_unstructured", row_edges=rows,
+                                   col_edges=cols, targets=["1.weight", "0.weight", "2.weight"],
+                                   pruning_method="l1_unstructured", amount=amount)
+            masks = s.preview_global(["1.weight", "0.weight", "2.weight"], amount=amount)
+            np.testing.assert_array_equal(glob, pool_fraction(masks[target], cells).kept)
+    # only the mask can tell for other methods
+    rows, cols = block_edges(400, 10), block_edges(500, 10)
+    assert s.preview_cells("0.weight", "random_unstructured", row_edges=rows, col_edges=cols,
+                           amount=0.5) is None
+
+
+def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
+    import prune_explorer.viz.preview as viz_preview
+    from prune_explorer.viz import pool_view, tensor_view
+    from prune_explorer.widgets import Explorer
+
+    ex = Explorer(_model(torch.float32), debounce=None)
+
+    def no_pooling(*args, **kwargs):
+        raise AssertionError("the L1 preview must not pool the mask")
+
+    monkeypatch.setattr(viz_preview, "pool_view", no_pooling)
+    ex.ui.amount.value = 0.6
+    assert ex.preview_error is None
+    cells = ex.preview_pane.picture.max_cells
+    np.testing.assert_array_equal(ex.preview_array,
+                                  pool_view(tensor_view(ex.preview_mask), cells).values)
+    assert len(ex.session._orders) == 1  # the picture came from the tensor's order
+    ex.close()
