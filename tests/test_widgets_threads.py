@@ -26,11 +26,11 @@ def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_threa
     real = session_module.local_mask
     entered, resumed = threading.Event(), threading.Event()
 
-    def paused(module, tensor_name, step):
+    def paused(module, tensor_name, step, *rest):
         if threading.current_thread().name == "preview-worker":
             entered.set()
             resumed.wait(timeout=0.3)  # the main thread gets every chance to interfere here
-        return real(module, tensor_name, step)
+        return real(module, tensor_name, step, *rest)
 
     monkeypatch.setattr(session_module, "local_mask", paused)
     expected = s.preview("0.weight", "l1_unstructured", amount=60)

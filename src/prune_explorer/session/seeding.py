@@ -23,7 +23,7 @@ Examples
 >>> torch.equal(torch.rand(4, generator=g), torch.rand(4))
 True
 >>> ties_for("l1_unstructured"), ties_for("ln_structured")
-({'ties': 'torch'}, {})
+({'ties': 'index'}, {})
 """
 
 from __future__ import annotations
