@@ -22,6 +22,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
+from . import _sharded
 from ._validation import problem
 
 if TYPE_CHECKING:
@@ -160,6 +161,8 @@ def install(
         module.register_buffer(name + "_mask", mask)
         setattr(module, name, hook.apply_mask(module))
         module.register_forward_pre_hook(hook)
+        if old is None:
+            _sharded.follow_rename(module, name, name + "_orig")  # FSDP2 (last: cannot fail)
     return hook
 
 
@@ -180,4 +183,5 @@ def uninstall(module: nn.Module, name: str, *, keep_pruning: bool = True) -> nn.
     del module._parameters[name + "_orig"]
     del module._buffers[name + "_mask"]
     setattr(module, name, orig)
+    _sharded.follow_rename(module, name + "_orig", name)
     return orig

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _module
+from . import _module, _sharded
 from ._context import calling
 from ._select import SMALL, exact_ties, select_smallest, supports_fast_select
 from ._validation import check_amount_fits, check_same_shape, nparams_to_prune, problem
@@ -423,6 +423,9 @@ def _global_setup(
 
 
 def _global_compute(entries: list[_Entry], method: BasePruningMethod) -> list[torch.Tensor]:
+    if _sharded.any_sharded(e.current for e in entries):  # DTensors: collective, see _sharded
+        with calling("global_unstructured"):
+            return _sharded.global_masks(entries, method, _global_compute)
     with calling("global_unstructured"), torch.no_grad():
         total = sum(e.current.numel() for e in entries)
         fast = total > SMALL and getattr(method, "_has_own_compute_mask", lambda: False)()

@@ -13,7 +13,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _module
+from . import _module, _sharded
 from ._context import caller, calling
 from ._select import SMALL, exact_ties, select_smallest, supports_fast_select
 from ._validation import (
@@ -95,6 +95,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         name = self._require_name("apply_mask")
         mask = getattr(module, name + "_mask")
         orig = getattr(module, name + "_orig")
+        mask = _sharded.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
         return mask.to(dtype=orig.dtype) * orig
 
     @classmethod
@@ -141,6 +142,9 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         old: tuple[int, Any] | None,
     ) -> torch.Tensor:
         """The mask ``apply`` would install, computed without changing anything."""
+        if _sharded.is_sharded(current):  # DTensor (e.g. FSDP2): collective, see _sharded
+            return _sharded.mask_for(self, module, name, scores, current, old,
+                                     caller(type(self).__name__))
         with torch.no_grad():
             if old is None:
                 fast = getattr(type(self), "_fresh_mask", None)
