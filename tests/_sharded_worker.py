@@ -284,6 +284,60 @@ def check_traffic(mesh: Any) -> None:
     assert sent[0] <= 4 * (1 << _radix.BITS) * 8, sent
 
 
+class _Allocations:
+    """Every new storage of more than ``limit`` bytes that ops create (a TorchDispatchMode);
+    views of tensors that existed already are not new."""
+
+    def __init__(self, limit: int) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+        self.limit, self.seen, self.bytes = limit, set(), 0
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                for t in torch.utils._pytree.tree_leaves((args, kwargs)):
+                    if isinstance(t, torch.Tensor) and not hasattr(t, "full_tensor"):
+                        outer.seen.add(t.untyped_storage().data_ptr())  # existed before
+                out = func(*args, **(kwargs or {}))
+                for t in out if isinstance(out, (tuple, list)) else (out,):
+                    if isinstance(t, torch.Tensor) and not hasattr(t, "full_tensor"):
+                        storage = t.untyped_storage()
+                        if storage.nbytes() > outer.limit and storage.data_ptr() not in outer.seen:
+                            outer.seen.add(storage.data_ptr())
+                            outer.bytes += storage.nbytes()
+                return out
+
+        self.mode = Mode()
+
+
+def check_memory(mesh: Any) -> None:
+    """Big allocations of a global L1 call: the masks, plus 1 byte per entry once pruned.
+
+    Temporaries are bounded by the chunk size; with small chunks every shard-sized buffer
+    stands out.
+    """
+    ws = [tie_free(1500, 1000, seed=70), tied(1000, 1200, seed=71)]
+    ms = [sharded(w, mesh, 0) for w in ws]
+    local = sum(m.weight.to_local().numel() for m in ms)
+    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    try:
+        for extra in (0, 1):  # a fresh call, then one on pruned parameters
+            seen = _Allocations(limit=16 * _radix.CHUNK)
+            with seen.mode:
+                masks = ours.global_masks([(m, "weight") for m in ms], ours.L1Unstructured,
+                                          amount=0.4)
+            if local * 4 > 2 * seen.limit:
+                assert local * 4 <= seen.bytes <= local * (4 + extra), (extra, seen.bytes)
+            ours.global_unstructured([(m, "weight") for m in ms], ours.L1Unstructured,
+                                     amount=0.4)
+            if extra == 0:
+                for m, mask in zip(ms, masks, strict=True):
+                    equal(m.weight_mask, mask, "global_masks equals what is installed")
+    finally:
+        _radix.CHUNK = chunk
+
+
 def check_fsdp(mesh: Any) -> None:
     """Under FSDP2: forward/backward, state_dict, distributed checkpoint, remove."""
     import torch.distributed.checkpoint as dcp
@@ -336,7 +390,7 @@ def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh = _setup(rank, world, port, backend)
     try:
         for check in (check_local, check_structured, check_global, check_large,
-                      check_fallbacks, check_traffic, check_fsdp):
+                      check_fallbacks, check_traffic, check_memory, check_fsdp):
             check(mesh)
     finally:
         dist.destroy_process_group()

@@ -235,8 +235,10 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
         ints, bits = _radix.int_view(key)
         if largest:  # the largest draws have the smallest (top - bits)
             ints.neg_().add_((1 << bits) - 1)
-        if a is not None:
-            ints.masked_fill_(~a, -1)
+        if a is not None:  # already pruned: marked, out of the count
+            for piece, keep in zip(ints.split(_radix.CHUNK), a.split(_radix.CHUNK),
+                                   strict=True):
+                piece.masked_fill_(~keep, -1)
         starts, run = p.layout.runs()
         keysets.append(_radix.KeySet(ints, starts, run, p.offset))
     total = parts[-1].offset + parts[-1].layout.numel
