@@ -26,6 +26,7 @@ Bytes sent per call: ``2**BITS * 8`` per pass, whatever the model size (:data:`S
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,9 @@ BITS = 11
 CHUNK = 1 << 20
 
 _INT_OF = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+#: The smallest NaN bit pattern (just above inf's) of each floating dtype.
+NAN_BITS = {torch.float16: 0x7C01, torch.bfloat16: 0x7F81, torch.float32: 0x7F800001,
+            torch.float64: 0x7FF0000000000001}
 
 
 @dataclass
@@ -116,14 +120,22 @@ def _radix(
     """The k-th smallest (1-based) of the non-negative integer keys ``chunks()`` yields on all
     ranks of ``group``, with the global counts of keys below and equal to it."""
     prefix, below, equal, left = 0, 0, 0, bits
+    source = chunks
     while left > 0:
         width = min(BITS, left)
         shift = left - width
         hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
-        for c in chunks():
-            match = c[(c >> left) == prefix]  # negative markers never match
-            digit = ((match >> shift) & ((1 << width) - 1)).long()
-            hist += torch.bincount(digit, minlength=1 << width)
+        for c in source():
+            # digit + 1 of the keys under the prefix; 0 or 2**width + 1 for the others (and
+            # for negative markers): binned, then dropped -- no gather, no sort
+            digit = c >> shift
+            if digit.dtype == torch.int16:
+                digit = digit.int()
+            if prefix:
+                digit.sub_(prefix << width)
+            digit.clamp_(-1, 1 << width).add_(1)
+            hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
+        mine = hist.clone()
         all_reduce(hist, group)
         cum = hist.cumsum(0)
         j = int(torch.searchsorted(cum, torch.tensor([k - below], device=device)))
@@ -132,6 +144,9 @@ def _radix(
         equal = int(hist[j])
         prefix = (prefix << width) | j
         left = shift
+        if left and int(mine[j]) <= CHUNK:  # few keys of ours left in the race: keep them only
+            kept = [torch.cat([c[(c >> left) == prefix] for c in source()])]
+            source = functools.partial(iter, kept)
     return prefix, below, equal
 
 

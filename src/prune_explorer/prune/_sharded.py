@@ -229,12 +229,13 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
             for s, out in zip(p.scores.reshape(-1).split(_radix.CHUNK), key.split(_radix.CHUNK),
                               strict=True):
                 torch.abs(s.to(kdtype), out=out)
-                out.masked_fill_(torch.isnan(out), float("nan"))  # one NaN pattern
     keysets, bits = [], 0
     for p, a, key in zip(parts, alive, keys, strict=True):
         ints, bits = _radix.int_view(key)
         if largest:  # the largest draws have the smallest (top - bits)
             ints.neg_().add_((1 << bits) - 1)
+        else:  # one pattern for every NaN (all rank above inf, tied among themselves)
+            ints.clamp_(max=_radix.NAN_BITS[key.dtype])
         if a is not None:  # already pruned: marked, out of the count
             for piece, keep in zip(ints.split(_radix.CHUNK), a.split(_radix.CHUNK),
                                    strict=True):
