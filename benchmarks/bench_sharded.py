@@ -19,6 +19,7 @@ contention. Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -26,12 +27,13 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_prune import _peak_rss_reset, _rss_kib, make_weights  # noqa: E402
+from bench_prune import _peak_rss_reset, _rss_kib, make_weights
 
 
 def gpt2_linear_shapes(layers: int) -> list[tuple[int, ...]]:
@@ -43,10 +45,8 @@ def _release_freed_memory() -> None:
     """Return freed heap memory to the OS, so that the peak-RSS counter sees new allocations."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError):  # not glibc: nothing to do
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:  # not glibc
-        pass
 
 
 def _digest(masks: list[torch.Tensor]) -> str:
@@ -56,7 +56,8 @@ def _digest(masks: list[torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def _modules(weights: list[torch.Tensor], wrap) -> list[torch.nn.Module]:  # noqa: ANN001
+def _modules(weights: list[torch.Tensor], wrap: Callable[[torch.Tensor], torch.Tensor]
+             ) -> list[torch.nn.Module]:
     mods = []
     for w in weights:
         m = torch.nn.Module()

@@ -181,6 +181,26 @@ def check_local(mesh: Any) -> None:
         assert sorted(m.state_dict()) == ["weight"]
 
 
+def check_errors(mesh: Any) -> None:
+    """Bad arguments fail on every rank alike (no rank left waiting) and change nothing."""
+    w = tie_free(6, 4, seed=12)
+    m = sharded(w, mesh, 0)
+    for call, kind in ((lambda: ours.l1_unstructured(m, "weight", amount=25), ValueError),
+                       (lambda: ours.ln_structured(m, "weight", amount=7, n=2, dim=0),
+                        ValueError),
+                       (lambda: ours.global_unstructured([(m, "weight"), (Holder(w), "weight")],
+                                                         ours.L1Unstructured, amount=0.5),
+                        NotImplementedError)):
+        try:
+            call()
+        except kind as err:
+            assert "amount" in str(err) or "DTensor" in str(err), err
+        else:
+            raise AssertionError(f"no {kind.__name__}")
+        assert not ours.is_pruned(m) and sorted(m.state_dict()) == ["weight"]
+    dist.barrier()
+
+
 def check_structured(mesh: Any) -> None:
     """ln_structured along and across the sharded dim, every norm; random_structured."""
     w = tie_free(10, 6, 3, seed=8)
@@ -389,7 +409,7 @@ def check_fsdp(mesh: Any) -> None:
 def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh = _setup(rank, world, port, backend)
     try:
-        for check in (check_local, check_structured, check_global, check_large,
+        for check in (check_local, check_errors, check_structured, check_global, check_large,
                       check_fallbacks, check_traffic, check_memory, check_fsdp):
             check(mesh)
     finally:

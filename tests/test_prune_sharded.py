@@ -34,3 +34,30 @@ def test_sharded_masks_match_one_process_nccl() -> None:
 def test_group_timeout_leaves_no_process() -> None:
     with pytest.raises(TimeoutError):
         worker.run_group(2, "gloo", 3.0, worker.hang)
+
+
+def test_fsdp2_example_runs_under_torchrun() -> None:
+    """examples/fsdp2_prune.py, as the README says to run it (2 CPU processes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"),
+                                                      os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", str(root / "examples" / "fsdp2_prune.py")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its workers
+            proc.communicate()
+    assert proc.returncode == 0, out
+    assert "DTensor mask, placements (Shard(dim=0),)" in out, out
+    assert "'0.weight_mask', '0.weight_orig'" in out, out
+    assert "after remove_all: ['0.bias', '0.weight'," in out, out

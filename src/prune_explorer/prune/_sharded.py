@@ -149,12 +149,27 @@ class Layout:
                                   stride=torch.empty(self.shape, device="meta").stride())
 
 
+# The core's rules used here (the only names this module takes from the core's validation).
+
+
 def _count(method: Any, size: int, where: str, what: str) -> int:
     """The core's rule for how many of ``size`` units ``method.amount`` prunes (checked)."""
     from ._validation import check_amount_fits, nparams_to_prune
 
     check_amount_fits(method.amount, size, where, what)
     return nparams_to_prune(method.amount, size)
+
+
+def _structured_dim(method: Any, shape: tuple[int, ...], where: str) -> int:
+    """The core's checks of a structured method on a tensor of ``shape``; returns ``dim``."""
+    from ._validation import check_dim, check_n, check_structured
+
+    like = torch.empty(shape, device="meta")
+    check_structured(like, where, getattr(method, "_tensor_name", None))
+    dim = check_dim(like, method.dim, where)
+    if hasattr(method, "n"):
+        check_n(method.n, where, like, dim)
+    return dim
 
 
 def _kind(method: Any) -> str | None:
@@ -284,15 +299,10 @@ def _structured(layout: Layout, method: Any, kind: str, scores: torch.Tensor,
                 default: torch.Tensor | None, dtype: torch.dtype, where: str) -> torch.Tensor:
     """Local mask of a structured method: one value per slice along ``dim``, the same vector
     on every rank."""
-    from ._validation import check_dim, check_n, check_structured
-
-    check_structured(scores, where, getattr(method, "_tensor_name", None))
-    dim = check_dim(torch.empty(layout.shape, device="meta"), method.dim, where)
+    dim = _structured_dim(method, layout.shape, where)
     size, lo, n = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
     others = [d for d in range(len(layout.shape)) if d != dim]
     device = scores.device
-    if kind == "ln":
-        check_n(method.n, where, torch.empty(layout.shape, device="meta"), dim)
     alive = torch.ones(size, dtype=torch.bool, device=device)
     if default is not None:
         sums = torch.zeros(size, dtype=default.dtype, device=device)
