@@ -4,10 +4,12 @@ Global L1 pruning (``amount=0.5``) of the linear weights of GPT-2 small (12 bloc
 768x768, 768x3072 and 3072x768: 85M parameters; ``--layers`` takes fewer blocks), sharded on dim
 0 across ``world`` processes with ``prune_explorer.prune.global_unstructured``. For each world
 size the script prints the time of the call, the bytes the call sent through collectives (per
-rank) and each rank's peak extra resident memory during the call (``/proc/self/clear_refs`` then
-``VmHWM``, over the memory held just before). In the same run one process prunes the same full
-weights with ``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world
-size must be identical to torch's (the weights have pairwise distinct magnitudes).
+rank) and each rank's peak extra resident memory (``/proc/self/clear_refs`` then ``VmHWM``, over
+the memory held just before) of the whole call and of computing the masks alone
+(``global_masks``); the whole call also builds torch's pruned-weight attribute ``mask * orig``.
+In the same run one process prunes the same full weights with
+``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world size must be
+identical to torch's (the weights have pairwise distinct magnitudes).
 
 Processes share the machine's cores: with 4 processes on a 2-core machine the times include
 contention. Usage::
@@ -101,22 +103,33 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
                                                          src_data_rank=None).clone())
     del weights  # each rank keeps its shards only
     shard = sum(m.weight.to_local().numel() for m in mods)
-    dist.barrier()
-    _release_freed_memory()
-    _peak_rss_reset()
-    before = _rss_kib("VmRSS")
+    pairs = [(m, "weight") for m in mods]
+
+    def measured(call: Callable[[], object]) -> tuple[float, float]:
+        dist.barrier()
+        _release_freed_memory()
+        _peak_rss_reset()
+        before = _rss_kib("VmRSS")
+        t0 = time.perf_counter()
+        out = call()
+        dist.barrier()
+        seconds = time.perf_counter() - t0
+        del out
+        return seconds, (_rss_kib("VmHWM") - before) / 1024
+
+    # the masks alone (global_masks), then the whole call (masks + torch's layout: the pruned
+    # weight attribute ``mask * orig``)
+    _, masks_mib = measured(lambda: prune.global_masks(pairs, prune.L1Unstructured, amount=0.5))
     _radix.STATS.reset()
-    t0 = time.perf_counter()
-    prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured, amount=0.5)
-    dist.barrier()
-    seconds = time.perf_counter() - t0
-    peak = _rss_kib("VmHWM") - before
+    seconds, peak_mib = measured(
+        lambda: prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5))
     sent, collectives = _radix.STATS.bytes, _radix.STATS.collectives
     masks = [m.weight_mask.full_tensor() for m in mods]
-    result = {"time": seconds, "peak_mib": peak / 1024, "bytes": sent,
+    result = {"time": seconds, "peak_mib": peak_mib, "masks_mib": masks_mib, "bytes": sent,
               "collectives": collectives, "shard": shard,
               "digest": _digest(masks) if rank == 0 else None}
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
+    dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     dist.destroy_process_group()
 
 
@@ -167,10 +180,12 @@ def main() -> int:
         print(f"\nsharded, {world} process{'es' if world > 1 else ''}: {slowest * 1e3:9.1f} ms"
               f"   {'masks identical to torch' if same else 'MASKS DIFFER'}")
         for i, r in enumerate(ranks):
-            per = r["peak_mib"] * 2**20 / max(r["shard"], 1)
-            print(f"  rank {i}: shard {r['shard'] / 1e6:6.1f}M  peak +{r['peak_mib']:7.1f} MiB "
-                  f"({per:4.1f} B/param of its shard, the fp32 mask is 4)  sent "
-                  f"{r['bytes'] / 1024:6.1f} KiB in {r['collectives']} collectives")
+            per = 2**20 / max(r["shard"], 1)
+            beyond = r["masks_mib"] - 4 * r["shard"] / 2**20
+            print(f"  rank {i}: shard {r['shard'] / 1e6:5.1f}M  peak +{r['peak_mib']:6.1f} MiB "
+                  f"({r['peak_mib'] * per:3.1f} B/param); masks alone +{r['masks_mib']:6.1f} MiB"
+                  f" = the fp32 masks (4 B/param) {beyond:+5.1f} MiB;  sent "
+                  f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives")
     if not ok:
         print("\nFAILED: masks differ")
     return 0 if ok else 1

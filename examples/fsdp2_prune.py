@@ -74,6 +74,7 @@ def main() -> None:
     prune.remove_all(model)  # make it permanent: plain (sharded) weights again
     if rank == 0:
         print("after remove_all:", sorted(model.state_dict()))
+    dist.barrier()  # leave together
     dist.destroy_process_group()
 
 

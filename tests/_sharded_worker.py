@@ -416,6 +416,7 @@ def main(rank: int, world: int, port: int, backend: str) -> None:
         for check in (check_local, check_errors, check_structured, check_global, check_large,
                       check_fallbacks, check_traffic, check_memory, check_fsdp):
             check(mesh)
+        dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     finally:
         dist.destroy_process_group()
 
