@@ -67,9 +67,9 @@ def all_reduce(t: torch.Tensor, group: object, op: object = None) -> torch.Tenso
     """Sum (or ``op``) ``t`` over ``group`` in place; counted in :data:`STATS`."""
     if group is not None:
         if op is None:
-            dist.all_reduce(t, group=group)  # type: ignore[arg-type]
+            dist.all_reduce(t, group=group)
         else:
-            dist.all_reduce(t, op=op, group=group)  # type: ignore[arg-type]
+            dist.all_reduce(t, op=op, group=group)
         STATS.collectives += 1
         STATS.bytes += t.numel() * t.element_size()
     return t

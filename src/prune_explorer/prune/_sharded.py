@@ -69,9 +69,7 @@ def any_sharded(tensors: Iterable[object]) -> bool:
 
 def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
     """``mask`` in the form ``orig`` has now: gathered when FSDP has unsharded ``orig``."""
-    if is_sharded(mask) and not is_sharded(orig):
-        return mask.full_tensor()  # type: ignore[attr-defined]
-    return mask
+    return _full(mask) if not is_sharded(orig) else mask
 
 
 class Layout:
@@ -136,9 +134,11 @@ class Layout:
         if is_sharded(x):
             if x.device_mesh != self.mesh or tuple(x.placements) != self.placements:
                 x = x.redistribute(self.mesh, self.placements)
-            return x.to_local()
+            local: torch.Tensor = x.to_local()
+            return local
         box = tuple(slice(o, o + n) for o, n in zip(self.offset, self.local_shape, strict=True))
-        return x[box]
+        part: torch.Tensor = x[box]
+        return part
 
     def wrap(self, local: torch.Tensor) -> Any:
         """A DTensor of this layout holding ``local``."""
@@ -182,7 +182,7 @@ def _kind(method: Any) -> str | None:
     if not own:
         return None
     ties = getattr(method, "ties", None) or get_tie_break()
-    kinds = {methods.L1Unstructured: "l1", methods.RandomUnstructured: "random",
+    kinds: dict[type, str] = {methods.L1Unstructured: "l1", methods.RandomUnstructured: "random",
              methods.LnStructured: "ln", methods.RandomStructured: "random_structured",
              methods.CustomFromMask: "custom", methods.Identity: "identity"}
     kind = kinds.get(type(method))
@@ -387,7 +387,9 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
 
 
 def _full(x: Any) -> torch.Tensor:
-    return x.full_tensor() if is_sharded(x) else x
+    """The whole tensor: gathered on every rank if ``x`` is a DTensor (a collective)."""
+    out: torch.Tensor = x.full_tensor() if is_sharded(x) else x
+    return out
 
 
 def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
