@@ -385,6 +385,9 @@ def check_fsdp(mesh: Any) -> None:
     for _ in range(2):
         y, y_ref = model(x), ref(x.cpu())
         assert torch.allclose(y.cpu(), y_ref, atol=1e-6)
+    for layer, twin in ((model[0], ref[0]), (model[2], ref[2])):  # between forwards: shards
+        assert layer.weight.placements == layer.weight_orig.placements, layer.weight
+        equal(layer.weight, twin.weight, "pruned weight after forward")
     y.sum().backward()
     y_ref.sum().backward()
     assert torch.allclose(full(model[0].weight_orig.grad), ref[0].weight_orig.grad, atol=1e-6)

@@ -29,9 +29,10 @@ How each method is done
   tensor on every rank, computes the one-process mask and keeps the local part: exact, not
   memory-scalable.
 
-Under FSDP2 the parameter's new name ``name_orig`` is reported to FSDP (:func:`follow_rename`),
+Under FSDP2 the parameter's new name ``name_orig`` is reported to FSDP (:func:`attached`),
 whose forward then unshards ``name_orig``; the pruning hook gathers the mask for that forward
-(one all-gather of the mask per forward).
+(one all-gather of the mask per forward), and after the forward only this rank's shard of the
+pruned tensor ``name`` is kept (:class:`_KeepShard`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import torch.distributed as dist
 
 from . import _radix
 
-__all__ = ["any_sharded", "follow_rename", "global_masks", "is_sharded", "mask_for",
+__all__ = ["any_sharded", "attached", "detached", "global_masks", "is_sharded", "mask_for",
            "unshard_like"]
 
 
@@ -447,7 +448,43 @@ def global_masks(entries: Sequence[Any], method: Any,
     return [lay.wrap(m.contiguous()) for lay, m in zip(layouts, locals_, strict=True)]
 
 
-def follow_rename(module: torch.nn.Module, old: str, new: str) -> None:
+def attached(module: torch.nn.Module, name: str) -> None:
+    """Called by the core once ``name`` of ``module`` is pruned for the first time."""
+    _follow_rename(module, name, name + "_orig")
+    if is_sharded(module._buffers.get(name + "_mask")) and not any(
+            isinstance(h, _KeepShard) and h.name == name for h in module._forward_hooks.values()):
+        module.register_forward_hook(_KeepShard(name))
+
+
+def detached(module: torch.nn.Module, name: str) -> None:
+    """Called by the core once ``name`` of ``module`` is a plain parameter again."""
+    _follow_rename(module, name + "_orig", name)
+    for key, hook in list(module._forward_hooks.items()):
+        if isinstance(hook, _KeepShard) and hook.name == name:
+            del module._forward_hooks[key]
+
+
+class _KeepShard:
+    """Forward hook: after a forward in which FSDP2 unsharded ``name_orig``, the pruned tensor
+    ``name`` that the pruning hook computed is the full tensor; keep only this rank's shard of
+    it (a detached DTensor laid out like the mask), so no rank holds full weights between
+    forwards. The autograd graph keeps what backward needs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        value = module.__dict__.get(self.name)
+        mask = module._buffers.get(self.name + "_mask")
+        if isinstance(value, torch.Tensor) and is_sharded(mask) and not is_sharded(value):
+            layout = Layout(mask, "forward")
+            module.__dict__[self.name] = layout.wrap(layout.local(value.detach()).clone())
+
+    def __repr__(self) -> str:
+        return f"_KeepShard(tensor={self.name!r})"
+
+
+def _follow_rename(module: torch.nn.Module, old: str, new: str) -> None:
     """Tell FSDP2 that the parameter it manages as ``module.old`` is now ``module.new``.
 
     FSDP2 swaps the unsharded parameter in and out by name around each forward; pruning moves
