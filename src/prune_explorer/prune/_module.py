@@ -22,7 +22,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _sharded
+from . import _fsdp
 from ._validation import problem
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def install(
         setattr(module, name, hook.apply_mask(module))
         module.register_forward_pre_hook(hook)
         if old is None:
-            _sharded.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
+            _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
     return hook
 
 
@@ -183,5 +183,5 @@ def uninstall(module: nn.Module, name: str, *, keep_pruning: bool = True) -> nn.
     del module._parameters[name + "_orig"]
     del module._buffers[name + "_mask"]
     setattr(module, name, orig)
-    _sharded.detached(module, name)  # DTensors / FSDP2
+    _fsdp.detached(module, name)  # DTensors / FSDP2
     return orig

@@ -29,10 +29,7 @@ How each method is done
   tensor on every rank, computes the one-process mask and keeps the local part: exact, not
   memory-scalable.
 
-Under FSDP2 the parameter's new name ``name_orig`` is reported to FSDP (:func:`attached`),
-whose forward then unshards ``name_orig``; the pruning hook gathers the mask for that forward
-(one all-gather of the mask per forward), and after the forward only this rank's shard of the
-pruned tensor ``name`` is kept (:class:`_KeepShard`).
+How pruned DTensor parameters live on their modules under FSDP2 is in :mod:`._fsdp`.
 """
 
 from __future__ import annotations
@@ -47,8 +44,7 @@ import torch.distributed as dist
 
 from . import _radix
 
-__all__ = ["any_sharded", "attached", "detached", "global_masks", "is_sharded", "mask_for",
-           "unshard_like"]
+__all__ = ["Layout", "any_sharded", "gathered", "global_masks", "is_sharded", "mask_for"]
 
 
 def _dtensor_type() -> type | None:
@@ -66,11 +62,6 @@ def is_sharded(t: object) -> bool:
 def any_sharded(tensors: Iterable[object]) -> bool:
     """Whether any of ``tensors`` is a DTensor."""
     return any(is_sharded(t) for t in tensors)
-
-
-def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
-    """``mask`` in the form ``orig`` has now: gathered when FSDP has unsharded ``orig``."""
-    return _full(mask) if not is_sharded(orig) else mask
 
 
 class Layout:
@@ -387,7 +378,7 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
     return layout.wrap(local.contiguous())
 
 
-def _full(x: Any) -> torch.Tensor:
+def gathered(x: Any) -> torch.Tensor:
     """The whole tensor: gathered on every rank if ``x`` is a DTensor (a collective)."""
     out: torch.Tensor = x.full_tensor() if is_sharded(x) else x
     return out
@@ -398,7 +389,7 @@ def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
     """Exact but not scalable: the one-process mask from the gathered tensors, local part."""
     from .methods import PruningContainer
 
-    full_scores = _full(scores)
+    full_scores = gathered(scores)
     if old is None:
         full = method.compute_mask(full_scores, default_mask=torch.ones(
             current.shape, dtype=current.dtype, device=full_scores.device))
@@ -406,7 +397,7 @@ def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
         previous = old[1]
         members = tuple(previous) if hasattr(previous, "_pruning_methods") else (previous,)
         full = PruningContainer(*members, method).compute_mask(
-            full_scores, default_mask=_full(module._buffers[name + "_mask"]))
+            full_scores, default_mask=gathered(module._buffers[name + "_mask"]))
     return layout.local(full).clone()
 
 
@@ -415,9 +406,9 @@ class _Dense:
 
     def __init__(self, entry: Any) -> None:
         self.module, self.name, self.old = entry.module, entry.name, entry.old
-        self.current = _full(entry.current)
-        self.scores = _full(entry.scores)
-        self.old_mask = None if entry.old_mask is None else _full(entry.old_mask)
+        self.current = gathered(entry.current)
+        self.scores = gathered(entry.scores)
+        self.old_mask = None if entry.old_mask is None else gathered(entry.old_mask)
         self.mask_dtype = entry.mask_dtype
 
 
@@ -446,60 +437,3 @@ def global_masks(entries: Sequence[Any], method: Any,
             full = dense([_Dense(e) for e in entries], method)
             locals_ = [lay.local(m).clone() for lay, m in zip(layouts, full, strict=True)]
     return [lay.wrap(m.contiguous()) for lay, m in zip(layouts, locals_, strict=True)]
-
-
-def attached(module: torch.nn.Module, name: str) -> None:
-    """Called by the core once ``name`` of ``module`` is pruned for the first time."""
-    _follow_rename(module, name, name + "_orig")
-    if is_sharded(module._buffers.get(name + "_mask")) and not any(
-            isinstance(h, _KeepShard) and h.name == name for h in module._forward_hooks.values()):
-        module.register_forward_hook(_KeepShard(name))
-
-
-def detached(module: torch.nn.Module, name: str) -> None:
-    """Called by the core once ``name`` of ``module`` is a plain parameter again."""
-    _follow_rename(module, name + "_orig", name)
-    for key, hook in list(module._forward_hooks.items()):
-        if isinstance(hook, _KeepShard) and hook.name == name:
-            del module._forward_hooks[key]
-
-
-class _KeepShard:
-    """Forward hook: after a forward in which FSDP2 unsharded ``name_orig``, the pruned tensor
-    ``name`` that the pruning hook computed is the full tensor; keep only this rank's shard of
-    it (a detached DTensor laid out like the mask), so no rank holds full weights between
-    forwards. The autograd graph keeps what backward needs."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __call__(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        value = module.__dict__.get(self.name)
-        mask = module._buffers.get(self.name + "_mask")
-        if isinstance(value, torch.Tensor) and is_sharded(mask) and not is_sharded(value):
-            layout = Layout(mask, "forward")
-            module.__dict__[self.name] = layout.wrap(layout.local(value.detach()).clone())
-
-    def __repr__(self) -> str:
-        return f"_KeepShard(tensor={self.name!r})"
-
-
-def _follow_rename(module: torch.nn.Module, old: str, new: str) -> None:
-    """Tell FSDP2 that the parameter it manages as ``module.old`` is now ``module.new``.
-
-    FSDP2 swaps the unsharded parameter in and out by name around each forward; pruning moves
-    the parameter to ``name_orig`` (and ``remove`` moves it back), so FSDP must use the new
-    name. FSDP2 has no public API for this: we update its record of the parameter's name
-    (``FSDPParam._module_info``). Does nothing for modules FSDP2 does not manage.
-    """
-    try:
-        from torch.distributed._composable_state import _module_state_mapping
-    except ImportError:  # pragma: no cover - torch without distributed
-        return
-    for ref in list(_module_state_mapping.values()):
-        state = ref()
-        for group in getattr(state, "_fsdp_param_groups", None) or ():
-            for fsdp_param in group.fsdp_params:
-                info = fsdp_param._module_info
-                if info.module is module and info.param_name == old:
-                    info.param_name = new

@@ -13,7 +13,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _module, _sharded
+from . import _fsdp, _module, _sharded
 from ._context import caller, calling
 from ._select import SMALL, exact_ties, select_smallest, supports_fast_select
 from ._validation import (
@@ -95,7 +95,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         name = self._require_name("apply_mask")
         mask = getattr(module, name + "_mask")
         orig = getattr(module, name + "_orig")
-        mask = _sharded.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
+        mask = _fsdp.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
         return mask.to(dtype=orig.dtype) * orig
 
     @classmethod
