@@ -153,6 +153,17 @@ def check_local(mesh: Any) -> None:
             ours.l1_unstructured(m, "weight", amount=0.6, importance_scores=scores)
             theirs.l1_unstructured(ref, "weight", amount=0.6, importance_scores=s)
             equal(m.weight_mask, ref.weight_mask, f"importance_scores dim={dim}")
+        # other dtypes: bfloat16 weights (16-bit keys, many ties), float64 scores of a float32
+        # weight (keys apart from the mask)
+        wb = tied(9, 10, seed=14).mul_(tie_free(9, 10, seed=15)).bfloat16()
+        m = sharded(wb, mesh, dim)
+        ours.l1_unstructured(m, "weight", amount=0.35)
+        (expect,) = index_rule([wb.abs()], round(0.35 * wb.numel()))
+        equal(m.weight_mask, expect, f"bfloat16 l1 ties dim={dim}")
+        m, ref = sharded(w, mesh, dim), Holder(w)
+        ours.l1_unstructured(m, "weight", amount=0.6, importance_scores=s.double())
+        theirs.l1_unstructured(ref, "weight", amount=0.6, importance_scores=s.double())
+        equal(m.weight_mask, ref.weight_mask, f"float64 importance_scores dim={dim}")
         # random: the one-process draws after the same seed; the generator ends where it would
         w = tie_free(10, 6, seed=5)
         m, ref, torch_ref = sharded(w, mesh, dim), Holder(w), Holder(w)

@@ -14,13 +14,15 @@ How each method is done
   writes its keys into its shard of the new mask, and the cut is found from all-reduced
   histograms (:mod:`._radix`): no weights are gathered, the bytes sent do not depend on the model
   size, and the extra memory per rank is a few :data:`._radix.CHUNK`-sized temporaries, plus a
-  1-byte "still alive" flag per entry for an already-pruned tensor.
+  1-byte "still alive" flag per entry for an already-pruned tensor (and a key buffer where the
+  scores' dtype is not the mask's, e.g. float64 importance scores of a float32 weight).
 * Random draws are one-process draws: every rank runs through the *whole* stream the one-process
   call would draw (``torch.rand`` of the tensor, or of the surviving entries, or of their
   concatenation) in pieces, keeps the draws at its own positions, and leaves the generator (the
   global one, or ``generator=``) exactly where the one-process call leaves it. So every rank must
   start from the same generator state (``torch.manual_seed(s)`` on every rank), and then the mask
-  equals the one-process mask after the same seed. Each rank spends the time of the full draw.
+  equals the one-process mask after the same seed. Each rank spends the time of the full draw
+  (on the CPU in pieces; on other devices, whose draws do not split, in one piece).
 * ``ln_structured`` / ``random_structured``: one value per slice along ``dim``, the same vector on
   every rank. Norms of slices held whole by one rank are computed there exactly as one process
   does (bit-identical); slices split across ranks get their norm from partial sums
@@ -207,19 +209,14 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
     kdtype = parts[0].scores.dtype
     for p in parts[1:]:
         kdtype = torch.promote_types(kdtype, p.scores.dtype)
-    if not kdtype.is_floating_point:
-        kdtype = torch.get_default_dtype()
     alive = [None if p.default is None else p.default.reshape(-1) == 1 for p in parts]
     totals = [p.layout.numel for p in parts]
     if any(a is not None for a in alive):
         device = parts[0].scores.device
         counts = torch.tensor([p.layout.numel if a is None else int(torch.count_nonzero(a))
                                for p, a in zip(parts, alive, strict=True)], device=device)
-        local_counts = counts.tolist()
         totals = [t if a is None else int(c) for t, a, c in
                   zip(totals, alive, _radix.all_reduce(counts, group).tolist(), strict=True)]
-    else:
-        local_counts = [None] * len(parts)
     k = _count(method, sum(totals), where,
                "entries left across tensors" if len(parts) > 1 else "entries")
     if k == 0:
@@ -230,7 +227,7 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
     keys = [m.view(-1) if m.dtype == kdtype else
             torch.empty(m.numel(), dtype=kdtype, device=m.device) for m in masks]
     if largest:
-        _draw_keys(parts, alive, keys, local_counts, totals, method.generator)
+        _draw_keys(parts, alive, keys, totals, method.generator)
     else:
         for p, key in zip(parts, keys, strict=True):
             for s, out in zip(p.scores.reshape(-1).split(_radix.CHUNK), key.split(_radix.CHUNK),
@@ -257,8 +254,8 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
 
 
 def _draw_keys(parts: Sequence[_Part], alive: list[torch.Tensor | None],
-               keys: list[torch.Tensor], local_counts: list[int | None], totals: list[int],
-               generator: torch.Generator | None) -> None:
+               keys: list[torch.Tensor], totals: list[int], generator: torch.Generator | None
+               ) -> None:
     """Write into ``keys`` the draws one process makes: ``rand`` over the surviving entries of
     every part, concatenated in order."""
     segments: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
@@ -358,6 +355,8 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
     default = None if old is None else layout.local(module._buffers[name + "_mask"])
     dtype = current.dtype if old is None else scores.dtype
     kind = _kind(method)
+    if kind == "l1" and not scores.dtype.is_floating_point:
+        kind = None  # integer scores: the one-process order (topk), gathered
     with torch.no_grad():
         if kind in ("l1", "random"):
             part = _Part(layout, layout.local(scores), default, dtype, 0)
@@ -425,6 +424,8 @@ def global_masks(entries: Sequence[Any], method: Any,
                                   "(sharded and plain parameters mixed)")
     layouts = [Layout(e.current, where) for e in entries]
     kind = _kind(method)
+    if kind == "l1" and not all(e.scores.dtype.is_floating_point for e in entries):
+        kind = None  # integer scores: the one-process order (topk), gathered
     with torch.no_grad():
         if kind in ("l1", "random"):
             parts, offset = [], 0
