@@ -274,6 +274,36 @@ def check_global(mesh: Any) -> None:
             equal(m.weight_mask, e, f"global l1 ties dim={dim}")
 
 
+def check_hsdp_and_preview(mesh: Any) -> None:
+    """preview_mask on a sharded weight changes nothing and equals what apply installs; on a
+    2-D mesh (HSDP: replicated x sharded) the replicas count once."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    w = tie_free(9, 5, seed=80)
+    m = sharded(w, mesh, 1)
+    preview = ours.preview_mask(m, "weight", ours.L1Unstructured(amount=0.4))
+    assert not ours.is_pruned(m)
+    ours.l1_unstructured(m, "weight", amount=0.4)
+    equal(preview, m.weight_mask, "preview_mask equals apply")
+    world = dist.get_world_size()
+    if world % 2:
+        return
+    mesh2 = init_device_mesh(mesh.device_type, (2, world // 2), mesh_dim_names=("rep", "shard"))
+    ws = [tie_free(7, 4, seed=81), tie_free(5, 6, seed=82)]
+    ms, trefs = [], [Holder(x) for x in ws]
+    for x in ws:
+        h = Holder(x)
+        h.weight = nn.Parameter(distribute_tensor(x.clone().to(mesh.device_type), mesh2,
+                                                  [Replicate(), Shard(0)]))
+        ms.append(h)
+    ours.global_unstructured([(h, "weight") for h in ms], ours.L1Unstructured, amount=0.5)
+    theirs.global_unstructured([(h, "weight") for h in trefs], theirs.L1Unstructured,
+                               amount=0.5)
+    for h, t in zip(ms, trefs, strict=True):
+        equal(h.weight_mask, t.weight_mask, "HSDP global l1 vs torch")
+
+
 def check_large(mesh: Any) -> None:
     """Tensors past the core's small-tensor size, tied: the same masks as one process."""
     ws = [tied(400, 350, seed=50), tied(64, 300, seed=51)]
@@ -427,8 +457,9 @@ def check_fsdp(mesh: Any) -> None:
 def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh = _setup(rank, world, port, backend)
     try:
-        for check in (check_local, check_errors, check_structured, check_global, check_large,
-                      check_fallbacks, check_traffic, check_memory, check_fsdp):
+        for check in (check_local, check_errors, check_structured, check_global,
+                      check_hsdp_and_preview, check_large, check_fallbacks, check_traffic,
+                      check_memory, check_fsdp):
             check(mesh)
         dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     finally:
