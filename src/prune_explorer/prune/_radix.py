@@ -20,8 +20,14 @@ integers (``int16``/``int32``/``int64`` for 2/4/8-byte floats) and the search ru
    parameter plus the sizes of the parameters listed before it), so the tied entries taken are
    the lowest-index ones -- the default tie rule of one process.
 
-Negative integers mark entries that take no part (already pruned); they match no prefix.
-Bytes sent per call: ``2**BITS * 8`` per pass, whatever the model size (:data:`STATS`).
+Random draws are selected largest first: their key is ``top - bits``. Negative integers mark
+entries that take no part (already pruned); they match no prefix. A pass reads every local key
+with a few vectorised operations and no gather; once a rank has at most :data:`CHUNK` keys
+under the prefix it keeps just those for the remaining passes.
+
+Bytes sent per call: ``2**BITS * 8`` per pass -- 3 passes for float32 keys, plus, only where a
+tie straddles the cut, ``ceil(log2(total entries) / BITS)`` passes for the index -- whatever
+the size of the shards (:data:`STATS` counts them).
 """
 
 from __future__ import annotations
