@@ -419,6 +419,7 @@ def check_fsdp(mesh: Any) -> None:
 
     model, ref = shard(make()), make()
     for net in (model, ref):
+        torch.manual_seed(21)
         ours.global_unstructured([(net[0], "weight"), (net[2], "weight")], ours.L1Unstructured,
                                  amount=0.5)
         ours.l1_unstructured(net[0], "bias", amount=0.3)
@@ -432,6 +433,15 @@ def check_fsdp(mesh: Any) -> None:
     y.sum().backward()
     y_ref.sum().backward()
     assert torch.allclose(full(model[0].weight_orig.grad), ref[0].weight_orig.grad, atol=1e-6)
+    # after a training step (parameters resharded): a second step, global, then one more forward
+    for net in (model, ref):
+        torch.manual_seed(21)
+        ours.global_unstructured([(net[0], "weight"), (net[2], "weight")],
+                                 ours.RandomUnstructured, amount=0.2)
+        ours.l1_unstructured(net[2], "bias", amount=1)
+    for a, b in ((model[0], ref[0]), (model[2], ref[2])):
+        equal(a.weight_mask, b.weight_mask, "second step after a training step")
+    assert torch.allclose(model(x).cpu(), ref(x.cpu()), atol=1e-6)
     keys = sorted(model.state_dict())
     assert keys == sorted(ref.state_dict()), keys
     with tempfile.TemporaryDirectory() as tmp:
@@ -439,7 +449,8 @@ def check_fsdp(mesh: Any) -> None:
         dist.broadcast_object_list(path)  # one directory for every rank
         dcp.save(model.state_dict(), checkpoint_id=path[0])
         other = shard(make())
-        for mod, name in ((other[0], "weight"), (other[2], "weight"), (other[0], "bias")):
+        for mod, name in ((other[0], "weight"), (other[2], "weight"), (other[0], "bias"),
+                          (other[2], "bias")):
             ours.identity(mod, name)
         state = other.state_dict()
         dcp.load(state, checkpoint_id=path[0])
@@ -447,7 +458,7 @@ def check_fsdp(mesh: Any) -> None:
         dist.barrier()
     for a, b in ((other[0], ref[0]), (other[2], ref[2])):
         equal(a.weight_mask, b.weight_mask, "mask after checkpoint load")
-    assert torch.allclose(other(x).cpu(), y_ref, atol=1e-6)
+    assert torch.allclose(other(x).cpu(), ref(x.cpu()), atol=1e-6)
     ours.remove_all(model)
     ours.remove_all(ref)
     assert sorted(model.state_dict()) == sorted(ref.state_dict())
