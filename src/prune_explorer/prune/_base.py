@@ -14,7 +14,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _module
+from . import _fsdp, _module, _sharded
 from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
 
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
@@ -105,6 +105,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         name = self._require_name("apply_mask")
         mask = getattr(module, name + "_mask")
         orig = getattr(module, name + "_orig")
+        mask = _fsdp.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
         return mask.to(dtype=orig.dtype) * orig
 
     @classmethod
@@ -167,6 +168,8 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         old: tuple[int, Any] | None,
     ) -> torch.Tensor:
         """The mask ``apply`` would install, computed without changing anything."""
+        if _sharded.is_sharded(current):  # DTensor (e.g. FSDP2): collective, see _sharded
+            return _sharded.mask_for(self, module, name, scores, current, old, self.where)
         with torch.no_grad():
             if old is None:
                 ones = all_ones_like(current)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import _module
+from . import _module, _sharded
 from ._base import BasePruningMethod, PruningContainer
 from ._select import resolve_ties, select
 from .methods import _Unstructured
@@ -199,6 +199,8 @@ def global_setup(
 
 
 def global_compute(entries: list[_Entry], method: BasePruningMethod) -> list[torch.Tensor]:
+    if _sharded.any_sharded(e.current for e in entries):  # DTensors: collective, see _sharded
+        return _sharded.global_masks(entries, method, global_compute)
     with torch.no_grad():
         masks = None
         # the fast path stands in for our own compute_mask: only where the class uses it as is

@@ -21,6 +21,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
+from . import _fsdp
 from .validation import problem
 
 if TYPE_CHECKING:
@@ -281,6 +282,8 @@ def install(
         module.register_buffer(name + "_mask", mask)
         setattr(module, name, hook.apply_mask(module))
         module.register_forward_pre_hook(hook)
+        if old is None:
+            _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
     return hook
 
 
@@ -301,4 +304,5 @@ def uninstall(module: nn.Module, name: str, *, keep_pruning: bool = True) -> nn.
     del module._parameters[name + "_orig"]
     del module._buffers[name + "_mask"]
     setattr(module, name, orig)
+    _fsdp.detached(module, name)  # DTensors / FSDP2
     return orig

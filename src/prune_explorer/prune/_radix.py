@@ -1,0 +1,251 @@
+"""The k smallest keys across every rank, found from small all-reduced histograms.
+
+Used by :mod:`._sharded` for parameters sharded over processes (DTensors). Nothing the size of a
+shard ever leaves its rank; what is communicated is a few fixed-size histograms per call.
+
+Keys
+----
+Every unstructured key is a non-negative float (``|w|``, ``|importance|`` or a random draw in
+[0, 1)), and for non-negative floats the integer bit pattern orders exactly as the value does
+(NaN, after ``abs``, above ``inf`` -- torch's order too). So each rank views its key buffer as
+integers (``int16``/``int32``/``int64`` for 2/4/8-byte floats) and the search runs on bits:
+
+1. **Value.** Pass by pass, from the top bits down (:data:`BITS` bits a pass), every rank counts
+   its keys that match the prefix found so far, by their next digit; the histograms are
+   all-reduced and every rank reads the same digit off the same cumulative sum. After
+   ``ceil(31 / BITS)`` passes (float32) every rank knows the k-th smallest key ``v`` and how many
+   keys lie strictly below it.
+2. **Ties.** If the entries equal to ``v`` are more than the cut needs, the same search runs on
+   their *global flat index* (the position in one-process order: flat index within the
+   parameter plus the sizes of the parameters listed before it), so the tied entries taken are
+   the lowest-index ones -- the default tie rule of one process.
+
+Random draws are selected largest first: their key is ``top - bits``. Negative integers mark
+entries that take no part (already pruned); they match no prefix. A pass reads every local key
+with a few vectorised operations and no gather; once a rank has at most :data:`CHUNK` keys
+under the prefix it keeps just those for the remaining passes.
+
+Bytes sent per call: ``2**BITS * 8`` per pass -- 3 passes for float32 keys, plus, only where a
+tie straddles the cut, ``ceil(log2(total entries) / BITS)`` passes for the index -- whatever
+the size of the shards (:data:`STATS` counts them).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "draw_stream", "find_cut", "int_view",
+           "write_kept"]
+
+#: Bits resolved per histogram pass (2**BITS bins of int64 each).
+BITS = 11
+#: Entries handled at a time: every temporary is at most this long.
+CHUNK = 1 << 20
+
+_INT_OF = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+#: The smallest NaN bit pattern (just above inf's) of each floating dtype.
+NAN_BITS = {torch.float16: 0x7C01, torch.bfloat16: 0x7F81, torch.float32: 0x7F800001,
+            torch.float64: 0x7FF0000000000001}
+
+
+@dataclass
+class _Stats:
+    """Collective traffic of the sharded calls since the last :meth:`reset` (for benchmarks)."""
+
+    collectives: int = 0
+    bytes: int = 0
+
+    def reset(self) -> None:
+        self.collectives = 0
+        self.bytes = 0
+
+
+#: Running count of collectives and bytes all-reduced or gathered by the sharded code.
+STATS = _Stats()
+
+
+def all_reduce(t: torch.Tensor, group: object, op: object = None) -> torch.Tensor:
+    """Sum (or ``op``) ``t`` over ``group`` in place; counted in :data:`STATS`."""
+    if group is not None:
+        if op is None:
+            dist.all_reduce(t, group=group)
+        else:
+            dist.all_reduce(t, op=op, group=group)
+        STATS.collectives += 1
+        STATS.bytes += t.numel() * t.element_size()
+    return t
+
+
+def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``x`` (a flat floating tensor) viewed as integers, and how many value bits they carry."""
+    size = x.element_size()
+    return x.view(_INT_OF[size]), 8 * size - 1
+
+
+class KeySet:
+    """One rank's keys of one tensor: an integer view plus where its entries sit globally.
+
+    ``starts``/``run`` describe the local entries as runs of ``run`` consecutive global flat
+    indices (local flat order); ``offset`` is the tensor's start in the concatenation.
+    """
+
+    def __init__(self, keys: torch.Tensor, starts: torch.Tensor, run: int, offset: int) -> None:
+        self.keys = keys
+        self.starts = starts.to(keys.device)
+        self.run = run
+        self.offset = offset
+
+    def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
+        """(local start, view) pieces of at most :data:`CHUNK` keys."""
+        for i, c in enumerate(self.keys.split(CHUNK)):
+            yield i * CHUNK, c
+
+    def global_index(self, local: torch.Tensor) -> torch.Tensor:
+        """Global flat indices (in the concatenation) of local flat positions ``local``."""
+        return self.starts[local // self.run] + local % self.run + self.offset
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The k smallest keys: all ``< value``, and those ``== value`` with global index ``<= last``
+    (all of them when ``last`` is None)."""
+
+    value: int
+    last: int | None
+
+
+def _radix(
+    chunks: Callable[[], Iterator[torch.Tensor]], k: int, bits: int, group: object,
+    device: torch.device,
+) -> tuple[int, int, int]:
+    """The k-th smallest (1-based) of the non-negative integer keys ``chunks()`` yields on all
+    ranks of ``group``, with the global counts of keys below and equal to it."""
+    prefix, below, equal, left = 0, 0, 0, bits
+    source = chunks
+    while left > 0:
+        width = min(BITS, left)
+        shift = left - width
+        hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
+        for c in source():
+            # digit + 1 of the keys under the prefix; 0 or 2**width + 1 for the others (and
+            # for negative markers): binned, then dropped -- no gather, no sort
+            digit = c >> shift
+            if digit.dtype == torch.int16:
+                digit = digit.int()
+            if prefix:
+                digit.sub_(prefix << width)
+            digit.clamp_(-1, 1 << width).add_(1)
+            hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
+        mine = hist.clone()
+        all_reduce(hist, group)
+        cum = hist.cumsum(0)
+        j = int(torch.searchsorted(cum, torch.tensor([k - below], device=device)))
+        if j > 0:
+            below += int(cum[j - 1])
+        equal = int(hist[j])
+        prefix = (prefix << width) | j
+        left = shift
+        if left and int(mine[j]) <= CHUNK:  # few keys of ours left in the race: keep them only
+            kept = [torch.cat([c[(c >> left) == prefix] for c in source()])]
+            source = functools.partial(iter, kept)
+    return prefix, below, equal
+
+
+def _tied(ks: KeySet, value: int) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """(chunk start, local positions, global indices) of the keys equal to ``value``."""
+    for start, c in ks.chunks():
+        pos = torch.nonzero(c == value).view(-1)
+        yield start, pos, ks.global_index(pos + start)
+
+
+def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: object) -> Cut:
+    """Where the ``k`` smallest keys end across ``keysets`` on every rank (``1 <= k``);
+    ``total`` bounds the global flat indices."""
+    device = keysets[0].keys.device
+
+    def value_chunks() -> Iterator[torch.Tensor]:
+        for ks in keysets:
+            for _, c in ks.chunks():
+                yield c
+
+    value, below, equal = _radix(value_chunks, k, bits, group, device)
+    need = k - below
+    if need == equal:
+        return Cut(value, None)
+
+    def index_chunks() -> Iterator[torch.Tensor]:
+        for ks in keysets:
+            for _, _, g in _tied(ks, value):
+                yield g
+
+    last, _, _ = _radix(index_chunks, need, max(1, total.bit_length()), group, device)
+    return Cut(value, last)
+
+
+def write_kept(ks: KeySet, out: torch.Tensor, cut: Cut) -> torch.Tensor:
+    """Write 1 where the key is *not* among the k smallest, else 0, into ``out`` (flat floating,
+    may share memory with the keys); marked (negative) keys get 0."""
+    ties: dict[int, torch.Tensor] = {}
+    if cut.last is not None:
+        for start, pos, g in _tied(ks, cut.value):
+            ties[start] = pos[g <= cut.last]
+    for (start, c), o in zip(ks.chunks(), out.split(CHUNK), strict=True):
+        chosen = c <= cut.value if cut.last is None else c < cut.value
+        picked = ties.get(start)
+        if picked is not None:
+            chosen[picked] = True
+        torch.logical_not(chosen, out=o)
+    return out
+
+
+def draw_stream(
+    segments: Sequence[tuple[int, torch.Tensor, torch.Tensor | None]], total: int,
+    generator: torch.Generator | None,
+) -> None:
+    """Fill each segment ``(start, target, alive)`` with the draws at stream positions
+    ``start, start + 1, ...`` of one uniform [0, 1) stream of ``total`` draws -- what
+    ``torch.rand(total)`` would give -- and leave the generator where that call leaves it, on
+    every rank alike. ``target`` (flat) takes the draws in order, or only at the True entries of
+    ``alive`` when given. Segments come in stream order.
+
+    On the CPU the stream is drawn in pieces of at most :data:`CHUNK` (CPU draws concatenate);
+    elsewhere it is drawn whole.
+    """
+    if not segments:
+        dtype, device = torch.float32, torch.device("cpu")
+    else:
+        dtype, device = segments[0][1].dtype, segments[0][1].device
+    if device.type != "cpu":
+        whole = torch.rand(total, dtype=dtype, device=device, generator=generator)
+        for start, target, alive in segments:
+            n = target.numel() if alive is None else int(torch.count_nonzero(alive))
+            if alive is None:
+                target.copy_(whole[start:start + n])
+            else:
+                target.masked_scatter_(alive, whole[start:start + n])
+        return
+    scratch = torch.empty(min(CHUNK, max(total, 1)), dtype=dtype)
+
+    def draw(n: int) -> torch.Tensor:
+        return scratch[:n].uniform_(0, 1, generator=generator)
+
+    pos = 0
+    for start, target, alive in segments:
+        while pos < start:
+            pos += draw(min(start - pos, CHUNK)).numel()
+        if alive is None:
+            for piece in target.split(CHUNK):
+                piece.uniform_(0, 1, generator=generator)
+                pos += piece.numel()
+            continue
+        for piece, keep in zip(target.split(CHUNK), alive.split(CHUNK), strict=True):
+            n = int(torch.count_nonzero(keep))
+            piece.masked_scatter_(keep, draw(n))
+            pos += n
+    while pos < total:
+        pos += draw(min(total - pos, CHUNK)).numel()

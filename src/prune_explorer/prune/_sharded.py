@@ -1,0 +1,439 @@
+"""Pruning parameters sharded over processes: DTensors, e.g. after FSDP2's ``fully_shard``.
+
+The public calls are unchanged; the core hands a call to this module when the parameter is a
+``torch.distributed.tensor.DTensor``. Every rank calls it, as with any collective. Masks are
+DTensors laid out like their parameters (``name_orig`` stays the sharded parameter,
+``name_mask`` is a sharded buffer), and, gathered, they are bit for bit the masks one process
+gives on the same full tensors, under the default tie rule (same count as torch; among entries
+tied at the cut the lowest flat index first -- for ``global_unstructured`` the position in the
+concatenation of the parameters in the order given).
+
+How each method is done
+-----------------------
+* ``l1_unstructured``, ``random_unstructured`` and ``global_unstructured`` with either: each rank
+  writes its keys into its shard of the new mask, and the cut is found from all-reduced
+  histograms (:mod:`._radix`): no weights are gathered, the bytes sent do not depend on the model
+  size, and the extra memory per rank is a few :data:`._radix.CHUNK`-sized temporaries, plus a
+  1-byte "still alive" flag per entry for an already-pruned tensor (and a key buffer where the
+  scores' dtype is not the mask's, e.g. float64 importance scores of a float32 weight).
+* Random draws are one-process draws: every rank runs through the *whole* stream the one-process
+  call would draw (``torch.rand`` of the tensor, or of the surviving entries, or of their
+  concatenation) in pieces, keeps the draws at its own positions, and leaves the generator (the
+  global one, or ``generator=``) exactly where the one-process call leaves it. So every rank must
+  start from the same generator state (``torch.manual_seed(s)`` on every rank), and then the mask
+  equals the one-process mask after the same seed. Each rank spends the time of the full draw
+  (on the CPU in pieces; on other devices, whose draws do not split, in one piece).
+* ``ln_structured`` / ``random_structured``: one value per slice along ``dim``, the same vector on
+  every rank. Norms of slices held whole by one rank are computed there exactly as one process
+  does (bit-identical); slices split across ranks get their norm from partial sums
+  (``sum |x|**n``, max or min) all-reduced, equal up to float rounding.
+* Anything else (custom methods, ``'nuc'`` norms, the ``"torch"`` tie rule) gathers the full
+  tensor on every rank, computes the one-process mask and keeps the local part: exact, not
+  memory-scalable.
+
+How pruned DTensor parameters live on their modules under FSDP2 is in :mod:`._fsdp`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from . import _radix
+
+__all__ = ["Layout", "any_sharded", "gathered", "global_masks", "is_sharded", "mask_for"]
+
+
+def _dtensor_type() -> type | None:
+    # No DTensor can exist before torch.distributed.tensor is imported: no import here.
+    module = sys.modules.get("torch.distributed.tensor")
+    return getattr(module, "DTensor", None)
+
+
+def is_sharded(t: object) -> bool:
+    """Whether ``t`` is a DTensor."""
+    cls = _dtensor_type()
+    return cls is not None and isinstance(t, cls)
+
+
+def any_sharded(tensors: Iterable[object]) -> bool:
+    """Whether any of ``tensors`` is a DTensor."""
+    return any(is_sharded(t) for t in tensors)
+
+
+class Layout:
+    """Where one rank's shard of a DTensor sits in the full tensor.
+
+    The local shard is a box of the full tensor; its entries, in local flat order, form runs of
+    ``run`` consecutive global flat indices starting at ``starts``.
+    """
+
+    def __init__(self, t: Any, where: str) -> None:
+        from torch.distributed.tensor import Shard
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        self.mesh = t.device_mesh
+        self.placements = tuple(t.placements)
+        sharded = []
+        for i, p in enumerate(self.placements):
+            if type(p) is Shard:
+                sharded.append(i)
+            elif not p.is_replicate():
+                raise NotImplementedError(
+                    f"{where}: sharded pruning supports Shard and Replicate placements; "
+                    f"got {p!r}")
+        if len(sharded) > 1:
+            raise NotImplementedError(
+                f"{where}: sharded pruning supports parameters sharded over one mesh dimension "
+                f"(FSDP, HSDP); got placements {self.placements}")
+        self.mesh_dim = sharded[0] if sharded else None
+        self.group = None if self.mesh_dim is None else self.mesh.get_group(self.mesh_dim)
+        self.shape = tuple(t.shape)
+        local, offset = compute_local_shape_and_global_offset(t.shape, self.mesh, self.placements)
+        self.local_shape, self.offset = tuple(local), tuple(offset)
+        self.numel = t.numel()
+
+    def runs(self) -> tuple[torch.Tensor, int]:
+        """(global flat start of each run, run length) of the local entries in local order."""
+        shape, local, offset = self.shape, self.local_shape, self.offset
+        if not shape:
+            return torch.zeros(1, dtype=torch.int64), 1
+        if 0 in local:
+            return torch.zeros(0, dtype=torch.int64), 1
+        stride = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            stride[d] = stride[d + 1] * shape[d + 1]
+        split = [d for d in range(len(shape)) if local[d] != shape[d]]
+        p = split[-1] if split else 0
+        run = 1
+        for d in range(p, len(shape)):
+            run *= local[d]
+        starts = torch.tensor([offset[p] * stride[p]], dtype=torch.int64)
+        for d in range(p - 1, -1, -1):
+            along = (torch.arange(local[d], dtype=torch.int64) + offset[d]) * stride[d]
+            starts = (along[:, None] + starts[None, :]).reshape(-1)
+        return starts, run
+
+    def same_group(self, other: Layout) -> bool:
+        return self.mesh == other.mesh and self.mesh_dim == other.mesh_dim
+
+    def local(self, x: Any) -> torch.Tensor:
+        """This rank's part of ``x``: a DTensor (redistributed to this layout if need be) or a
+        full tensor of the global shape."""
+        if is_sharded(x):
+            if x.device_mesh != self.mesh or tuple(x.placements) != self.placements:
+                x = x.redistribute(self.mesh, self.placements)
+            local: torch.Tensor = x.to_local()
+            return local
+        box = tuple(slice(o, o + n) for o, n in zip(self.offset, self.local_shape, strict=True))
+        part: torch.Tensor = x[box]
+        return part
+
+    def wrap(self, local: torch.Tensor) -> Any:
+        """A DTensor of this layout holding ``local``."""
+        from torch.distributed.tensor import DTensor
+
+        return DTensor.from_local(local, self.mesh, self.placements, run_check=False,
+                                  shape=torch.Size(self.shape),
+                                  stride=torch.empty(self.shape, device="meta").stride())
+
+
+# The core's rules used here (the only names this module takes from the core's validation).
+
+
+def _count(method: Any, size: int, where: str, what: str) -> int:
+    """The core's rule for how many of ``size`` units ``method.amount`` prunes (checked)."""
+    from .validation import count_to_prune
+
+    return count_to_prune(method.amount, size, where, what)
+
+
+def _structured_dim(method: Any, shape: tuple[int, ...], where: str) -> int:
+    """The core's checks of a structured method on a tensor of ``shape``; returns ``dim``."""
+    from .validation import check_dim, check_norm_rank, check_structured
+
+    like = torch.empty(shape, device="meta")
+    check_structured(like, where, getattr(method, "_tensor_name", None))
+    dim = check_dim(method.dim, len(shape), where)
+    if hasattr(method, "n"):
+        check_norm_rank(method.n, len(shape), where)
+    return dim
+
+
+def _kind(method: Any) -> str | None:
+    """Which sharded algorithm stands in for ``method``'s compute_mask, if any: only our own
+    classes, used as they are (a subclass's or a patched compute_mask is honoured densely)."""
+    from . import methods
+    from ._select import get_tie_break
+
+    own = getattr(type(method).compute_mask, "__module__", "") == methods.__name__
+    if not own:
+        return None
+    ties = getattr(method, "ties", None) or get_tie_break()
+    kinds: dict[type, str] = {methods.L1Unstructured: "l1", methods.RandomUnstructured: "random",
+             methods.LnStructured: "ln", methods.RandomStructured: "random_structured",
+             methods.CustomFromMask: "custom", methods.Identity: "identity"}
+    kind = kinds.get(type(method))
+    if kind in ("l1", "random") and ties != "index":
+        return None
+    if kind == "ln" and method.n == "nuc":
+        return None
+    return kind
+
+
+@dataclass
+class _Part:
+    """One tensor of an unstructured call, as this rank sees it."""
+
+    layout: Layout
+    scores: torch.Tensor  # local
+    default: torch.Tensor | None  # local mask so far (None: fresh)
+    dtype: torch.dtype  # of the new mask
+    offset: int  # global flat start in the concatenation
+
+
+def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
+                  ) -> list[torch.Tensor]:
+    """Local masks pruning the ``amount`` smallest |scores| (``largest``: the largest draws)
+    across ``parts`` in one-process order."""
+    group = parts[0].layout.group
+    if any(not p.layout.same_group(parts[0].layout) for p in parts):
+        raise NotImplementedError(f"{where}: every parameter must be sharded over the same "
+                                  "mesh dimension")
+    kdtype = parts[0].scores.dtype
+    for p in parts[1:]:
+        kdtype = torch.promote_types(kdtype, p.scores.dtype)
+    alive = [None if p.default is None else p.default.reshape(-1) == 1 for p in parts]
+    totals = [p.layout.numel for p in parts]
+    if any(a is not None for a in alive):
+        device = parts[0].scores.device
+        counts = torch.tensor([p.layout.numel if a is None else int(torch.count_nonzero(a))
+                               for p, a in zip(parts, alive, strict=True)], device=device)
+        totals = [t if a is None else int(c) for t, a, c in
+                  zip(totals, alive, _radix.all_reduce(counts, group).tolist(), strict=True)]
+    k = _count(method, sum(totals), where,
+               "entries left across tensors" if len(parts) > 1 else "entries")
+    if k == 0:
+        return [torch.ones(p.layout.local_shape, dtype=p.dtype, device=p.scores.device)
+                if p.default is None else p.default.to(p.dtype, copy=True) for p in parts]
+    masks = [torch.empty(p.layout.local_shape, dtype=p.dtype, device=p.scores.device)
+             for p in parts]
+    keys = [m.view(-1) if m.dtype == kdtype else
+            torch.empty(m.numel(), dtype=kdtype, device=m.device) for m in masks]
+    if largest:
+        _draw_keys(parts, alive, keys, totals, method.generator)
+    else:
+        for p, key in zip(parts, keys, strict=True):
+            for s, out in zip(p.scores.reshape(-1).split(_radix.CHUNK), key.split(_radix.CHUNK),
+                              strict=True):
+                torch.abs(s.to(kdtype), out=out)
+    keysets, bits = [], 0
+    for p, a, key in zip(parts, alive, keys, strict=True):
+        ints, bits = _radix.int_view(key)
+        if largest:  # the largest draws have the smallest (top - bits)
+            ints.neg_().add_((1 << bits) - 1)
+        else:  # one pattern for every NaN (all rank above inf, tied among themselves)
+            ints.clamp_(max=_radix.NAN_BITS[key.dtype])
+        if a is not None:  # already pruned: marked, out of the count
+            for piece, keep in zip(ints.split(_radix.CHUNK), a.split(_radix.CHUNK),
+                                   strict=True):
+                piece.masked_fill_(~keep, -1)
+        starts, run = p.layout.runs()
+        keysets.append(_radix.KeySet(ints, starts, run, p.offset))
+    total = parts[-1].offset + parts[-1].layout.numel
+    cut = _radix.find_cut(keysets, k, bits, total, group)
+    for ks, m in zip(keysets, masks, strict=True):
+        _radix.write_kept(ks, m.view(-1), cut)
+    return masks
+
+
+def _draw_keys(parts: Sequence[_Part], alive: list[torch.Tensor | None],
+               keys: list[torch.Tensor], totals: list[int], generator: torch.Generator | None
+               ) -> None:
+    """Write into ``keys`` the draws one process makes: ``rand`` over the surviving entries of
+    every part, concatenated in order."""
+    segments: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
+    base = 0
+    for p, a, key, total in zip(parts, alive, keys, totals, strict=True):
+        starts, run = p.layout.runs()
+        if a is None:
+            firsts = starts.tolist()
+        else:  # stream position of each run = surviving entries before it, on every rank
+            counts = (a.view(-1, run).sum(1) if run else torch.zeros(0)).tolist()
+            mine = list(zip(starts.tolist(), counts, strict=True))
+            everyone: list[Any] = [mine]
+            if p.layout.group is not None:
+                everyone = [None] * dist.get_world_size(p.layout.group)
+                dist.all_gather_object(everyone, mine, group=p.layout.group)
+                _radix.STATS.collectives += 1
+            before, acc = {}, 0
+            for start, count in sorted(r for rank in everyone for r in rank):
+                before[start] = acc
+                acc += count
+            firsts = [before[s] for s in starts.tolist()]
+        for r, first in enumerate(firsts):
+            piece = slice(r * run, (r + 1) * run)
+            segments.append((base + first, key[piece], None if a is None else a[piece]))
+        base += total
+    _radix.draw_stream(segments, base, generator)
+
+
+def _structured(layout: Layout, method: Any, kind: str, scores: torch.Tensor,
+                default: torch.Tensor | None, dtype: torch.dtype, where: str) -> torch.Tensor:
+    """Local mask of a structured method: one value per slice along ``dim``, the same vector
+    on every rank."""
+    dim = _structured_dim(method, layout.shape, where)
+    size, lo, n = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
+    others = [d for d in range(len(layout.shape)) if d != dim]
+    device = scores.device
+    alive = torch.ones(size, dtype=torch.bool, device=device)
+    if default is not None:
+        sums = torch.zeros(size, dtype=default.dtype, device=device)
+        sums[lo:lo + n] = default.sum(dim=others)
+        alive = _radix.all_reduce(sums, layout.group) != 0
+    n_alive = int(torch.count_nonzero(alive))
+    k = _count(method, n_alive, where, f"slices along dim {method.dim}")
+    keep_alive: torch.Tensor | None = None
+    if kind == "ln" and k > 0:
+        norms = _slice_norms(layout, scores, method.n, dim, others)[alive]
+        keep_alive = torch.zeros(n_alive, dtype=torch.bool, device=device)
+        keep_alive[torch.topk(norms, k=n_alive - k, largest=True).indices] = True
+    elif kind == "random_structured" and k > 0:
+        gen = method.generator
+        prob = torch.rand(n_alive) if gen is None else torch.rand(
+            n_alive, generator=gen, device=gen.device)
+        prob = prob.cpu()
+        keep_alive = (prob > torch.kthvalue(prob, k=k).values).to(device)
+    keep = alive.clone()
+    if keep_alive is not None:
+        keep[alive] = keep_alive
+    shape = [1] * len(layout.shape)
+    shape[dim] = n
+    kept = keep[lo:lo + n].to(dtype).view(shape)
+    base = torch.ones(layout.local_shape, dtype=dtype, device=device) if default is None \
+        else default.to(dtype)
+    return base * kept
+
+
+def _slice_norms(layout: Layout, scores: torch.Tensor, n: Any, dim: int, others: list[int]
+                 ) -> torch.Tensor:
+    """The ``n``-norm of every slice along ``dim`` (global vector, every rank)."""
+    size, lo, count = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
+    whole = all(layout.local_shape[d] == layout.shape[d] for d in others)
+    out = torch.zeros(size, dtype=scores.dtype, device=scores.device)
+    if whole:  # each slice lives on one rank (or its replicas): torch.norm there, exact
+        out[lo:lo + count] = torch.norm(scores, p=n, dim=others)
+        return _radix.all_reduce(out, layout.group)
+    p = 2.0 if n in (None, "fro") else float(n)
+    a = scores.abs()
+    if p == float("inf"):
+        out[lo:lo + count] = a.amax(dim=others) if a.numel() else 0
+        return _radix.all_reduce(out, layout.group, dist.ReduceOp.MAX)
+    if p == float("-inf"):
+        out.fill_(float("inf"))
+        if a.numel():
+            out[lo:lo + count] = a.amin(dim=others)
+        return _radix.all_reduce(out, layout.group, dist.ReduceOp.MIN)
+    if p == 0:
+        out[lo:lo + count] = (a != 0).sum(dim=others).to(out.dtype)
+        return _radix.all_reduce(out, layout.group)
+    out[lo:lo + count] = a.pow(p).sum(dim=others)
+    return _radix.all_reduce(out, layout.group).pow(1.0 / p)
+
+
+def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, current: Any,
+             old: tuple[int, Any] | None, where: str) -> Any:
+    """The mask ``method.apply(module, name)`` installs on a sharded ``current`` (a DTensor of
+    its layout); ``old`` is the pruning hook already on ``name``, if any."""
+    layout = Layout(current, where)
+    default = None if old is None else layout.local(module._buffers[name + "_mask"])
+    dtype = current.dtype if old is None else scores.dtype
+    kind = _kind(method)
+    if kind == "l1" and not scores.dtype.is_floating_point:
+        kind = None  # integer scores: the one-process order (topk), gathered
+    with torch.no_grad():
+        if kind in ("l1", "random"):
+            part = _Part(layout, layout.local(scores), default, dtype, 0)
+            local = _unstructured([part], method, kind == "random", where)[0]
+        elif kind in ("ln", "random_structured"):
+            local = _structured(layout, method, kind, layout.local(scores), default, dtype,
+                                where)
+        elif kind == "custom":
+            base = default if default is not None else torch.ones(
+                layout.local_shape, dtype=dtype, device=current.to_local().device)
+            local = base.to(dtype) * layout.local(method.mask).to(dtype)
+        elif kind == "identity":
+            local = (torch.ones(layout.local_shape, dtype=dtype,
+                                device=current.to_local().device)
+                     if default is None else default.clone())
+        else:
+            local = _dense(layout, method, scores, current, old, module, name)
+    return layout.wrap(local.contiguous())
+
+
+def gathered(x: Any) -> torch.Tensor:
+    """The whole tensor: gathered on every rank if ``x`` is a DTensor (a collective)."""
+    out: torch.Tensor = x.full_tensor() if is_sharded(x) else x
+    return out
+
+
+def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
+           module: torch.nn.Module, name: str) -> torch.Tensor:
+    """Exact but not scalable: the one-process mask from the gathered tensors, local part."""
+    from .methods import PruningContainer
+
+    full_scores = gathered(scores)
+    if old is None:
+        full = method.compute_mask(full_scores, default_mask=torch.ones(
+            current.shape, dtype=current.dtype, device=full_scores.device))
+    else:
+        previous = old[1]
+        members = tuple(previous) if hasattr(previous, "_pruning_methods") else (previous,)
+        full = PruningContainer(*members, method).compute_mask(
+            full_scores, default_mask=gathered(module._buffers[name + "_mask"]))
+    return layout.local(full).clone()
+
+
+class _Dense:
+    """A global-pruning entry with full (gathered) tensors, for the dense fallback."""
+
+    def __init__(self, entry: Any) -> None:
+        self.module, self.name, self.old = entry.module, entry.name, entry.old
+        self.current = gathered(entry.current)
+        self.scores = gathered(entry.scores)
+        self.old_mask = None if entry.old_mask is None else gathered(entry.old_mask)
+        self.mask_dtype = entry.mask_dtype
+
+
+def global_masks(entries: Sequence[Any], method: Any,
+                 dense: Callable[[list[Any], Any], list[torch.Tensor]]) -> list[Any]:
+    """The masks ``global_unstructured`` installs when its parameters are DTensors.
+
+    ``entries`` are the core's (module, name, current, scores, old_mask, mask_dtype) records;
+    ``dense`` is the core's one-process computation, used by the exact fallback.
+    """
+    where = "global_unstructured"
+    if not all(is_sharded(e.current) for e in entries):
+        raise NotImplementedError(f"{where}: parameters must be all DTensors or none "
+                                  "(sharded and plain parameters mixed)")
+    layouts = [Layout(e.current, where) for e in entries]
+    kind = _kind(method)
+    if kind == "l1" and not all(e.scores.dtype.is_floating_point for e in entries):
+        kind = None  # integer scores: the one-process order (topk), gathered
+    with torch.no_grad():
+        if kind in ("l1", "random"):
+            parts, offset = [], 0
+            for e, lay in zip(entries, layouts, strict=True):
+                default = None if e.old_mask is None else lay.local(e.old_mask)
+                parts.append(_Part(lay, lay.local(e.scores), default, e.mask_dtype, offset))
+                offset += lay.numel
+            locals_ = _unstructured(parts, method, kind == "random", where)
+        else:
+            full = dense([_Dense(e) for e in entries], method)
+            locals_ = [lay.local(m).clone() for lay, m in zip(layouts, full, strict=True)]
+    return [lay.wrap(m.contiguous()) for lay, m in zip(layouts, locals_, strict=True)]
