@@ -296,3 +296,15 @@ def test_every_constrained_parameter_of_every_method_says_where_rule_and_value(
         with pytest.raises(error) as info:
             call()
         assert str(info.value) == f"{where}: {param} must be {rule}; got {shown}"
+
+
+def test_remove_with_a_mask_set_to_none_names_it():
+    """A mask buffer registered as None by hand cannot be applied: remove refuses with a
+    message naming the tensors, and leaves the module as it was."""
+    m = make_module("linear", seed=44)
+    ours.identity(m, "weight")
+    m._buffers["weight_mask"] = None
+    before = snapshot(m)
+    with pytest.raises(ValueError, match=r"remove: weight_orig and weight_mask must be tensors"):
+        ours.remove(m, "weight")
+    assert_unchanged(before, m)

@@ -8,6 +8,7 @@ methods on one tensor, each seeing only what the chain left unpruned.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -72,7 +73,8 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     """
 
     PRUNING_TYPE: str = "unstructured"
-    _tensor_name: str | None = None
+    # torch's stubs declare ``str``, but a method has no tensor until it is applied
+    _tensor_name: str | None = None  # type: ignore[assignment]
     #: The public call that made this method, named in its error messages.
     _where: str | None = None
 
@@ -234,14 +236,15 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
     ['L1Unstructured', 'LnStructured']
     """
 
-    def __init__(self, *args: BasePruningMethod) -> None:
-        self._pruning_methods: tuple[BasePruningMethod, ...] = ()
+    def __init__(self, *args: _torch_prune.BasePruningMethod) -> None:
+        # ours or torch's methods (None too, accepted as torch does)
+        self._pruning_methods: tuple[_torch_prune.BasePruningMethod, ...] = ()
         if args and args[0] is not None:
             self._tensor_name = getattr(args[0], "_tensor_name", None)
         for method in args:
             self.add_pruning_method(method)
 
-    def add_pruning_method(self, method: BasePruningMethod) -> None:
+    def add_pruning_method(self, method: _torch_prune.BasePruningMethod) -> None:
         """Append ``method`` to the chain (it must act on the same tensor name)."""
         where = "PruningContainer.add_pruning_method"
         if method is None:
@@ -261,7 +264,7 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
     def __len__(self) -> int:
         return len(self._pruning_methods)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[_torch_prune.BasePruningMethod]:
         return iter(self._pruning_methods)
 
     def __getitem__(self, idx: int | slice) -> Any:
@@ -270,7 +273,7 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
         """Apply the *last* method of the chain to what ``default_mask`` leaves unpruned."""
         method = self._pruning_methods[-1]
-        kind = method.PRUNING_TYPE
+        kind = method.PRUNING_TYPE  # type: ignore[attr-defined]  # torch declares it per subclass
         new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
                                    copy=True)
         if kind == "unstructured":

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _module, _sharded
@@ -85,7 +86,7 @@ def _common_dtype(tensors: Iterable[torch.Tensor]) -> torch.dtype:
 
 
 def _torch_rule(
-    entries: list[_Entry], method: BasePruningMethod
+    entries: list[_Entry], method: _torch_prune.BasePruningMethod
 ) -> list[torch.Tensor]:
     """torch's own algorithm: one concatenated vector, one container step, then slices."""
     device = entries[0].current.device
@@ -179,26 +180,32 @@ def _scatter_kept(
 
 def global_setup(
     parameters: Any, pruning_method: Any, importance_scores: Any, kwargs: dict[str, Any]
-) -> tuple[list[_Entry], BasePruningMethod]:
+) -> tuple[list[_Entry], _torch_prune.BasePruningMethod]:
+    """Check the arguments and build the method (ours or torch's: both are accepted)."""
     where = "global_unstructured"
     entries = _parse_global_args(parameters, importance_scores)
     if not (isinstance(pruning_method, type)
             and issubclass(pruning_method, _module.HOOK_TYPE)):
         raise TypeError(problem(where, "pruning_method", "a BasePruningMethod subclass",
                                 pruning_method))
+    method: _torch_prune.BasePruningMethod
     if issubclass(pruning_method, BasePruningMethod):
         method = pruning_method._create(where, **kwargs)
     else:
         method = pruning_method(**kwargs)
-    if method.PRUNING_TYPE != "unstructured":
+    # torch's base class leaves PRUNING_TYPE to its subclasses, so its annotations lack it
+    kind = method.PRUNING_TYPE  # type: ignore[attr-defined]
+    if kind != "unstructured":
         raise TypeError(problem(
             where, "pruning_method",
             "a method of PRUNING_TYPE 'unstructured' (e.g. L1Unstructured)",
-            f"{pruning_method.__name__} ({method.PRUNING_TYPE})"))
+            f"{pruning_method.__name__} ({kind})"))
     return entries, method
 
 
-def global_compute(entries: list[_Entry], method: BasePruningMethod) -> list[torch.Tensor]:
+def global_compute(
+    entries: list[_Entry], method: _torch_prune.BasePruningMethod
+) -> list[torch.Tensor]:
     if _sharded.any_sharded(e.current for e in entries):  # DTensors: collective, see _sharded
         return _sharded.global_masks(entries, method, global_compute)
     with torch.no_grad():

@@ -143,8 +143,8 @@ class ModuleSnapshot:
             mask = module._buffers.get(name + "_mask")
             if mask is not None:
                 self.masks[name] = keep(mask)
-            for key, hook in _pruning_hooks(module, name):
-                self.hooks[key] = hook
+            for hook_id, hook in _pruning_hooks(module, name):
+                self.hooks[hook_id] = hook
                 if hasattr(hook, "_pruning_methods"):
                     self.containers.append((hook, hook._pruning_methods))
             if name in module.__dict__:
@@ -156,7 +156,7 @@ class ModuleSnapshot:
             if keep_values and orig is not None:
                 self.values[name] = orig.detach().clone()
 
-    def _hooked(self) -> set[str]:
+    def _hooked(self) -> set[str | None]:
         return {getattr(h, "_tensor_name", None) for h in self.hooks.values()}
 
     @property
@@ -168,8 +168,8 @@ class ModuleSnapshot:
         """Put the entries back as captured (idempotent)."""
         m = self.module
         for name in self.names:
-            for key, _ in _pruning_hooks(m, name):
-                del m._forward_pre_hooks[key]
+            for hook_id, _ in _pruning_hooks(m, name):
+                del m._forward_pre_hooks[hook_id]
             for key in (name, name + "_orig"):
                 m._parameters.pop(key, None)
             m._buffers.pop(name + "_mask", None)
@@ -192,12 +192,12 @@ class ModuleSnapshot:
                 value = next(h for h in self.hooks.values()
                              if getattr(h, "_tensor_name", None) == name).apply_mask(m)
             m.__dict__[name] = value
-        for mapping, order in zip(
-            (m._parameters, m._buffers, m._forward_pre_hooks), self.order, strict=True
-        ):
+        mappings: tuple[dict[Any, Any], ...] = (m._parameters, m._buffers, m._forward_pre_hooks)
+        for mapping, order in zip(mappings, self.order, strict=True):
             _reorder(mapping, order)
-        if hasattr(m, "_init_flat_weights"):  # RNNs cache their weights in a list
-            m._init_flat_weights()
+        refresh = getattr(m, "_init_flat_weights", None)  # RNNs cache their weights in a list
+        if refresh is not None:
+            refresh()
 
     def __repr__(self) -> str:
         return (f"ModuleSnapshot({type(self.module).__name__}, names={list(self.names)}, "
@@ -216,7 +216,7 @@ def _pruning_hooks(module: nn.Module, name: str) -> list[tuple[int, Any]]:
             if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name]
 
 
-def _reorder(mapping: dict, order: tuple) -> None:
+def _reorder(mapping: dict[Any, Any], order: tuple[Any, ...]) -> None:
     items = dict(mapping)
     mapping.clear()
     for key in order:
@@ -296,6 +296,9 @@ def uninstall(module: nn.Module, name: str, *, keep_pruning: bool = True) -> nn.
     """
     orig = module._parameters[name + "_orig"]
     mask = module._buffers[name + "_mask"]
+    if orig is None or mask is None:  # registered as None by hand: nothing to put back
+        raise ValueError(problem("remove", f"{name}_orig and {name}_mask", "tensors",
+                                 (orig, mask)))
     if keep_pruning:
         with torch.no_grad():
             orig.mul_(mask.to(dtype=orig.dtype))

@@ -282,16 +282,16 @@ def _by_threshold(
         if tied is not None:  # flat indices of this key's entries equal to value, ascending
             idx = tied[1][tied[0] == i][:need]
         else:  # scan in order, only as far as the need-th tie
-            found: list[torch.Tensor] = []
+            runs: list[torch.Tensor] = []
             left = need
             for j, piece in enumerate(x.split(_CHUNK)):
                 if left == 0:
                     break
                 a = piece.abs() if magnitude else piece
                 hits = torch.nonzero(a == value.to(x.device)).view(-1)[:left]
-                found.append(hits + j * _CHUNK)
+                runs.append(hits + j * _CHUNK)
                 left -= hits.numel()
-            idx = torch.cat(found) if found else torch.empty(0, dtype=torch.long)
+            idx = torch.cat(runs) if runs else torch.empty(0, dtype=torch.long)
         need -= idx.numel()
         picks.append(idx if idx.numel() else None)
     return Selection(largest, value=value, inclusive=False, picks=tuple(picks),

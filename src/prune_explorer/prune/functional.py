@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
+import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _module
@@ -335,8 +336,9 @@ def is_pruned(module: nn.Module) -> bool:
 
 def pruned_parameters(
     model: nn.Module, *, recurse: bool = True
-) -> dict[str, tuple[BasePruningMethod, ...]]:
-    """Every pruned tensor of ``model`` by qualified name, with the chain of methods applied.
+) -> dict[str, tuple[_torch_prune.BasePruningMethod, ...]]:
+    """Every pruned tensor of ``model`` by qualified name, with the chain of methods applied
+    (ours, or torch's where torch pruned it).
 
     Examples
     --------
@@ -348,12 +350,13 @@ def pruned_parameters(
     >>> {k: [type(m).__name__ for m in v] for k, v in prune.pruned_parameters(net).items()}
     {'0.weight': ['L1Unstructured', 'RandomUnstructured']}
     """
-    out: dict[str, tuple[BasePruningMethod, ...]] = {}
+    out: dict[str, tuple[_torch_prune.BasePruningMethod, ...]] = {}
     modules = model.named_modules() if recurse else [("", model)]
     for prefix, sub in modules:
         for hook in sub._forward_pre_hooks.values():
             if isinstance(hook, _module.HOOK_TYPE):
-                chain = tuple(hook) if hasattr(hook, "_pruning_methods") else (hook,)
+                chain = (tuple(hook) if isinstance(hook, _torch_prune.PruningContainer)
+                         else (hook,))
                 out[f"{prefix}.{hook._tensor_name}" if prefix else hook._tensor_name] = chain
     return out
 

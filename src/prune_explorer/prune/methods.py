@@ -54,6 +54,8 @@ class Identity(BasePruningMethod, _torch_prune.Identity):
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
         return default_mask
 
+    # Each class's apply takes torch's documented arguments for that method, narrower than the
+    # base's (*args, **kwargs): the [override] ignores here and below are deliberate.
     @classmethod
     def apply(cls, module: nn.Module, name: str) -> BasePruningMethod:  # type: ignore[override]
         """Attach an :class:`Identity` to ``module.name``."""

@@ -44,8 +44,10 @@ __all__ = [
     "check_same_shape",
     "check_structured",
     "count_to_prune",
+    "is_int",
     "nparams_to_prune",
     "problem",
+    "show_value",
 ]
 
 
@@ -59,23 +61,25 @@ class ShapeMismatchError(AssertionError, ValueError):
 
 def problem(where: str, argument: str, rule: str, value: Any) -> str:
     """Format the one error message template used across the package."""
-    return f"{where}: {argument} must be {rule}; got {_show(value)}"
+    return f"{where}: {argument} must be {rule}; got {show_value(value)}"
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """How an error message shows a received value: a tensor by shape and dtype, else repr."""
     if isinstance(value, torch.Tensor):
         return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     return repr(value)
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An integer of any integral type, not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _amount_error(value: Any) -> type[Exception] | None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return TypeError
-    if _is_int(value):
+    if is_int(value):
         return ValueError if value < 0 else None
     f = float(value)
     return ValueError if math.isnan(f) or not 0.0 <= f <= 1.0 else None
@@ -106,7 +110,7 @@ class Constraint:
 CONSTRAINTS: dict[str, Constraint] = {
     "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
     "n": Constraint("a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'", _n_error),
-    "dim": Constraint("an int", lambda v: None if _is_int(v) else TypeError),
+    "dim": Constraint("an int", lambda v: None if is_int(v) else TypeError),
     "mask": Constraint("a torch.Tensor",
                        lambda v: None if isinstance(v, torch.Tensor) else TypeError),
     "generator": Constraint(
@@ -150,7 +154,7 @@ def nparams_to_prune(amount: numbers.Real, size: int) -> int:
 
 def count_to_prune(amount: Any, size: int, where: str, what: str = "units") -> int:
     """How many of ``size`` units to prune; an int ``amount`` must not exceed ``size``."""
-    if _is_int(amount) and amount > size:
+    if is_int(amount) and amount > size:
         raise ValueError(
             problem(where, "amount", f"at most the number of prunable {what} ({size})", amount)
         )

@@ -118,7 +118,7 @@ class Committing(Transactional):
         Raises :class:`InvalidStepError` for a name that is unknown, listed twice or not pruned.
         """
         chosen = self._commit_names(names, "Session.review_commit")
-        return review(self._model, self._known, [s.target for s in chosen])  # type: ignore[misc]
+        return review(self._model, self._known, [s.targets[0] for s in chosen])
 
     def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
         """Make pruning permanent with ``prune.remove`` (not undoable); all or nothing.
@@ -161,10 +161,10 @@ class Committing(Transactional):
         steps = self._commit_names(names, where)
         if not steps:
             return CommitResult((), 0, 0)
-        chosen = tuple(s.target for s in steps)
-        result = review(self._model, self._known, chosen).result()  # type: ignore[arg-type]
+        chosen = tuple(s.targets[0] for s in steps)  # remove steps: one tensor each
+        result = review(self._model, self._known, chosen).result()
         for step in steps:
             self._run(step, where)
         self._journal.commits.append(result)
-        self._journal.emit(SessionEvent("commit", chosen, tuple(steps)))  # type: ignore[arg-type]
+        self._journal.emit(SessionEvent("commit", chosen, tuple(steps)))
         return result

@@ -32,9 +32,9 @@ from torch import nn
 
 from prune_explorer import prune
 
-from .methods import METHODS
+from .methods import prune_class
 from .order_cache import OrderCache, TensorOrder, global_thresholds
-from .seeding import generator_for, ties_for
+from .seeding import core_kwargs
 from .step import Step, split_address
 
 __all__ = ["cell_counts", "global_masks", "local_mask", "make_method"]
@@ -44,14 +44,7 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
                 seed: int | None = None) -> Any:
     """Instantiate the ``prune`` class for ``method`` with ``settings`` (and a generator seeded
     with ``seed`` for random methods)."""
-    spec = METHODS[method]
-    cls = getattr(prune, spec.cls)
-    kwargs = dict(settings)
-    kwargs.update(generator_for(method, seed, device))
-    kwargs.update(ties_for(method))
-    if "mask" in kwargs:
-        kwargs["mask"] = kwargs["mask"].unpack(device=device)
-    obj = cls(**kwargs)
+    obj = prune_class(method)(**core_kwargs(method, settings, seed, device))
     obj._tensor_name = tensor_name
     return obj
 
@@ -82,11 +75,10 @@ def global_masks(model: nn.Module, step: Step,
         cached = _global_from_orders(pairs, step, orders)
         if cached is not None:
             return cached
-    cls = getattr(prune, METHODS[method].cls)
-    rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
+    kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
+                         getattr(*pairs[0]).device)
     with torch.no_grad():
-        masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng,
-                                   **ties_for(method))
+        masks = prune.global_masks(pairs, prune_class(method), **kwargs)
     return dict(zip(step.targets, masks, strict=True))
 
 

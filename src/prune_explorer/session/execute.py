@@ -22,8 +22,8 @@ from torch import nn
 
 from prune_explorer import prune
 
-from .methods import METHODS
-from .seeding import generator_for, ties_for
+from .methods import prune_class
+from .seeding import core_kwargs
 from .step import Step, split_address
 
 __all__ = ["run_step"]
@@ -39,16 +39,11 @@ def run_step(model: nn.Module, step: Step) -> None:
     if step.is_global:
         pairs = [_locate(model, address) for address in step.targets]
         method = step.settings["pruning_method"]
-        cls = getattr(prune, METHODS[method].cls)
-        rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
-        prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"],
-                                  **rng, **ties_for(method))
+        kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
+                             getattr(*pairs[0]).device)
+        prune.global_unstructured(pairs, pruning_method=prune_class(method), **kwargs)
         return
-    module, tensor_name = _locate(model, step.target)  # type: ignore[arg-type]
+    module, tensor_name = _locate(model, step.targets[0])  # a single-tensor step
     function = getattr(prune, step.spec.name)
-    kwargs = dict(step.settings)
-    if "mask" in kwargs:
-        kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)
-    kwargs.update(generator_for(step.method, step.seed, getattr(module, tensor_name).device))
-    kwargs.update(ties_for(step.method))
-    function(module, tensor_name, **kwargs)
+    device = getattr(module, tensor_name).device
+    function(module, tensor_name, **core_kwargs(step.method, step.settings, step.seed, device))

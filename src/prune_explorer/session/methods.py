@@ -21,15 +21,15 @@ True
 from __future__ import annotations
 
 import contextlib
-import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from prune_explorer import prune
 from prune_explorer.prune import validation
-from prune_explorer.prune.validation import METHOD_PARAMETERS
+from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_value
 
 from .errors import InvalidStepError
 from .packed import PackedMask
@@ -44,6 +44,7 @@ __all__ = [
     "check_settings",
     "core_errors",
     "is_random",
+    "prune_class",
 ]
 
 #: Seeds are integers in ``range(SEED_LIMIT)`` (accepted by ``torch.manual_seed`` everywhere).
@@ -96,18 +97,23 @@ CLASS_TO_NAME = {spec.cls: spec.name for spec in METHODS.values() if spec.cls is
 #: Methods that ``global_unstructured`` accepts as its ``pruning_method``.
 GLOBAL_METHODS = ("l1_unstructured", "random_unstructured")
 
+
+def prune_class(method: str) -> type[prune.BasePruningMethod]:
+    """The class of :mod:`prune_explorer.prune` that implements ``method``.
+
+    Examples
+    --------
+    >>> prune_class("l1_unstructured").__name__
+    'L1Unstructured'
+    """
+    cls = METHODS[method].cls
+    if cls is None:  # global_unstructured and remove are functions only
+        raise ValueError(f"prune_class: method must be one with a pruning class; got {method!r}")
+    found: type[prune.BasePruningMethod] = getattr(prune, cls)
+    return found
+
 def _fail(where: str, field: str, rule: str, value: Any) -> InvalidStepError:
-    return InvalidStepError(f"{where}: {field} {rule}; got {_show(value)}", field)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
-    return repr(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return InvalidStepError(f"{where}: {field} {rule}; got {show_value(value)}", field)
 
 
 @contextlib.contextmanager
@@ -129,7 +135,7 @@ def _core_check(field: str, value: Any, where: str) -> Any:
 def check_amount(value: Any, where: str) -> int | float:
     """Validate ``amount`` (the core's rule); returns a plain int or float."""
     _core_check("amount", value, where)
-    return int(value) if _is_int(value) else float(value)
+    return int(value) if is_int(value) else float(value)
 
 
 def check_n(value: Any, where: str) -> int | float | str:
@@ -144,7 +150,7 @@ def check_n(value: Any, where: str) -> int | float | str:
         raise InvalidStepError(validation.problem(
             where, "n", validation.CONSTRAINTS["n"].rule, value), "n")
     _core_check("n", value, where)
-    return value if isinstance(value, str) else int(value) if _is_int(value) else float(value)
+    return value if isinstance(value, str) else int(value) if is_int(value) else float(value)
 
 
 def check_dim(value: Any, where: str) -> int:
@@ -225,6 +231,6 @@ def is_random(spec: MethodSpec, settings: Mapping[str, Any]) -> bool:
 
 def check_seed(value: Any, where: str) -> int:
     """Validate a seed: an int in ``[0, 2**63)``."""
-    if not _is_int(value) or not 0 <= value < SEED_LIMIT:
+    if not is_int(value) or not 0 <= value < SEED_LIMIT:
         raise _fail(where, "seed", "must be an int in [0, 2**63)", value)
     return int(value)

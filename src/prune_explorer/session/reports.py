@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 import torch
@@ -177,7 +178,7 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
                 "freed": orig_b + mask_b,
             }
         )
-    total = {"name": "TOTAL"}
+    total: dict[str, Any] = {"name": "TOTAL"}
     for column in MEMORY_COLUMNS[1:]:
         total[column] = sum(int(row[column]) for row in rows)
     frame = pd.DataFrame([*rows, total], columns=MEMORY_COLUMNS)
@@ -196,7 +197,7 @@ def compare_frame(
     The total row sums ``numel`` and the pruned counts, gives the overall sparsity, and flags
     collapse when any tensor collapsed.
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         numel = known[name].numel
         g_kept, l_kept = global_masks[name] != 0, local_masks[name] != 0

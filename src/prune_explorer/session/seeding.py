@@ -28,13 +28,14 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from prune_explorer.prune.validation import METHOD_PARAMETERS
 
-__all__ = ["TIES", "generator_for", "ties_for"]
+__all__ = ["TIES", "core_kwargs", "generator_for", "ties_for"]
 
 #: The tie rule of every pruning call the session makes: "index" (the same count as torch; among
 #: entries tied at the cut, the lowest flat index first). It needs no fallback to a full sort, so
@@ -43,7 +44,7 @@ __all__ = ["TIES", "generator_for", "ties_for"]
 TIES = "index"
 
 
-def ties_for(method: str) -> dict[str, str]:
+def ties_for(method: str) -> dict[str, Any]:
     """``{"ties": TIES}`` for the methods that take a tie rule, else ``{}``."""
     return {"ties": TIES} if "ties" in METHOD_PARAMETERS.get(method, ("", ()))[1] else {}
 
@@ -58,3 +59,27 @@ def generator_for(method: str, seed: int | None, device: torch.device) -> dict[s
         return {}
     where = torch.device("cpu") if method == "random_structured" else torch.device(device)
     return {"generator": torch.Generator(device=where).manual_seed(seed)}
+
+
+def core_kwargs(
+    method: str, settings: Mapping[str, Any], seed: int | None, device: torch.device
+) -> dict[str, Any]:
+    """The keyword arguments of the core's call for ``method``: the step's ``settings`` (a
+    packed mask unpacked onto ``device``), plus :func:`generator_for` and :func:`ties_for`.
+
+    Every pruning call the session makes (apply, preview, global or not) takes its keywords
+    from here, so previews and applies cannot drift apart.
+
+    Examples
+    --------
+    >>> import torch
+    >>> kw = core_kwargs("random_unstructured", {"amount": 0.5}, 7, torch.device("cpu"))
+    >>> sorted(kw)
+    ['amount', 'generator', 'ties']
+    """
+    kwargs = dict(settings)
+    if "mask" in kwargs:
+        kwargs["mask"] = kwargs["mask"].unpack(device=device)
+    kwargs.update(generator_for(method, seed, device))
+    kwargs.update(ties_for(method))
+    return kwargs

@@ -74,7 +74,7 @@ def _global_call(step: Step) -> list[str]:
 
 def _mask_call(step: Step) -> list[str]:
     mask: PackedMask = step.settings["mask"]
-    module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
+    module_name, tensor_name = split_address(step.targets[0])  # a single-tensor step
     device = py_attribute("module", tensor_name) + ".device"
     lines = [f"module = {_module_expr(module_name)}"]
     if mask.pruned > MAX_LISTED:
@@ -100,7 +100,7 @@ def _step_lines(step: Step) -> list[str]:
         return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
         return _mask_call(step)
-    module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
+    module_name, tensor_name = split_address(step.targets[0])  # a single-tensor step
     if step.ties:
         return local_lines(step, _module_expr(module_name), tensor_name)
     args = [_module_expr(module_name), py_str(tensor_name)]
@@ -113,9 +113,10 @@ def _title(index: int, step: Step) -> str:
         inner = step.settings["pruning_method"]
         return (f"# step {index}: global_unstructured ({inner}) over {len(step.targets)} "
                 f"tensors")
+    target = py_comment(step.targets[0])  # a single-tensor step
     if step.method == "remove":
-        return f"# step {index}: remove (make the pruning of {py_comment(step.target)} permanent)"
-    return f"# step {index}: {step.method} on {py_comment(step.target)}"
+        return f"# step {index}: remove (make the pruning of {target} permanent)"
+    return f"# step {index}: {step.method} on {target}"
 
 
 def to_snippet(steps: Iterable[Step]) -> str:

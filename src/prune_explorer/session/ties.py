@@ -130,6 +130,7 @@ def note_ties(
         after = getattr(model.get_submodule(module_name), tensor_name + "_mask").reshape(-1)
         was = before[address].unpack(device=after.device).reshape(-1)
         masks.append((was, after != 0))
+    split: str | None
     if inner == "l1_unstructured":
         dtype = _common_dtype([importance[a] for a in step.targets])
         keys = [importance[a].detach().reshape(-1).abs().to(dtype) for a in step.targets]

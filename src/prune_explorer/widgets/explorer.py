@@ -55,7 +55,7 @@ __all__ = ["UI", "Explorer", "explore"]
 
 
 
-class UI(dict):
+class UI(dict[str, widgets.Widget]):
     """The explorer's widgets by name; ``ui.amount`` is ``ui["amount"]`` (CSS ``pe-amount``)."""
 
     def __getattr__(self, name: str) -> widgets.Widget:
