@@ -149,6 +149,14 @@ def diff_legend_handles(new: int | None = None, revived: int | None = None) -> l
     return handles
 
 
+
+def _tint(ax: Axes, pooled: PooledView, extent: Any, colour: str, name: str) -> AxesImage:
+    """Tint the cells holding any of ``pooled``'s units over the picture (opacity = fraction)."""
+    values = np.ma.masked_where(~(pooled.kept > 0), pooled.values)
+    return ax.imshow(values, extent=extent, interpolation="nearest", aspect=ax.get_aspect(),
+                     cmap=style.overlay_cmap(colour, name), vmin=0.0, vmax=1.0)
+
+
 def plot_diff(
     ax: Axes,
     before: Any,
@@ -217,29 +225,11 @@ def plot_diff(
         ax, pooled_after.values, pooled_after, after_view, cmap=style.mask_cmap(), vmin=0.0,
         vmax=1.0,
     )
-    overlay_extent = base.get_extent()
-    new_values = np.ma.masked_where(~(pooled_new.kept > 0), pooled_new.values)
-    new_image = ax.imshow(
-        new_values,
-        extent=overlay_extent,
-        interpolation="nearest",
-        aspect=ax.get_aspect(),
-        cmap=style.overlay_cmap(style.NEW_PRUNED_COLOR, "newly_pruned"),
-        vmin=0.0,
-        vmax=1.0,
-    )
+    extent = base.get_extent()
+    new_image = _tint(ax, pooled_new, extent, style.NEW_PRUNED_COLOR, "newly_pruned")
     back_image = None
     if pooled_back.kept_total:
-        back_values = np.ma.masked_where(~(pooled_back.kept > 0), pooled_back.values)
-        back_image = ax.imshow(
-            back_values,
-            extent=overlay_extent,
-            interpolation="nearest",
-            aspect=ax.get_aspect(),
-            cmap=style.overlay_cmap(style.REVIVED_COLOR, "revived"),
-            vmin=0.0,
-            vmax=1.0,
-        )
+        back_image = _tint(ax, pooled_back, extent, style.REVIVED_COLOR, "revived")
     label_axes(ax, after_view)
     new_total = pooled_new.kept_total
     area_total = pooled_after.area_total
