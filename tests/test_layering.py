@@ -178,3 +178,17 @@ def test_importing_a_layer_loads_nothing_it_may_not_import(room):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "[]"
+
+
+MAX_LINES = 500
+
+
+def test_no_source_file_is_over_500_lines():
+    """Each file keeps to one job a reader can take in at a sitting: none over 500 lines."""
+    lengths = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+    assert lengths, f"no .py files found under {PACKAGE}"
+    too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
+    assert not too_long, f"files over {MAX_LINES} lines (split them by job): {too_long}"

@@ -14,7 +14,7 @@ import torch
 
 from _widget_helpers import mlp
 from prune_explorer.session import Session
-from prune_explorer.session import session as session_module
+from prune_explorer.session import previewing as session_module
 from prune_explorer.widgets.status import StatusBar
 
 

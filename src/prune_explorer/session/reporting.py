@@ -14,23 +14,28 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from .arguments import as_list
 from .errors import InvalidStepError
+from .previewing import Previewing
 from .reports import compare_frame, memory_report, tensor_report, with_total
 from .step import Step
-from .transaction import Transactional, locked
+from .transaction import locked
 
 __all__ = ["Reporting"]
 
 
-class Reporting(Transactional):
+class Reporting(Previewing):
     """Read-only questions about the session (a mixin of ``Session``)."""
 
     _found_methods: dict[str, tuple[str, ...]]
+
+    if TYPE_CHECKING:  # defined by Session, which this class is a mixin of
+        def default_targets(self) -> list[str]: ...
 
     # -- reports --------------------------------------------------------------------------------
     @locked
@@ -75,7 +80,7 @@ class Reporting(Transactional):
         least ``collapse_threshold`` of it is pruned or every slice along some dim is.
         """
         where = "Session.compare_global_local"
-        names = _as_list(self.default_targets() if names is None else names)
+        names = as_list(self.default_targets() if names is None else names)
         if not isinstance(collapse_threshold, (int, float)) or isinstance(
             collapse_threshold, bool
         ) or not 0.0 < collapse_threshold <= 1.0:
@@ -84,20 +89,10 @@ class Reporting(Transactional):
                 f"got {collapse_threshold!r}",
                 "collapse_threshold",
             )
-        glob = self._make_step(
-            where, "global_unstructured", names,
-            {"pruning_method": "l1_unstructured", "amount": amount}, None, draw=False,
-        )
+        glob = self._global_step(where, names, "l1_unstructured", amount, None, draw=False)
         global_result = self._preview_step(glob, where)
         local_result = {}
         for name in names:
             step = Step._build(where, "l1_unstructured", name, {"amount": amount})
             local_result.update(self._preview_step(step, where))
         return compare_frame(self._known, names, global_result, local_result, collapse_threshold)
-
-
-def _as_list(names: Any) -> Any:
-    # Keep strings as they are (the Step check rejects them with a clear message).
-    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
-        return names
-    return list(names)

@@ -33,27 +33,24 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from .checks import check_step
 from .commits import CommitResult, CommitReview, Committing
-from .compute import cell_counts, global_masks, local_mask
-from .errors import InvalidStepError, NotUndoableError
+from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
 from .hooks import find_hook, hook_methods, method_name, refresh_pruned
-from .methods import check_method, check_seed, check_settings, is_random
+from .methods import check_seed
 from .order_cache import OrderCache
 from .packed import PackedMask
 from .plan import Plan
-from .registry import TensorInfo, discover, unknown_target
-from .reporting import Reporting, _as_list
+from .registry import TensorInfo, discover
+from .reporting import Reporting
 from .reports import effective_tensor
 from .sensitivity import sensitivity as _sensitivity
 from .step import Step
@@ -232,91 +229,6 @@ class Session(Reporting, Committing):
                     progress(index + 1, len(steps))
         return steps
 
-    # -- preview --------------------------------------------------------------------------------
-    @locked
-    def preview(
-        self, target: str, method: str, *, seed: int | None = None, **settings: Any
-    ) -> torch.Tensor:
-        """The mask :meth:`apply` would leave on ``target`` with these arguments.
-
-        Nothing changes: not the model (state_dict, Parameter objects, hooks), not the global
-        RNG state, not the session. For random methods without ``seed``, it uses the seed the
-        next :meth:`apply` will draw, so preview and apply agree.
-
-        Returns
-        -------
-        torch.Tensor
-            Same shape, dtype and device as the tensor; 1 = kept.
-        """
-        where = "Session.preview"
-        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
-        return self._preview_step(step, where)[target]
-
-    @locked
-    def preview_global(
-        self,
-        targets: Sequence[str],
-        method: str = "l1_unstructured",
-        *,
-        amount: float | int,
-        seed: int | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """The masks :meth:`apply_global` would leave, by address; nothing changes."""
-        where = "Session.preview_global"
-        step = self._make_step(
-            where, "global_unstructured", _as_list(targets),
-            {"pruning_method": method, "amount": amount}, seed, draw=False,
-        )
-        return self._preview_step(step, where)
-
-    @locked
-    def preview_cells(
-        self,
-        target: str,
-        method: str,
-        *,
-        row_edges: np.ndarray,
-        col_edges: np.ndarray,
-        targets: Sequence[str] | None = None,
-        seed: int | None = None,
-        **settings: Any,
-    ) -> np.ndarray | None:
-        """Kept entries per display cell of ``target`` after the step, without building a mask.
-
-        Cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]`` of
-        ``target`` viewed as ``(shape[0], numel / shape[0])``. Exactly the counts of the mask
-        :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
-        ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
-        L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
-        tensors): then pool :meth:`preview`'s mask.
-
-        Examples
-        --------
-        >>> import numpy as np, torch
-        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
-        >>> kept = s.preview_cells("0.weight", "l1_unstructured", amount=0.25,
-        ...                        row_edges=np.array([0, 200, 400]), col_edges=np.array([0, 600]))
-        >>> kept.shape, int(kept.sum())
-        ((2, 1), 180000)
-        """
-        where = "Session.preview_cells"
-        if method == "global_unstructured":
-            step = self._make_step(where, method, _as_list(targets), settings, seed, draw=False)
-        else:
-            step = self._make_step(where, method, target, settings, seed, single=True,
-                                   draw=False)
-        check_step(self._model, self._known, step, where)
-        return cell_counts(self._model, step, target, self._orders,
-                           np.asarray(row_edges), np.asarray(col_edges))
-
-    def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
-        check_step(self._model, self._known, step, where)
-        if step.is_global:
-            return global_masks(self._model, step, self._orders)
-        module, tensor_name = self._locate(step.target)  # type: ignore[arg-type]
-        mask = local_mask(module, tensor_name, step, self._orders)
-        return {step.target: mask}  # type: ignore[dict-item]
-
     # -- apply ----------------------------------------------------------------------------------
     def apply(self, target: str, method: str, *, seed: int | None = None, **settings: Any) -> Step:
         """Prune ``target`` with ``method`` (through ``torch.nn.utils.prune``); returns the Step.
@@ -346,11 +258,8 @@ class Session(Reporting, Committing):
         """
         where = "Session.apply_global"
         with self.transaction():
-            step = self._make_step(
-                where, "global_unstructured", _as_list(targets),
-                {"pruning_method": method, "amount": amount}, seed,
-            )
-            return self._apply_ready(step, where)
+            return self._apply_ready(self._global_step(where, targets, method, amount, seed),
+                                     where)
 
     def apply_step(self, step: Step) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
@@ -364,7 +273,7 @@ class Session(Reporting, Committing):
 
     def _apply_ready(self, step: Step, where: str) -> Step:
         if step.method == "remove":
-            self._commit([step.target], where)  # type: ignore[list-item]
+            self._commit([step.target], where)
             return step
         step = self._run(step, where)
         self._journal.emit(SessionEvent("apply", step.targets, (step,)))
@@ -459,43 +368,6 @@ class Session(Reporting, Committing):
         return self
 
     # -- internals ------------------------------------------------------------------------------
-    def _check_name(self, name: Any, where: str) -> str:
-        if not isinstance(name, str) or name not in self._known:
-            if isinstance(name, str):
-                raise unknown_target(name, self._known, where, "name")
-            raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
-                                   "name")
-        return name
-
-    def _make_step(
-        self,
-        where: str,
-        method: Any,
-        target: Any,
-        settings: Mapping[str, Any],
-        seed: Any,
-        single: bool = False,
-        draw: bool = True,
-    ) -> Step:
-        # draw=False (previews): use the seed the next action will draw, without drawing it,
-        # so previews on any thread never change the session.
-        spec = check_method(method, where)
-        if single and spec.name == "global_unstructured":
-            raise InvalidStepError(
-                f"{where}: method 'global_unstructured' acts on several tensors; use "
-                f"{where}_global(targets, method, amount=...)",
-                "method",
-            )
-        if single and spec.name == "remove":
-            raise InvalidStepError(
-                f"{where}: method 'remove' makes pruning permanent; use Session.commit(names)",
-                "method",
-            )
-        clean = check_settings(spec, settings, where)
-        if seed is None and is_random(spec, clean):
-            seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
-        return Step._build(where, spec.name, target, clean, seed)
-
     @locked
     def __repr__(self) -> str:
         pruned = sum(1 for n in self._known if find_hook(*self._locate(n)) is not None)

@@ -1,0 +1,88 @@
+"""A public call's arguments, checked and turned into a :class:`~prune_explorer.session.Step`.
+
+A mixin of :class:`~prune_explorer.session.Session`: ``apply``, the previews and the reports
+all build their step here, so every call checks its arguments the same way and draws the seed of
+a random step on the caller's thread (previews only peek at it).
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import Session
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 2))
+>>> s = Session(model)
+>>> mask = s.preview("0.weight", "random_unstructured", amount=0.5)  # peeks at the next seed
+>>> step = s.apply("0.weight", "random_unstructured", amount=0.5)  # draws that seed
+>>> torch.equal(mask, model[0].weight_mask)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import InvalidStepError
+from .methods import check_method, check_settings, is_random
+from .registry import unknown_target
+from .step import Step
+from .transaction import Transactional
+
+__all__ = ["Arguments", "as_list"]
+
+
+class Arguments(Transactional):
+    """Checking names and building steps from call arguments (a mixin of ``Session``)."""
+
+    def _check_name(self, name: Any, where: str) -> str:
+        if not isinstance(name, str) or name not in self._known:
+            if isinstance(name, str):
+                raise unknown_target(name, self._known, where, "name")
+            raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
+                                   "name")
+        return name
+
+    def _make_step(
+        self,
+        where: str,
+        method: Any,
+        target: Any,
+        settings: Mapping[str, Any],
+        seed: Any,
+        single: bool = False,
+        draw: bool = True,
+    ) -> Step:
+        # draw=False (previews): use the seed the next action will draw, without drawing it,
+        # so previews on any thread never change the session.
+        spec = check_method(method, where)
+        if single and spec.name == "global_unstructured":
+            raise InvalidStepError(
+                f"{where}: method 'global_unstructured' acts on several tensors; use "
+                f"{where}_global(targets, method, amount=...)",
+                "method",
+            )
+        if single and spec.name == "remove":
+            raise InvalidStepError(
+                f"{where}: method 'remove' makes pruning permanent; use Session.commit(names)",
+                "method",
+            )
+        clean = check_settings(spec, settings, where)
+        if seed is None and is_random(spec, clean):
+            seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
+        return Step._build(where, spec.name, target, clean, seed)
+
+    def _global_step(
+        self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True
+    ) -> Step:
+        """The ``global_unstructured`` step of ``apply_global`` and its previews."""
+        return self._make_step(
+            where, "global_unstructured", as_list(targets),
+            {"pruning_method": method, "amount": amount}, seed, draw=draw,
+        )
+
+
+def as_list(names: Any) -> Any:
+    """``names`` as a list, strings and non-iterables kept as they are (the Step check rejects
+    them with a clear message)."""
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        return names
+    return list(names)

@@ -1,0 +1,121 @@
+"""Previews: the masks (or per-cell counts) a step would leave, computed without changing
+anything -- not the model, not the global RNG, not the session.
+
+A mixin of :class:`~prune_explorer.session.Session`. Masks come from
+:mod:`~prune_explorer.session.compute` through the same core calls as applying, with the
+session's order cache for fast L1 slider moves; a random step without a seed uses the seed the
+next apply will draw, so preview and apply agree.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import Session
+>>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+>>> masks = s.preview_global(["0.weight", "0.bias"], amount=5)
+>>> sum(int((m == 0).sum()) for m in masks.values()), s.steps
+(5, ())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .arguments import Arguments, as_list
+from .checks import check_step
+from .compute import cell_counts, global_masks, local_mask
+from .order_cache import OrderCache
+from .step import Step
+from .transaction import locked
+
+__all__ = ["Previewing"]
+
+
+class Previewing(Arguments):
+    """What a step would do, without doing it (a mixin of ``Session``)."""
+
+    _orders: OrderCache
+
+    @locked
+    def preview(
+        self, target: str, method: str, *, seed: int | None = None, **settings: Any
+    ) -> torch.Tensor:
+        """The mask :meth:`apply` would leave on ``target`` with these arguments.
+
+        Nothing changes: not the model (state_dict, Parameter objects, hooks), not the global
+        RNG state, not the session. For random methods without ``seed``, it uses the seed the
+        next :meth:`apply` will draw, so preview and apply agree.
+
+        Returns
+        -------
+        torch.Tensor
+            Same shape, dtype and device as the tensor; 1 = kept.
+        """
+        where = "Session.preview"
+        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
+        return self._preview_step(step, where)[target]
+
+    @locked
+    def preview_global(
+        self,
+        targets: Sequence[str],
+        method: str = "l1_unstructured",
+        *,
+        amount: float | int,
+        seed: int | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """The masks :meth:`apply_global` would leave, by address; nothing changes."""
+        where = "Session.preview_global"
+        return self._preview_step(
+            self._global_step(where, targets, method, amount, seed, draw=False), where)
+
+    @locked
+    def preview_cells(
+        self,
+        target: str,
+        method: str,
+        *,
+        row_edges: np.ndarray,
+        col_edges: np.ndarray,
+        targets: Sequence[str] | None = None,
+        seed: int | None = None,
+        **settings: Any,
+    ) -> np.ndarray | None:
+        """Kept entries per display cell of ``target`` after the step, without building a mask.
+
+        Cells are the blocks ``[row_edges[r]:row_edges[r+1], col_edges[c]:col_edges[c+1]]`` of
+        ``target`` viewed as ``(shape[0], numel / shape[0])``. Exactly the counts of the mask
+        :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
+        ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
+        L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
+        tensors): then pool :meth:`preview`'s mask.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
+        >>> kept = s.preview_cells("0.weight", "l1_unstructured", amount=0.25,
+        ...                        row_edges=np.array([0, 200, 400]), col_edges=np.array([0, 600]))
+        >>> kept.shape, int(kept.sum())
+        ((2, 1), 180000)
+        """
+        where = "Session.preview_cells"
+        if method == "global_unstructured":
+            step = self._make_step(where, method, as_list(targets), settings, seed, draw=False)
+        else:
+            step = self._make_step(where, method, target, settings, seed, single=True,
+                                   draw=False)
+        check_step(self._model, self._known, step, where)
+        return cell_counts(self._model, step, target, self._orders,
+                           np.asarray(row_edges), np.asarray(col_edges))
+
+    def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
+        check_step(self._model, self._known, step, where)
+        if step.is_global:
+            return global_masks(self._model, step, self._orders)
+        name = step.targets[0]  # a single-tensor step
+        module, tensor_name = self._locate(name)
+        return {name: local_mask(module, tensor_name, step, self._orders)}
