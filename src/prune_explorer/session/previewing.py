@@ -96,6 +96,7 @@ class Previewing(Arguments):
         Examples
         --------
         >>> import numpy as np, torch
+        >>> from prune_explorer import Session
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
         >>> kept = s.preview_cells("0.weight", "l1_unstructured", amount=0.25,
         ...                        row_edges=np.array([0, 200, 400]), col_edges=np.array([0, 600]))
