@@ -57,9 +57,17 @@ from .methods import (
     RandomStructured,
     RandomUnstructured,
 )
+from .patterns import (
+    BlockStructured,
+    SemiStructured,
+    block_structured,
+    satisfies_pattern,
+    semi_structured,
+)
 
 __all__ = [
     "BasePruningMethod",
+    "BlockStructured",
     "CustomFromMask",
     "Identity",
     "L1Unstructured",
@@ -68,10 +76,12 @@ __all__ = [
     "PruningStateError",
     "RandomStructured",
     "RandomUnstructured",
+    "SemiStructured",
     "ShapeMismatchError",
     "_compute_nparams_toprune",
     "_validate_pruning_amount",
     "_validate_pruning_amount_init",
+    "block_structured",
     "custom_from_mask",
     "get_tie_break",
     "global_masks",
@@ -86,6 +96,8 @@ __all__ = [
     "random_unstructured",
     "remove",
     "remove_all",
+    "satisfies_pattern",
+    "semi_structured",
     "set_tie_break",
     "tie_break",
 ]

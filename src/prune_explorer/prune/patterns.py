@@ -1,0 +1,377 @@
+"""Hardware-friendly sparsity patterns as pruning methods: N:M semi-structured and blocks.
+
+Neither pattern is in ``torch.nn.utils.prune``; both follow its conventions (a class with a pure
+``compute_mask`` and a function that attaches it), so they combine with every other method.
+
+* :class:`SemiStructured` / :func:`semi_structured` -- ``pattern="N:M"``: along ``dim``, every
+  group of ``M`` consecutive entries keeps its ``N`` largest ``|importance|`` and prunes the rest
+  (2:4 is what sparse tensor cores on Ampere and later GPUs accelerate).
+* :class:`BlockStructured` / :func:`block_structured` -- the tensor is cut into blocks of shape
+  ``block`` (one size per leading dim; dims past ``len(block)`` are taken whole) and the
+  ``amount`` blocks with the smallest ``n``-norm are pruned.
+
+Rules (all checked, with the package's one message template):
+
+* the pattern string is ``"N:M"`` with integers ``M >= 1`` and ``0 <= N <= M``;
+* ``M`` divides the size along ``dim`` -- there is no partial group, because hardware has none
+  (choose a ``dim`` whose size is a multiple of ``M``, e.g. ``dim=1``, the input channels, of a
+  conv weight);
+* ``block`` has at least one and at most ``rank`` positive ints, and each divides the size of its
+  dim (no partial blocks, for the same reason);
+* ties follow the project's rule: the lowest index is pruned first (the group position for N:M,
+  the row-major block index for blocks).
+
+PRUNING_TYPE is ``"global"`` for both: a pattern is defined on the tensor's own layout (groups of
+``M`` neighbours, rectangular blocks), which the ``"unstructured"`` path (a 1-D gather of the
+surviving entries) and the ``"structured"`` path (a gather of surviving slices) would destroy.
+As ``"global"`` methods they receive the whole tensor and the mask so far in a
+:class:`~prune_explorer.prune.PruningContainer` and honour it themselves: entries already pruned
+stay pruned and count as pruned within their group (so a group keeps at most ``N`` entries), and
+blocks already fully pruned are not candidates (``amount`` counts the blocks still alive).
+
+This module imports only torch.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import prune
+>>> layer = torch.nn.Linear(4, 1, bias=False)
+>>> with torch.no_grad():
+...     _ = layer.weight.copy_(torch.tensor([[0.1, -3.0, 0.2, 2.0]]))
+>>> prune.semi_structured(layer, "weight", pattern="2:4").weight_mask.tolist()
+[[0.0, 1.0, 0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from ._context import caller, calling
+from ._validation import (
+    check_amount,
+    check_amount_fits,
+    check_dim,
+    check_dim_type,
+    check_n,
+    nparams_to_prune,
+    problem,
+)
+from .methods import BasePruningMethod
+
+__all__ = [
+    "PATTERN_CONSTRAINTS",
+    "PATTERN_METHOD_PARAMETERS",
+    "BlockStructured",
+    "SemiStructured",
+    "block_structured",
+    "parse_pattern",
+    "satisfies_pattern",
+    "semi_structured",
+]
+
+_PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def parse_pattern(pattern: Any) -> tuple[int, int] | None:
+    """``"N:M"`` as ``(N, M)``, or None when it is not a valid pattern string."""
+    if not isinstance(pattern, str):
+        return None
+    match = _PATTERN.fullmatch(pattern)
+    if match is None:
+        return None
+    n, m = int(match.group(1)), int(match.group(2))
+    return (n, m) if m >= 1 and 0 <= n <= m else None
+
+
+def _pattern_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, str):
+        return TypeError
+    return None if parse_pattern(value) is not None else ValueError
+
+
+def _block_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, (tuple, list)):
+        return TypeError
+    ok = len(value) >= 1 and all(
+        isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in value)
+    return None if ok else ValueError
+
+
+class _Constraint(NamedTuple):
+    """One parameter's rule in words and its test (the form of the core's constraint table)."""
+
+    rule: str
+    error: Callable[[Any], type[Exception] | None]
+
+
+#: Constraints of the parameters only these methods take (the form of the core's one table).
+PATTERN_CONSTRAINTS: dict[str, _Constraint] = {
+    "pattern": _Constraint("a string 'N:M' with integers M >= 1 and 0 <= N <= M", _pattern_error),
+    "block": _Constraint("a tuple of one or more ints >= 1", _block_error),
+}
+
+#: function name -> (class name, parameters it takes, in order).
+PATTERN_METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "semi_structured": ("SemiStructured", ("pattern", "dim")),
+    "block_structured": ("BlockStructured", ("amount", "block", "n")),
+}
+
+
+def _check(where: str, param: str, value: Any) -> None:
+    c = PATTERN_CONSTRAINTS[param]
+    error = c.error(value)
+    if error is not None:
+        raise error(problem(where, param, c.rule, value))
+
+
+def _keys(t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+    """``|t|`` as floats, with entries ``default_mask`` already prunes set to -inf."""
+    keys = t.abs() if t.is_floating_point() else t.abs().to(torch.float)
+    return keys.masked_fill(default_mask == 0, float("-inf"))
+
+
+def _times_default(keep: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+    return default_mask * keep.to(device=default_mask.device, dtype=default_mask.dtype)
+
+
+class SemiStructured(BasePruningMethod):
+    """Keep ``N`` of every ``M`` consecutive entries along ``dim``: the largest ``|importance|``.
+
+    Parameters
+    ----------
+    pattern : str
+        ``"N:M"``, e.g. ``"2:4"``; ``M`` must divide the size along ``dim``.
+    dim : int
+        The dim along which groups of ``M`` neighbours are formed (default: the last).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> t = torch.tensor([[4.0, 1.0, 3.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
+    >>> prune.SemiStructured("2:4").compute_mask(t, torch.ones_like(t)).tolist()
+    [[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 1.0]]
+    """
+
+    PRUNING_TYPE = "global"
+
+    def __init__(self, pattern: str = "2:4", dim: int = -1) -> None:
+        where = caller(type(self).__name__)
+        _check(where, "pattern", pattern)
+        check_dim_type(dim, where)
+        self.pattern = pattern
+        self.dim = dim
+
+    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        where = caller(type(self).__name__)
+        keep_n, m = parse_pattern(self.pattern)  # type: ignore[misc]
+        dim = check_group_dim(t, self.dim, m, where)
+        moved = _keys(t, default_mask).movedim(dim, -1)
+        groups = moved.reshape(*moved.shape[:-1], moved.shape[-1] // m, m)
+        # a stable sort puts the lowest index first among equal keys: it is pruned first
+        order = torch.argsort(groups, dim=-1, stable=True)[..., : m - keep_n]
+        keep = torch.ones(groups.shape, dtype=torch.bool, device=t.device)
+        keep.scatter_(-1, order, False)
+        return _times_default(keep.reshape(moved.shape).movedim(-1, dim), default_mask)
+
+    def _settings(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "dim": self.dim}
+
+    @classmethod
+    def apply(  # type: ignore[override]
+        cls, module: nn.Module, name: str, pattern: str = "2:4", dim: int = -1,
+        importance_scores: torch.Tensor | None = None,
+    ) -> BasePruningMethod:
+        """Attach a :class:`SemiStructured` to ``module.name``."""
+        return super().apply(module, name, pattern=pattern, dim=dim,
+                             importance_scores=importance_scores)
+
+
+def check_group_dim(t: torch.Tensor, dim: Any, m: int, where: str) -> int:
+    """Check ``dim`` against ``t`` and that groups of ``m`` tile it; return ``dim`` >= 0."""
+    d = check_dim(t, dim, where)
+    if t.shape[d] % m:
+        raise ValueError(problem(
+            where, "pattern", f"'N:M' with M dividing the size along dim={dim} "
+            f"({t.shape[d]}; groups are never partial)", f"M={m}"))
+    return d
+
+
+def check_block(t: torch.Tensor, block: Any, where: str) -> tuple[int, ...]:
+    """Check ``block`` against ``t``'s rank and shape; return it padded with whole dims."""
+    _check(where, "block", block)
+    if len(block) > t.dim():
+        raise ValueError(problem(where, "block", f"at most {t.dim()} sizes for a {t.dim()}-D "
+                                 f"tensor of shape {tuple(t.shape)}", tuple(block)))
+    for d, (size, b) in enumerate(zip(t.shape, block, strict=False)):
+        if size % b:
+            raise ValueError(problem(
+                where, "block", f"sizes that divide the tensor's shape {tuple(t.shape)} "
+                f"(dim {d}: {b} does not divide {size}; blocks are never partial)",
+                tuple(block)))
+    return tuple(int(b) for b in block) + tuple(t.shape[len(block):])
+
+
+def block_view(x: torch.Tensor, block: tuple[int, ...]) -> torch.Tensor:
+    """``x`` reshaped to ``(grid..., block...)``: the block grid first, each block's entries last.
+
+    ``block`` has one size per dim of ``x`` (see :func:`check_block`).
+    """
+    split: list[int] = []
+    for size, b in zip(x.shape, block, strict=True):
+        split += [size // b, b]
+    rank = x.dim()
+    return x.reshape(split).permute(*range(0, 2 * rank, 2), *range(1, 2 * rank, 2))
+
+
+def _block_norm_order(n: Any) -> float:
+    return 2.0 if n == "fro" else float(n)
+
+
+class BlockStructured(BasePruningMethod):
+    """Prune the ``amount`` blocks of shape ``block`` with the smallest ``n``-norm.
+
+    Parameters
+    ----------
+    amount : int or float
+        Count (int >= 0) or fraction in [0, 1] of the blocks still alive.
+    block : tuple of int
+        Block size along the leading dims (dims past ``len(block)`` are taken whole); each size
+        divides its dim.
+    n : int, float or 'fro'
+        Order of the vector norm over a block's entries (``'fro'`` is 2; ``'nuc'`` is refused).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> t = torch.tensor([[1.0, 1.0, 5.0, 5.0], [1.0, 1.0, 5.0, 5.0]])
+    >>> prune.BlockStructured(1, block=(2, 2)).compute_mask(t, torch.ones_like(t)).tolist()
+    [[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]
+    """
+
+    PRUNING_TYPE = "global"
+
+    def __init__(self, amount: float | int, block: tuple[int, ...] = (4, 4), n: Any = 1) -> None:
+        where = caller(type(self).__name__)
+        check_amount(amount, where)
+        _check(where, "block", block)
+        check_n(n, where)
+        if n == "nuc" or n is None:
+            raise RuntimeError(problem(where, "n", "a number or 'fro' (a vector norm over each "
+                                       "block's entries)", n))
+        self.amount = amount
+        self.block = tuple(block)
+        self.n = n
+
+    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        where = caller(type(self).__name__)
+        block = check_block(t, self.block, where)
+        scores = block_view(t.abs() if t.is_floating_point() else t.abs().float(), block)
+        alive = block_view(default_mask != 0, block)
+        rank = t.dim()
+        entries = tuple(range(rank, 2 * rank))
+        norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=entries)
+        live = alive.any(dim=entries).reshape(-1)
+        n_live = int(live.sum())
+        check_amount_fits(self.amount, n_live, where, "blocks")
+        k = nparams_to_prune(self.amount, n_live)
+        keys = norms.reshape(-1).masked_fill(~live, float("-inf"))
+        pruned = torch.argsort(keys, stable=True)[: k + live.numel() - n_live]
+        keep_blocks = torch.ones(keys.shape, dtype=torch.bool, device=t.device)
+        keep_blocks[pruned] = False
+        grid = [size // b for size, b in zip(t.shape, block, strict=True)]
+        keep = keep_blocks.view(grid)
+        for d, b in enumerate(block):
+            keep = keep.repeat_interleave(b, dim=d)
+        return _times_default(keep, default_mask)
+
+    def _settings(self) -> dict[str, Any]:
+        return {"amount": self.amount, "block": self.block, "n": self.n}
+
+    @classmethod
+    def apply(  # type: ignore[override]
+        cls, module: nn.Module, name: str, amount: float | int,
+        block: tuple[int, ...] = (4, 4), n: Any = 1,
+        importance_scores: torch.Tensor | None = None,
+    ) -> BasePruningMethod:
+        """Attach a :class:`BlockStructured` to ``module.name``."""
+        return super().apply(module, name, amount=amount, block=block, n=n,
+                             importance_scores=importance_scores)
+
+
+def semi_structured(
+    module: nn.Module, name: str, pattern: str = "2:4", dim: int = -1,
+    importance_scores: torch.Tensor | None = None,
+) -> nn.Module:
+    """Prune ``module.name`` to the ``"N:M"`` pattern along ``dim`` (keep N of every M by |w|).
+
+    Returns the module, with ``name_orig``, ``name_mask`` and a forward pre-hook as for the
+    other methods.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> m = prune.semi_structured(torch.nn.Linear(8, 4), "weight", pattern="2:4")
+    >>> m.weight_mask.view(4, 2, 4).sum(dim=-1).unique().tolist()
+    [2.0]
+    """
+    with calling("semi_structured"):
+        SemiStructured.apply(module, name, pattern=pattern, dim=dim,
+                             importance_scores=importance_scores)
+    return module
+
+
+def block_structured(
+    module: nn.Module, name: str, amount: float | int, block: tuple[int, ...] = (4, 4),
+    n: Any = 1, importance_scores: torch.Tensor | None = None,
+) -> nn.Module:
+    """Prune the ``amount`` blocks of ``module.name`` (shape ``block``) with the lowest n-norm.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> m = prune.block_structured(torch.nn.Linear(8, 8), "weight", amount=0.5, block=(4, 4))
+    >>> int(m.weight_mask.sum())
+    32
+    """
+    with calling("block_structured"):
+        BlockStructured.apply(module, name, amount=amount, block=block, n=n,
+                              importance_scores=importance_scores)
+    return module
+
+
+def satisfies_pattern(mask: torch.Tensor, pattern: str = "2:4", dim: int = -1) -> bool:
+    """Whether ``mask`` keeps at most ``N`` of every ``M`` consecutive entries along ``dim``.
+
+    False when ``M`` does not divide the size along ``dim`` (the pattern cannot hold), or for a
+    0-D mask.
+
+    Examples
+    --------
+    >>> import torch
+    >>> satisfies_pattern(torch.tensor([1, 0, 0, 1, 1, 1, 0, 0]), "2:4")
+    True
+    >>> satisfies_pattern(torch.tensor([1, 1, 1, 0]), "2:4")
+    False
+    """
+    parsed = parse_pattern(pattern)
+    if parsed is None:
+        _check("satisfies_pattern", "pattern", pattern)
+    keep_n, m = parsed  # type: ignore[misc]
+    if mask.dim() == 0:
+        return False
+    d = check_dim(mask, dim, "satisfies_pattern")
+    if mask.shape[d] % m:
+        return False
+    moved = (mask != 0).movedim(d, -1)
+    groups = moved.reshape(*moved.shape[:-1], moved.shape[-1] // m, m)
+    return bool((groups.sum(dim=-1) <= keep_n).all())
