@@ -219,15 +219,18 @@ def check_block(t: torch.Tensor, block: Any, where: str) -> tuple[int, ...]:
 
 
 def block_view(x: torch.Tensor, block: tuple[int, ...]) -> torch.Tensor:
-    """``x`` reshaped to ``(grid..., block...)``: the block grid first, each block's entries last.
+    """``x`` as a contiguous ``(grid..., entries)`` tensor: one row of entries per block.
 
-    ``block`` has one size per dim of ``x`` (see :func:`check_block`).
+    ``block`` has one size per dim of ``x`` (see :func:`check_block`); blocks are in row-major
+    order of the grid and each block's entries in row-major order within it.
     """
     split: list[int] = []
     for size, b in zip(x.shape, block, strict=True):
         split += [size // b, b]
     rank = x.dim()
-    return x.reshape(split).permute(*range(0, 2 * rank, 2), *range(1, 2 * rank, 2))
+    grid = split[0::2]
+    return x.reshape(split).permute(*range(0, 2 * rank, 2), *range(1, 2 * rank, 2)).reshape(
+        *grid, -1)
 
 
 def _block_norm_order(n: Any) -> float:
@@ -275,10 +278,8 @@ class BlockStructured(BasePruningMethod):
         block = check_block(t, self.block, where)
         scores = block_view(t.abs() if t.is_floating_point() else t.abs().float(), block)
         alive = block_view(default_mask != 0, block)
-        rank = t.dim()
-        entries = tuple(range(rank, 2 * rank))
-        norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=entries)
-        live = alive.any(dim=entries).reshape(-1)
+        norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=-1)
+        live = alive.any(dim=-1).reshape(-1)
         n_live = int(live.sum())
         check_amount_fits(self.amount, n_live, where, "blocks")
         k = nparams_to_prune(self.amount, n_live)

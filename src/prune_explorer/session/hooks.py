@@ -52,6 +52,8 @@ _CLASS_TO_NAME = {
     "RandomStructured": "random_structured",
     "LnStructured": "ln_structured",
     "CustomFromMask": "custom_from_mask",
+    "SemiStructured": "semi_structured",
+    "BlockStructured": "block_structured",
 }
 
 

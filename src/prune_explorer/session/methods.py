@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from prune_explorer.prune.patterns import PATTERN_CONSTRAINTS, parse_pattern
+
 from .errors import InvalidStepError
 from .packed import PackedMask
 
@@ -67,6 +69,10 @@ METHODS: dict[str, MethodSpec] = {
                    structured=True),
         MethodSpec("ln_structured", ("amount", "n", "dim"), "LnStructured", structured=True),
         MethodSpec("custom_from_mask", ("mask",), "CustomFromMask"),
+        # hardware patterns (prune_explorer.prune.patterns; no function in torch.nn.utils.prune,
+        # so snippets build their masks with plain torch, see session/patterncode.py)
+        MethodSpec("semi_structured", ("pattern", "dim"), "SemiStructured"),
+        MethodSpec("block_structured", ("amount", "block", "n"), "BlockStructured"),
         MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
         MethodSpec("remove", (), None),
     )
@@ -155,7 +161,23 @@ def check_pruning_method(value: Any, where: str) -> str:
     return value
 
 
+def check_pattern(value: Any, where: str) -> str:
+    """Validate an ``"N:M"`` pattern string (whether M fits the tensor is checked on apply)."""
+    if parse_pattern(value) is None:
+        raise _fail(where, "pattern", "must be " + PATTERN_CONSTRAINTS["pattern"].rule, value)
+    return str(value)
+
+
+def check_block(value: Any, where: str) -> tuple[int, ...]:
+    """Validate a block shape (a JSON list becomes a tuple); its fit is checked on apply."""
+    if PATTERN_CONSTRAINTS["block"].error(value) is not None:
+        raise _fail(where, "block", "must be " + PATTERN_CONSTRAINTS["block"].rule, value)
+    return tuple(int(b) for b in value)
+
+
 _CHECKS = {
+    "pattern": check_pattern,
+    "block": check_block,
     "amount": check_amount,
     "n": check_n,
     "dim": check_dim,

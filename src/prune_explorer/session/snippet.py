@@ -42,6 +42,7 @@ import torch
 from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .methods import METHODS
 from .packed import PackedMask
+from .patterncode import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_str
 from .step import Step, split_address
 
@@ -107,6 +108,8 @@ def _step_lines(step: Step) -> list[str]:
         return _global_call(step)
     if step.method == "custom_from_mask":
         return _mask_call(step)
+    if step.method in PATTERN_METHODS:
+        return pattern_lines(step)
     module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
     args = [_module_expr(module_name), py_str(tensor_name)]
     args += [f"{key}={_literal(value)}" for key, value in step.settings.items()]
