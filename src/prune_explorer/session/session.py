@@ -454,6 +454,22 @@ class Session:
         self._events.emit(SessionEvent("to", (), ()))
         return self
 
+    # -- shrink ---------------------------------------------------------------------------------
+    def shrink(self, example_inputs: Any, *, repeats: int = 20) -> Any:
+        """A new, smaller model without the channels pruning made dead, and its savings.
+
+        Outside undo and history: the session's model is not changed (adopt ``report.model``
+        yourself, e.g. in a new Session). See :mod:`prune_explorer.session.shrink`.
+
+        Returns
+        -------
+        prune_explorer.session.shrink.ShrinkReport
+            ``.model``, parameters/FLOPs/state_dict bytes/CPU latency before and after.
+        """
+        from .shrink import shrink
+
+        return shrink(self._model, example_inputs, repeats=repeats)
+
     # -- reports --------------------------------------------------------------------------------
     def methods(self, name: str) -> tuple[str, ...]:
         """Method names applied to ``name`` in order: those found on it, then the session's."""
