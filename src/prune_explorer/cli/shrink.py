@@ -70,7 +70,7 @@ def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
     description = describe(report.model, model, args.model or "")
     files.write(output, checkpoint_bytes(report.model.state_dict(), fmt), "-o/--output", inputs)
     files.write(arch, (json.dumps(description, indent=2) + "\n").encode(), "-o/--output", inputs)
-    print(f"Shrunk: {report.table().to_string(float_format=lambda x: f'{x:.4g}')}", file=out)
+    print(f"Shrunk:\n{report!r}", file=out)
     removed = sum(report.removed.values())
     print(f"Wrote {output} ({fmt}): the shrunk state_dict ({removed} channels removed), and "
           f"{arch}: the layers to resize before loading it (see "

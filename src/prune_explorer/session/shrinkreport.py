@@ -68,6 +68,10 @@ def measure(model: nn.Module, inputs: tuple[Any, ...], repeats: int = 20) -> Met
                    statistics.median(times) * 1e3)
 
 
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 @dataclass
 class ShrinkReport:
     """The smaller model and what it saves.
@@ -110,10 +114,10 @@ class ShrinkReport:
         return notes
 
     def __repr__(self) -> str:
-        lines = ["ShrinkReport", self.table().to_string(float_format=lambda x: f"{x:.4g}")]
+        lines = ["ShrinkReport", self.table().to_string(float_format=_fmt)]
         return "\n".join(lines + self._notes())
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self._notes())
-        table = self.table().to_html(float_format=lambda x: f"{x:.4g}")
+        table = self.table().to_html(float_format=_fmt)
         return f"<div><b>ShrinkReport</b>{table}<ul>{notes}</ul></div>"
