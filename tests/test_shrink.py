@@ -207,6 +207,28 @@ def test_output_layer_is_never_shrunk():
     assert report.kept[0][2] == "feeds the model's output"
 
 
+class FunctionalTail(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3)
+        self.b = nn.Conv2d(6, 4, 1)
+
+    def forward(self, x):
+        return torch.flatten(self.b(torch.relu(self.a(x))), 1) * 2.0  # no module at the end
+
+
+def test_a_layer_feeding_the_output_through_functional_ops_is_not_shrunk():
+    torch.manual_seed(0)
+    s = Session(FunctionalTail())
+    _kill(s, "b", [1])
+    _kill(s, "a", [2])
+    x = torch.randn(2, 3, 5, 5)
+    report = shrink(s.model, x, repeats=1)
+    assert report.removed == {"a": 1}
+    assert report.kept == [("b", 1, "feeds the model's output")]
+    _check_same_outputs(s, report, x)
+
+
 def test_missing_torch_pruning_says_how_to_install(monkeypatch):
     import sys
 

@@ -62,6 +62,7 @@ install_hint = ("Session.shrink needs Torch-Pruning, a dependency of prune-explo
 
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 _NORM = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+_LAYERS = (nn.Linear, *_CONV, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 
 
 def _torch_pruning() -> Any:
@@ -120,8 +121,7 @@ def _member_dead(module: Any, idx: int, is_out: bool, *, root: bool) -> _Verdict
         if not _bias_zero(module, idx):
             return _Verdict(False, "depthwise bias is not zero")
         return _Verdict(True) if dead_in or not root else _Verdict(False, "weights not zero")
-    if isinstance(module, (nn.Linear, *_CONV, nn.ConvTranspose1d, nn.ConvTranspose2d,
-                           nn.ConvTranspose3d)):
+    if isinstance(module, _LAYERS):
         if not is_out:
             return _Verdict(True)  # a consumer: its input slice goes, exactly
         if not _slice_zero(_out_weight(module), idx):
@@ -162,13 +162,35 @@ def kept_reasons(group: Any, dg: Any, root_idx: int, outputs: set[nn.Module]) ->
         for idx, rid in zip(item.idxs, item.root_idxs, strict=True):
             if rid != root_idx:
                 continue
-            if is_out and module in outputs:
+            # a node without outputs is the model's last: the channel reaches the output unless
+            # this node is a layer that consumes it (its input channels)
+            consumer = isinstance(module, _LAYERS) and not is_out and not _is_depthwise(module)
+            if (is_out and module in outputs) or (not dep.target.outputs and not consumer):
                 return "feeds the model's output"
             verdict = _member_dead(module, int(idx), is_out, root=item is group.items[0])
             if not verdict.removable:
                 name = dg._module2name.get(module, type(module).__name__)
                 return f"{name}: {verdict.reason}"
     return ""
+
+
+def _shapes(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return tuple(out.shape)
+    if isinstance(out, (tuple, list)):
+        return [_shapes(o) for o in out]
+    if isinstance(out, dict):
+        return {k: _shapes(v) for k, v in out.items()}
+    return None
+
+
+def _check_output_shapes(dense: nn.Module, small: nn.Module, inputs: tuple[Any, ...]) -> None:
+    """A last guard: the shrunk model must give outputs of the same shapes."""
+    with torch.no_grad():
+        want, got = _shapes(dense(*inputs)), _shapes(small(*inputs))
+    if want != got:
+        raise RuntimeError(f"shrink: the shrunk model's outputs have shapes {got}, not {want}; "
+                           "nothing is returned (please report this model)")
 
 
 def dense_copy(model: nn.Module) -> nn.Module:
@@ -224,6 +246,7 @@ def shrink(model: nn.Module, example_inputs: Any, *, repeats: int = 20) -> Shrin
     partly: dict[str, int] = {}
     with torch.no_grad():
         _remove_dead(tp, dg, small, outputs, removed, kept, partly)
+    _check_output_shapes(dense, small, inputs)
     small.train(training)
     before = measure(dense, inputs, repeats)
     after = measure(small, inputs, repeats)
