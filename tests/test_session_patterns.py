@@ -158,3 +158,24 @@ def test_snippet_builds_the_pattern_masks_with_stock_torch(tmp_path):
     assert sorted(got) == sorted(expected)
     for key, value in expected.items():
         assert torch.equal(got[key], value), key
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("pattern", "2of4", "pattern must be a string 'N:M'"),
+    ("pattern", 24, "pattern must be a string 'N:M'"),
+    ("block", [4, True], "block must be a tuple of one or more ints >= 1"),
+    ("block", "4,4", "block must be a tuple of one or more ints >= 1"),
+])
+def test_plan_json_refuses_bad_pattern_settings(field, value, message):
+    import json
+
+    from prune_explorer.session.plan import InvalidPlanError
+
+    steps = {"pattern": {"method": "semi_structured", "target": "fc.weight", "pattern": "2:4",
+                         "dim": -1},
+             "block": {"method": "block_structured", "target": "fc.weight",
+                       "amount": {"fraction": 0.5}, "block": [4, 4], "n": 1}}
+    step = dict(steps[field], **{field: value})
+    text = json.dumps({"format": "prune-explorer-plan", "version": 2, "steps": [step]})
+    with pytest.raises(InvalidPlanError, match=message):
+        Plan.from_json(text)
