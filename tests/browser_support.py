@@ -222,3 +222,14 @@ def chromium_page(record: list[str]):
             context.close()
         finally:
             browser.close()
+
+
+def open_and_run_all(page: Any, lab: LabServer, notebook: str) -> None:
+    """Open ``notebook`` in JupyterLab (fresh workspace), wait for an idle kernel, Run All Cells."""
+    from playwright.sync_api import expect
+
+    page.goto(lab.url(f"/lab/tree/{notebook}?reset"), wait_until="domcontentloaded")
+    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=90_000)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()

@@ -24,6 +24,7 @@ from browser_support import (
     SHOT_DIR,
     browser_skip_reason,
     chromium_page,
+    open_and_run_all,
     quiet_lab_config,
     start_lab,
 )
@@ -56,16 +57,6 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOT_DIR / name))
 
 
-def open_and_run_all(page, lab) -> None:
-    from playwright.sync_api import expect
-
-    page.goto(lab.url(f"/lab/tree/{NOTEBOOK}?reset"), wait_until="domcontentloaded")
-    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=90_000)
-    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-
-
 def selected_option(page) -> str:
     text = page.locator(".pe-explorer .pe-tensor select").first.evaluate(
         "s => s.options[s.selectedIndex].text"
@@ -77,7 +68,7 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
     from playwright.sync_api import expect
 
     t0 = time.monotonic()
-    open_and_run_all(page, lab)
+    open_and_run_all(page, lab, NOTEBOOK)
 
     # 1. The explorer is rendered as a live widget in the output area.
     explorer = page.locator(".jp-OutputArea .pe-explorer").first

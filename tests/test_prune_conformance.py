@@ -562,7 +562,10 @@ def test_dtypes(dtype, case):
 def test_global_dtypes(dtype, method):
     mods = [make_module("linear", 24, dtype), make_module("conv2d", 25, dtype)]
     mods_o, mods_t = copy.deepcopy(mods), copy.deepcopy(mods)
-    assert global_both(mods_o, mods_t, ["weight", "weight"], method, amount=0.5) is None
+    # 16-bit draws tie at the cut: torch's own split is asked for (the default splits them
+    # lowest index first, tested in test_prune_extras.py)
+    with ours.tie_break("torch"):
+        assert global_both(mods_o, mods_t, ["weight", "weight"], method, amount=0.5) is None
     for m_o, m_t in zip(mods_o, mods_t, strict=True):
         assert_pruned_alike(m_o, m_t)
 

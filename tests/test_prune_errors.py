@@ -24,6 +24,7 @@ from _prune_helpers import (
     twin,
 )
 from prune_explorer import prune as ours
+from prune_explorer.prune.validation import CONSTRAINTS, METHOD_PARAMETERS
 
 L1 = ("l1_unstructured", "L1Unstructured")
 RU = ("random_unstructured", "RandomUnstructured")
@@ -256,3 +257,44 @@ def test_rollback_in_global_unstructured(monkeypatch):
         )
     for before, m in zip(befores, mods, strict=True):
         assert_unchanged(before, m)
+
+
+# --------------------------------------------------------------------------- constraint table
+#: a valid value of every constrained parameter, and bad ones with the exception torch raises
+GOOD = {"amount": 0.5, "n": 2, "dim": 0, "mask": torch.ones(5, 6), "generator": None,
+        "ties": "index", "pattern": "1:1", "block": (1, 1)}
+BAD = {"amount": [(1.5, ValueError), (-1, ValueError), ("x", TypeError)],
+       "n": [("x", RuntimeError), (float("nan"), RuntimeError)],
+       "dim": [(1.0, TypeError), ("0", TypeError)],
+       "mask": [([1, 0], TypeError)],
+       "generator": [(3, TypeError)],
+       "ties": [("fast", ValueError)],
+       "pattern": [("2-4", ValueError), ("5:4", ValueError), (24, TypeError)],
+       "block": [((0, 4), ValueError), ((), ValueError), (4, TypeError)]}
+SHOWN_AS_TYPE = ("mask", "generator")  # messages name their type, not their value
+
+CONSTRAINT_CASES = [
+    (function, param, value, error)
+    for function, (_, params) in METHOD_PARAMETERS.items()
+    for param in params
+    for value, error in BAD[param]
+]
+
+
+@pytest.mark.parametrize(("function", "param", "value", "error"), CONSTRAINT_CASES,
+                         ids=[f"{c[0]}-{c[1]}={c[2]!r}" for c in CONSTRAINT_CASES])
+def test_every_constrained_parameter_of_every_method_says_where_rule_and_value(
+        function, param, value, error):
+    cls_name, params = METHOD_PARAMETERS[function]
+    kwargs = {p: GOOD[p] for p in params}
+    kwargs[param] = value
+    shown = repr(type(value).__name__ if param in SHOWN_AS_TYPE else value)
+    rule = CONSTRAINTS[param].rule
+    cls = getattr(ours, cls_name)
+    for where, call in (
+        (function, lambda: getattr(ours, function)(nn.Linear(6, 5), "weight", **kwargs)),
+        (cls_name, lambda: cls(**kwargs)),
+    ):
+        with pytest.raises(error) as info:
+            call()
+        assert str(info.value) == f"{where}: {param} must be {rule}; got {shown}"

@@ -52,11 +52,13 @@ CASES = [
      "Session.apply: amount 6 is more than the 5 channels of 'features.2.weight' along dim 0 "
      "still unpruned"),
     ("apply", (W, "ln_structured"), {"amount": 1, "n": "fro", "dim": 0},
-     "Session.apply: n='fro' needs a tensor of at most 3 dims (a norm over at most two dims); "
-     "'features.2.weight' has shape (6, 4, 3, 3); use n=2, the same norm; got 'fro'"),
+     "Session.apply: n must be a number for 'features.2.weight' of shape (6, 4, 3, 3) ('fro' "
+     "runs over at most two dims: only for tensors of at most 3-D; n=2 is the same norm); "
+     "got 'fro'"),
     ("apply", (W, "ln_structured"), {"amount": 1, "n": "nuc", "dim": 0},
-     "Session.apply: n='nuc' needs a 3-D tensor (a matrix norm over the two dims other than "
-     "dim); 'features.2.weight' has shape (6, 4, 3, 3); got 'nuc'"),
+     "Session.apply: n must be a number or 'fro' for 'features.2.weight' of shape "
+     "(6, 4, 3, 3) ('nuc' is a matrix norm: only for 3-D tensors, whose slices are matrices); "
+     "got 'nuc'"),
     ("apply", ("features.2.bias", "random_structured"), {"amount": 1, "dim": 0},
      "Session.apply: random_structured prunes whole slices along dim and needs a tensor with "
      "at least 2 dims; 'features.2.bias' has shape (6,)"),
@@ -162,3 +164,19 @@ def test_errors_are_value_and_type_errors_with_a_field():
 def test_session_needs_a_module():
     with pytest.raises(TypeError, match=r"Session: model must be a torch.nn.Module; got dict"):
         Session({})
+
+
+def test_the_session_reads_hooks_with_the_core_reader_duplicates_are_an_error():
+    from prune_explorer import prune
+    from prune_explorer.session.hooks import find_hook
+    from prune_explorer.session.methods import CLASS_TO_NAME
+
+    layer = torch.nn.Linear(3, 2)
+    prune.l1_unstructured(layer, "weight", amount=1)
+    key, hook = find_hook(layer, "weight")
+    assert layer._forward_pre_hooks[key] is hook
+    layer.register_forward_pre_hook(prune.L1Unstructured(amount=1))  # a second hook ...
+    list(layer._forward_pre_hooks.values())[-1]._tensor_name = "weight"  # ... on "weight"
+    with pytest.raises(prune.PruningStateError, match=r"'weight' of Linear has 2 pruning hooks"):
+        find_hook(layer, "weight")
+    assert CLASS_TO_NAME["L1Unstructured"] == "l1_unstructured"

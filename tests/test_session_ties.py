@@ -1,12 +1,14 @@
 """The session reproduces stock torch exactly, even where ties straddle a cut on large tensors.
 
-Below 131,072 entries the core always uses torch.topk; these tensors are larger, and their
-weights take only a few distinct magnitudes, so a tie at the cut is certain.
+The session names its tie rule on every call (``ties=``), so this holds on any thread. These
+tensors are large (the core's threshold selection runs) and their weights take only a few
+distinct magnitudes, so a tie at the cut is certain.
 """
 
 from __future__ import annotations
 
 import copy
+import threading
 
 import torch
 import torch.nn.utils.prune as torch_prune
@@ -49,3 +51,17 @@ def test_global_step_matches_torch_on_ties():
                                     torch_prune.L1Unstructured, amount=0.6)
     for a, b in zip(model, oracle, strict=True):
         assert torch.equal(a.weight_mask, b.weight_mask)
+
+
+def test_previews_on_a_worker_thread_match_torch_on_ties():
+    model = _tied_model()
+    oracle = copy.deepcopy(model)
+    s = Session(model)
+    got = []
+    worker = threading.Thread(
+        target=lambda: got.append(s.preview("1.weight", "l1_unstructured", amount=0.45)))
+    with prune.tie_break("index"):  # a block on this thread does not reach the worker
+        worker.start()
+        worker.join()
+    torch_prune.l1_unstructured(oracle[1], "weight", amount=0.45)
+    assert torch.equal(got[0].bool(), oracle[1].weight_mask.bool())

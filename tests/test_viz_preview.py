@@ -119,3 +119,25 @@ def test_repr_describes_the_preview():
     preview.update(torch.zeros(10, 10))
     assert repr(preview).endswith("showing matrix (10, 10) pooled to (10, 10), sparsity 100.0%)")
 
+
+
+@pytest.mark.parametrize("layout", ["auto", "channels"])
+def test_tick_labels_after_the_kernel_grid_are_the_new_views_own(layout):
+    # A conv weight seen as kernels, then as a matrix/channels view: the fixed labels of the
+    # kernel grid ("0", "2", "4", ...) must not stay on the new view's ticks.
+    conv = torch.ones(16, 8, 3, 3)
+    fresh = MaskPreview()
+    fresh.update(conv, layout=layout, module_type="Conv2d")
+    fresh.figure.canvas.draw()
+    reused = MaskPreview()
+    reused.update(conv, layout="kernels", module_type="Conv2d")
+    reused.figure.canvas.draw()
+    reused.update(conv, layout=layout, module_type="Conv2d")
+    reused.figure.canvas.draw()
+
+    def labels(ax):
+        return ([t.get_text() for t in ax.get_xticklabels()],
+                [t.get_text() for t in ax.get_yticklabels()])
+
+    assert labels(reused.ax) == labels(fresh.ax)
+    assert all(text for text in labels(reused.ax)[1])  # every y tick keeps a label

@@ -574,6 +574,7 @@ def test_undo_with_nothing_to_undo_reports_the_session_message(ex):
 
 
 def test_apply_after_undo_reflects_in_every_view(ex):
+    ex.ui.tabs.selected_index = 4  # Export (built only while on show)
     ex.ui.apply.click()
     snippet_after_apply = ex.ui.snippet.value
     assert "l1_unstructured" in snippet_after_apply

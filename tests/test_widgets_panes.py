@@ -274,6 +274,32 @@ def test_commit_with_nothing_pruned_says_so(ex):
 # -- Export and import ------------------------------------------------------------------------
 
 
+def test_export_content_is_built_only_while_the_export_tab_is_shown(ex, monkeypatch):
+    built = []
+    real = Plan.to_snippet
+    monkeypatch.setattr(Plan, "to_snippet", lambda self: built.append(1) or real(self))
+    for _ in range(3):
+        ex.ui.apply.click()
+    assert built == []  # three session changes, Export hidden: no snippet, no links
+    assert ex.ui.snippet.value == ex.ui.download.value == ""
+    ex.ui.tabs.selected_index = EXPORT
+    assert len(built) == 1
+    assert ex.ui.snippet.value == real(ex.session.plan)
+    ex.ui.apply.click()  # while shown, it follows the session
+    assert len(built) == 2
+    assert ex.ui.snippet.value == real(ex.session.plan)
+
+
+def test_export_warns_when_the_plan_starts_from_pruning_found_on_the_model():
+    model = mlp()
+    torch_prune.l1_unstructured(model[0], "weight", amount=0.5)
+    ex = Explorer(model, debounce=None)
+    ex.ui.tabs.selected_index = EXPORT
+    assert "pruning found on the model when the session started (0.weight)" in (
+        ex.ui.export_note.value)
+    ex.close()
+
+
 def _decode_link(html: str, css: str) -> str:
     match = re.search(rf'class="{css}"[^>]*href="data:[^;]+;charset=utf-8;base64,([^"]+)"', html)
     assert match, html
@@ -281,6 +307,7 @@ def _decode_link(html: str, css: str) -> str:
 
 
 def test_export_shows_and_offers_the_session_plan(ex):
+    ex.ui.tabs.selected_index = EXPORT
     ex.ui.apply.click()
     ex.ui.method.value = "random_unstructured"
     ex.ui.tensor.value = "2.weight"
@@ -300,6 +327,7 @@ def test_exported_snippet_replays_the_masks_with_stock_torch():
     ex.ui.apply.click()
     ex.ui.method.value = "random_structured"
     ex.ui.apply.click()
+    ex.ui.tabs.selected_index = EXPORT
     model = copy.deepcopy(original)
     exec(ex.ui.snippet.value, {"model": model})  # the snippet binds to `model`
     assert torch.equal(model[0].weight_mask, ex.model[0].weight_mask)
@@ -307,6 +335,7 @@ def test_exported_snippet_replays_the_masks_with_stock_torch():
 
 
 def test_import_pasted_plan_applies_it(ex):
+    ex.ui.tabs.selected_index = EXPORT
     plan = Plan([Step("l1_unstructured", "0.weight", amount=0.5),
                  Step("ln_structured", "2.weight", amount=1, n=1, dim=0)])
     ex.ui.import_text.value = plan.to_json()

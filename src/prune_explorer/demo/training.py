@@ -13,6 +13,8 @@ True
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
@@ -31,9 +33,7 @@ def _check_positive_int(function: str, argument: str, value: object, minimum: in
 
 
 def _device_of(model: nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    for tensor in model.buffers():
+    for tensor in itertools.chain(model.parameters(), model.buffers()):
         return tensor.device
     return torch.device("cpu")
 

@@ -3,7 +3,8 @@
 A drop-in: ``from prune_explorer import prune`` can replace ``import torch.nn.utils.prune as
 prune``. Same names, same semantics, same masks, same ``name_orig``/``name_mask`` state_dict
 layout. Differences (all deliberate, listed in the README): fast exact selection instead of a full
-``topk`` on large tensors (ties at the cut: same count, lowest index first), no concatenated copy
+``topk`` (entries tied at the cut: same count, lowest flat index first -- or exactly torch's choice
+with ``ties="torch"`` or inside ``prune.tie_break("torch")``), no concatenated copy
 of the model in ``global_unstructured``, masks computed before the module is touched (nothing to
 roll back), full validation with messages naming the call, argument, rule and value, optional
 ``generator=`` for the random methods, and model-wide helpers.
@@ -25,13 +26,7 @@ False
 """
 
 from ._module import PruningStateError
-from ._select import get_tie_break, set_tie_break, tie_break
-from ._validation import (
-    ShapeMismatchError,
-    _compute_nparams_toprune,
-    _validate_pruning_amount,
-    _validate_pruning_amount_init,
-)
+from ._select import get_tie_break, tie_break
 from .functional import (
     custom_from_mask,
     global_masks,
@@ -63,6 +58,12 @@ from .patterns import (
     block_structured,
     satisfies_pattern,
     semi_structured,
+)
+from .validation import (
+    ShapeMismatchError,
+    _compute_nparams_toprune,
+    _validate_pruning_amount,
+    _validate_pruning_amount_init,
 )
 
 __all__ = [
@@ -98,6 +99,5 @@ __all__ = [
     "remove_all",
     "satisfies_pattern",
     "semi_structured",
-    "set_tie_break",
     "tie_break",
 ]

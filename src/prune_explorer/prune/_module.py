@@ -14,18 +14,17 @@ snapshot/restore, so a failure leaves the module exactly as it was.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from ._validation import problem
+from .validation import problem
 
 if TYPE_CHECKING:
-    from .methods import BasePruningMethod
+    from ._base import BasePruningMethod
 
 
 class PruningStateError(ValueError, AssertionError):
@@ -41,11 +40,7 @@ HOOK_TYPE = _torch_prune.BasePruningMethod
 
 def find_hook(module: nn.Module, name: str, where: str) -> tuple[int, Any] | None:
     """The (key, method) of the pruning hook acting on ``name``, or None."""
-    found = [
-        (key, hook)
-        for key, hook in module._forward_pre_hooks.items()
-        if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name
-    ]
+    found = _pruning_hooks(module, name)
     if len(found) > 1:
         raise PruningStateError(
             f"{where}: tensor {name!r} of {type(module).__name__} has {len(found)} pruning hooks; "
@@ -60,6 +55,13 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(problem(where, "module", "a torch.nn.Module", type(module).__name__))
     if not isinstance(name, str):
         raise TypeError(problem(where, "name", "a str naming a parameter", name))
+    for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
+        base = name[: -len(suffix)]
+        if name.endswith(suffix) and _pruning_hooks(module, base):
+            # Pruning these would leave `base` unreachable (weight_orig -> weight_orig_orig).
+            raise PruningStateError(problem(
+                where, "name", f"a tensor to prune, not the {role} of the pruned tensor "
+                f"{base!r}; prune {base!r} itself to prune it further", name))
     pruned = name + "_orig" in module._parameters and name + "_mask" in module._buffers
     if not pruned:
         if name in module._buffers:
@@ -81,46 +83,165 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
     return value
 
 
-class _Snapshot:
-    """References (no tensor copies) to everything pruning may change on one module."""
+class ModuleSnapshot:
+    """Everything pruning may change on ``module`` for the tensors ``names``; the one snapshot.
 
-    def __init__(self, module: nn.Module, name: str) -> None:
+    It holds references, not copies: the ``Parameter`` objects of ``name`` and ``name_orig``
+    (so ``restore`` gives back the very same objects), the ``name_mask`` buffer, the pruning
+    hook acting on ``name`` with the methods its container held, the plain ``name`` attribute
+    and the key order of the module's parameters, buffers and forward pre-hooks. Restoring
+    touches only those entries and leaves everything else on the module alone.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    names : iterable of str
+        Tensor names (``"weight"``), pruned or not.
+    keep_values : bool, default False
+        Also copy the values of ``name_orig`` of pruned tensors: ``remove`` multiplies them by
+        the mask in place, so only a copy can undo it.
+    store : callable, optional
+        ``store(mask) -> load`` keeps a mask buffer and returns a function that gives it back
+        (e.g. as packed bits, to keep long undo histories small). Default: by reference.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> layer = torch.nn.Linear(3, 2)
+    >>> weight, snap = layer.weight, ModuleSnapshot(layer, ["weight"])
+    >>> _ = prune.l1_unstructured(layer, "weight", amount=0.5)
+    >>> snap.restore()
+    >>> layer.weight is weight, list(layer.state_dict())
+    (True, ['weight', 'bias'])
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        names: Iterable[str],
+        *,
+        keep_values: bool = False,
+        store: Callable[[torch.Tensor], Callable[[], torch.Tensor]] | None = None,
+    ) -> None:
         self.module = module
-        self.name = name
-        self.parameters = OrderedDict(module._parameters)
-        self.buffers = OrderedDict(module._buffers)
-        self.hooks = OrderedDict(module._forward_pre_hooks)
-        self.attribute = module.__dict__.get(name, _MISSING)
-        self.containers = [
-            (hook, hook._pruning_methods)
-            for hook in module._forward_pre_hooks.values()
-            if hasattr(hook, "_pruning_methods")
-        ]
+        self.names = tuple(dict.fromkeys(names))
+        self.order = (tuple(module._parameters), tuple(module._buffers),
+                      tuple(module._forward_pre_hooks))
+        self.parameters: dict[str, Any] = {}
+        self.masks: dict[str, Callable[[], torch.Tensor]] = {}
+        self.hooks: dict[int, Any] = {}
+        self.containers: list[tuple[Any, tuple[Any, ...]]] = []
+        self.attributes: dict[str, Any] = {}
+        self.values: dict[str, torch.Tensor] = {}
+        keep = store or _by_reference
+        for name in self.names:
+            for key in (name, name + "_orig"):
+                if key in module._parameters:
+                    self.parameters[key] = module._parameters[key]
+            mask = module._buffers.get(name + "_mask")
+            if mask is not None:
+                self.masks[name] = keep(mask)
+            for key, hook in _pruning_hooks(module, name):
+                self.hooks[key] = hook
+                if hasattr(hook, "_pruning_methods"):
+                    self.containers.append((hook, hook._pruning_methods))
+            if name in module.__dict__:
+                # With a custom store the pruned copy (orig * mask) is recomputed on restore
+                # instead of being kept alive.
+                recompute = store is not None and mask is not None and name in self._hooked()
+                self.attributes[name] = _RECOMPUTE if recompute else module.__dict__[name]
+            orig = module._parameters.get(name + "_orig")
+            if keep_values and orig is not None:
+                self.values[name] = orig.detach().clone()
+
+    def _hooked(self) -> set[str]:
+        return {getattr(h, "_tensor_name", None) for h in self.hooks.values()}
+
+    @property
+    def size(self) -> int:
+        """Bytes of tensor data this snapshot holds on its own (value copies)."""
+        return sum(v.numel() * v.element_size() for v in self.values.values())
 
     def restore(self) -> None:
+        """Put the entries back as captured (idempotent)."""
         m = self.module
-        m._parameters.clear()
-        m._parameters.update(self.parameters)
-        m._buffers.clear()
-        m._buffers.update(self.buffers)
-        m._forward_pre_hooks.clear()
-        m._forward_pre_hooks.update(self.hooks)
+        for name in self.names:
+            for key, _ in _pruning_hooks(m, name):
+                del m._forward_pre_hooks[key]
+            for key in (name, name + "_orig"):
+                m._parameters.pop(key, None)
+            m._buffers.pop(name + "_mask", None)
+            m.__dict__.pop(name, None)
         for hook, methods in self.containers:
             hook._pruning_methods = methods
-        m.__dict__.pop(self.name, None)
-        if self.attribute is not _MISSING:
-            m.__dict__[self.name] = self.attribute
+        for key, param in self.parameters.items():
+            m._parameters[key] = param
+        for name, value in self.values.items():
+            with torch.no_grad():
+                self.parameters[name + "_orig"].copy_(value)
+        for name, load in self.masks.items():
+            mask, orig = load(), self.parameters.get(name + "_orig")
+            if orig is not None and mask.device != orig.device:  # moved since (Session.to)
+                mask = mask.to(orig.device)
+            m._buffers[name + "_mask"] = mask
+        m._forward_pre_hooks.update(self.hooks)
+        for name, value in self.attributes.items():
+            if value is _RECOMPUTE:
+                value = next(h for h in self.hooks.values()
+                             if getattr(h, "_tensor_name", None) == name).apply_mask(m)
+            m.__dict__[name] = value
+        for mapping, order in zip(
+            (m._parameters, m._buffers, m._forward_pre_hooks), self.order, strict=True
+        ):
+            _reorder(mapping, order)
         if hasattr(m, "_init_flat_weights"):  # RNNs cache their weights in a list
             m._init_flat_weights()
 
+    def __repr__(self) -> str:
+        return (f"ModuleSnapshot({type(self.module).__name__}, names={list(self.names)}, "
+                f"{len(self.hooks)} hook(s), {len(self.values)} value cop(ies))")
 
-_MISSING = object()
+
+_RECOMPUTE = object()
+
+
+def _by_reference(mask: torch.Tensor) -> Callable[[], torch.Tensor]:
+    return lambda: mask
+
+
+def _pruning_hooks(module: nn.Module, name: str) -> list[tuple[int, Any]]:
+    return [(key, hook) for key, hook in module._forward_pre_hooks.items()
+            if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name]
+
+
+def _reorder(mapping: dict, order: tuple) -> None:
+    items = dict(mapping)
+    mapping.clear()
+    for key in order:
+        if key in items:
+            mapping[key] = items.pop(key)
+    mapping.update(items)
+
+
+def snapshot(
+    pairs: Iterable[tuple[nn.Module, str]], *, keep_values: bool = False,
+    store: Callable[[torch.Tensor], Callable[[], torch.Tensor]] | None = None,
+) -> list[ModuleSnapshot]:
+    """One :class:`ModuleSnapshot` per module of the ``(module, name)`` pairs (restore them in
+    reverse order)."""
+    grouped: dict[int, tuple[nn.Module, list[str]]] = {}
+    for module, name in pairs:
+        grouped.setdefault(id(module), (module, []))[1].append(name)
+    return [ModuleSnapshot(m, names, keep_values=keep_values, store=store)
+            for m, names in grouped.values()]
 
 
 @contextlib.contextmanager
-def transaction(pairs: list[tuple[nn.Module, str]]) -> Iterator[None]:
-    """Restore every (module, name) in ``pairs`` if the block raises."""
-    snaps = [_Snapshot(m, n) for m, n in pairs]
+def transaction(pairs: Iterable[tuple[nn.Module, str]]) -> Iterator[None]:
+    """Restore every (module, name) in ``pairs`` if the block raises (``BaseException``
+    included)."""
+    snaps = snapshot(pairs)
     try:
         yield
     except BaseException:
@@ -141,7 +262,7 @@ def install(
     ``old`` is the existing hook (from :func:`find_hook`); the new method then joins a
     :class:`PruningContainer` with it, as torch does.
     """
-    from .methods import PruningContainer
+    from ._base import PruningContainer
 
     with transaction([(module, name)]):
         if old is None:

@@ -1,27 +1,55 @@
-"""Exact selection of the k smallest entries without sorting everything.
+"""Which k entries a pruning method takes: one routine, :func:`select`, for every method.
 
-``torch.nn.utils.prune`` picks the entries to prune with ``torch.topk``, which on the CPU builds and
-partially sorts an array of (value, index) pairs for the whole tensor: seconds for a 16M-element
-weight, and several times the tensor's memory.  Pruning only needs the *set* of the k smallest
-entries, so we find the k-th smallest value instead and compare every entry against it:
+The tie rule
+------------
+``torch.nn.utils.prune`` takes the k entries to prune with ``torch.topk``; when entries of equal
+key straddle the cut, which of them ``topk`` returns depends on its internal partial sort. We
+offer two rules, chosen per call with ``ties=`` or for a block with :func:`tie_break`:
 
-1. Sort a strided sample (about 65k entries) and read off a narrow bracket ``[lo, hi]`` that should
-   hold the k-th smallest value.
-2. Count the entries below ``lo`` and up to ``hi`` (vectorised, multi-threaded comparisons).  If the
-   k-th value is not inside the bracket, widen it and count again; the last resort brackets
-   everything, so the answer is always exact and only the speed depends on the sample.
-3. Gather the few entries inside the bracket and take their exact order statistic.
+``"index"`` (the default)
+    The selected entries are the first ``k`` of a **stable** sort of the keys -- ascending for
+    ``largest=False``, descending for ``largest=True``; NaN ranks above every number (as in
+    ``torch.sort`` and ``torch.topk``). In words: the same count as torch, and among the entries
+    tied at the cut, those with the lowest flat index are taken first. "Flat index" is the
+    position in the vector torch would pass to ``topk``: ``t.view(-1)`` for a fresh tensor, the
+    surviving entries in flat order for an already-pruned one, the concatenation of those
+    vectors in parameter order for ``global_unstructured``. The rule is the same for every
+    tensor size and dtype.
 
-The result is a threshold ``v`` and how ties at ``v`` are split.  When the k-th value has no tie
-that straddles the cut, the selected set is the same as ``topk``'s: that set is unique.  When it
-does, ``topk``'s choice depends on its internal partial sort; callers that must reproduce it
-bit-for-bit (the random methods, whose draws are meant to match torch's) ask for ``exact_ties`` and
-fall back to ``torch.topk``; the deterministic methods take the tied entries with the lowest flat
-index first (same count as torch, documented deviation).
+    * ``l1_unstructured``: pruned = the first k of ``sort(|scores|, stable=True)``.
+    * ``random_unstructured``: the draws are torch's (``torch.rand_like``, same stream after the
+      same seed); pruned = the first k of ``sort(draws, descending=True, stable=True)``.
 
-Entries that are NaN rank after every number, as in ``topk``.
+    To get the same masks on stock torch, pass an ``importance_scores`` that holds a stable rank
+    (distinct integers, so ``topk`` has nothing left to break; use float64 above 2**24 entries):
 
-All work happens on the tensors' own device; only the sample (and the scalar threshold) is small.
+    >>> import torch
+    >>> def stable_rank(keys, descending=False):
+    ...     order = torch.sort(keys.flatten(), descending=descending, stable=True).indices
+    ...     rank = torch.empty(order.numel(), dtype=torch.float64)
+    ...     rank[order] = torch.arange(order.numel(), dtype=torch.float64)
+    ...     return rank.view(keys.shape)
+    >>> w = torch.tensor([[0.5, -0.5], [0.5, 0.1]])
+    >>> stable_rank(w.abs()).tolist()  # L1: prune with importance_scores=this
+    [[1.0, 2.0], [3.0, 0.0]]
+
+    For ``random_unstructured``, draw ``torch.rand_like(w)`` after the same seed and prune with
+    ``l1_unstructured(..., importance_scores=stable_rank(draws, descending=True))``. Only a tie
+    that straddles the cut needs this; elsewhere both rules give the same set.
+
+``"torch"``
+    Exactly torch's choice: whenever a tie straddles the cut (or NaN keys are involved) we call
+    ``torch.topk`` on the same vector torch would -- at torch's speed in those cases.
+
+How it is fast
+--------------
+Above :data:`SMALL` entries of a floating dtype we never sort everything. A strided sample (no
+RNG: the global generator must not advance) brackets the cut value; counting entries below and
+inside the bracket (vectorised comparisons over cache-sized pieces) narrows it to a few entries,
+whose exact order statistic gives the threshold ``v`` and how many entries equal to ``v`` are
+taken; those are the lowest-index ones among the gathered entries. If the bracket misses,
+it is widened; the last resort brackets everything, so the answer is always exact. All work
+happens on the keys' own device. Smaller tensors are simply sorted (stable).
 """
 
 from __future__ import annotations
@@ -34,61 +62,40 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = [
-    "SMALL",
-    "Threshold",
-    "get_tie_break",
-    "select_smallest",
-    "set_tie_break",
-    "supports_fast_select",
-    "tie_break",
-]
+__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
+           "tie_break"]
 
-#: At or below this many elements, callers use ``torch.topk`` directly (it is fast there, and its
-#: tie order then matches torch's exactly).
+#: At or below this many entries the keys are simply sorted (or ``topk``-ed in torch mode).
 SMALL = 1 << 17
 
+#: The tie rules :func:`select` knows.
+TIE_RULES = ("index", "torch")
+
 _SAMPLE = 1 << 16
-_CHUNK = 1 << 20  # entries per piece when scanning (4 MiB of float32: stays in cache)
+_CHUNK = 1 << 18  # entries per piece when scanning (1 MiB of float32: stays in cache)
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
-
-_TIE_MODES = ("index", "torch")
 _TIE_BREAK: ContextVar[str] = ContextVar("prune_explorer_tie_break", default="index")
 
 
 def get_tie_break() -> str:
-    """The current tie rule for the deterministic methods: ``"index"`` or ``"torch"``."""
+    """The tie rule in force where ``ties=`` is not given: ``"index"`` unless inside
+    :func:`tie_break`."""
     return _TIE_BREAK.get()
 
 
-def _check_mode(mode: str) -> None:
-    if mode not in _TIE_MODES:
-        raise ValueError(f"tie_break: mode must be one of {_TIE_MODES}; got {mode!r}")
-
-
-def set_tie_break(mode: str) -> None:
-    """Choose how L1 pruning splits entries that tie exactly at the cut on large tensors.
-
-    ``"index"`` (default): the same *count* as torch, lowest flat index first -- fast.
-    ``"torch"``: exactly torch's choice, by calling ``torch.topk`` whenever a tie straddles the
-    cut -- identical masks always, at torch's speed in those cases. Tensors of at most
-    ``SMALL`` entries always get torch's choice.
-
-    Examples
-    --------
-    >>> from prune_explorer import prune
-    >>> prune.set_tie_break("torch"); prune.get_tie_break()
-    'torch'
-    >>> prune.set_tie_break("index")
-    """
-    _check_mode(mode)
-    _TIE_BREAK.set(mode)
+def _check_rule(where: str, rule: object) -> str:
+    if not isinstance(rule, str) or rule not in TIE_RULES:
+        raise ValueError(f"{where}: ties must be one of {TIE_RULES}; got {rule!r}")
+    return rule
 
 
 @contextlib.contextmanager
-def tie_break(mode: str) -> Iterator[None]:
-    """Context manager form of :func:`set_tie_break`.
+def tie_break(rule: str) -> Iterator[None]:
+    """Use tie rule ``rule`` (``"index"`` or ``"torch"``) for the calls inside the block.
+
+    Scoped: the previous rule comes back when the block ends, and threads started elsewhere are
+    not affected. A ``ties=`` keyword on a method or function takes precedence.
 
     Examples
     --------
@@ -96,124 +103,235 @@ def tie_break(mode: str) -> Iterator[None]:
     >>> from prune_explorer import prune
     >>> with prune.tie_break("torch"):
     ...     m = prune.l1_unstructured(torch.nn.Linear(4, 4), "weight", amount=0.5)
+    >>> prune.get_tie_break()
+    'index'
     """
-    _check_mode(mode)
-    token = _TIE_BREAK.set(mode)
+    token = _TIE_BREAK.set(_check_rule("tie_break", rule))
     try:
         yield
     finally:
         _TIE_BREAK.reset(token)
 
 
-def exact_ties() -> bool:
-    """Whether the current tie rule asks for torch's exact choice."""
-    return _TIE_BREAK.get() == "torch"
-
-
-def supports_fast_select(dtype: torch.dtype) -> bool:
-    """Whether :func:`select_smallest` handles keys of this dtype (floating point only)."""
-    return dtype in _FAST_DTYPES
+def resolve_ties(ties: str | None) -> str:
+    """``ties`` if given, else the rule of the enclosing :func:`tie_break` block."""
+    return _TIE_BREAK.get() if ties is None else ties
 
 
 @dataclass(frozen=True)
-class Threshold:
-    """Which entries are the k smallest: those ``< value``, plus ties at ``value``.
+class Selection:
+    """Which entries of each key tensor :func:`select` took.
 
-    Attributes
-    ----------
-    value
-        0-d tensor, the k-th smallest key (on the CPU; compare with ``.to(device)``).
-    inclusive
-        True when every entry equal to ``value`` is selected (no tie straddles the cut).
-    ties
-        When ``inclusive`` is False: for each key tensor, the flat indices of the entries equal to
-        ``value`` that are selected (``None`` where none are).
+    Either a threshold (``value`` set): entries strictly past ``value`` (below it for
+    ``largest=False``, above for ``largest=True``), plus those equal to it when ``inclusive``,
+    plus the listed ``picks`` (tied entries taken lowest index first); or, with ``value`` None,
+    exactly the ``picks`` (flat indices per key tensor; None where none).
     """
 
-    value: torch.Tensor
-    inclusive: bool
-    ties: tuple[torch.Tensor | None, ...] | None = None
+    largest: bool
+    value: torch.Tensor | None = None
+    inclusive: bool = True
+    picks: tuple[torch.Tensor | None, ...] = ()
+    magnitude: bool = False
+
+    def _picks(self, i: int, device: torch.device) -> torch.Tensor | None:
+        p = self.picks[i] if i < len(self.picks) else None
+        return None if p is None else p.to(device)
 
     def selected(self, keys: torch.Tensor, i: int = 0) -> torch.Tensor:
-        """Boolean tensor, True where ``keys`` (the ``i``-th key tensor) is among the k smallest."""
-        v = self.value.to(keys.device)
-        if self.inclusive:
-            return keys <= v
-        out = keys < v
-        ties = self.ties[i] if self.ties is not None else None
-        if ties is not None:
-            out.view(-1)[ties.to(keys.device)] = True
+        """Boolean tensor of ``keys``' shape, True where the ``i``-th key tensor is selected."""
+        picks = self._picks(i, keys.device)
+        if self.magnitude:
+            keys = keys.abs()
+        if self.value is None:
+            out = torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
+        else:
+            v = self.value.to(keys.device)
+            if self.largest:
+                out = keys >= v if self.inclusive else keys > v
+            else:
+                out = keys <= v if self.inclusive else keys < v
+        if picks is not None:
+            out.view(-1)[picks] = True
         return out
 
-    def write_unselected(self, keys: torch.Tensor, out: torch.Tensor, i: int = 0) -> torch.Tensor:
-        """Write 1 where the entry is *not* selected, 0 where it is, into ``out`` (may be ``keys``).
+    def write_kept(self, keys: torch.Tensor, out: torch.Tensor, i: int = 0) -> torch.Tensor:
+        """Write 1 where the entry is *not* selected and 0 where it is, into ``out``.
 
-        ``out`` is a floating tensor of the keys' shape: this builds a pruning mask in place,
-        without a temporary boolean tensor.
+        ``out`` is a contiguous floating tensor of the keys' shape and may be ``keys`` itself:
+        a pruning mask is then built in place, without a temporary. The work goes through
+        cache-sized pieces, so each entry is read and written once from memory.
         """
-        v = self.value.to(keys.device)
-        # Not "keys > v": NaN entries are never selected, but ``NaN > v`` is False. So write
-        # the selection and flip it (out = 1 - selected): two cheap in-place passes.
-        if self.inclusive:
-            torch.le(keys, v, out=out)
+        picks = self._picks(i, out.device)
+        if self.value is None:
+            out.fill_(1)
         else:
-            torch.lt(keys, v, out=out)
-            ties = self.ties[i] if self.ties is not None else None
-            if ties is not None:
-                out.view(-1)[ties.to(out.device)] = 1
-        return out.neg_().add_(1)
+            v = self.value.to(keys.device)
+            if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
+                compare = torch.lt if self.inclusive else torch.le
+            else:  # selected: up to the cut, then flipped (not "keys > v": NaN is never taken)
+                compare = torch.le if self.inclusive else torch.lt
+            buffer = torch.empty(0, dtype=keys.dtype, device=keys.device)
+            for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
+                                   strict=True):
+                if self.magnitude:
+                    piece = torch.abs(piece, out=buffer.resize_(piece.shape))
+                compare(piece, v, out=dest)
+                if not self.largest:
+                    dest.neg_().add_(1)
+        if picks is not None:
+            out.view(-1)[picks] = 0
+        return out
 
 
-def select_smallest(
-    keys: Sequence[torch.Tensor], k: int, *, exact_ties: bool
-) -> Threshold | None:
-    """Find the k smallest entries across ``keys`` (flat, contiguous, one floating dtype).
+def select(
+    keys: Sequence[torch.Tensor], k: int, *, largest: bool = False, ties: str = "index",
+    magnitude: bool = False,
+) -> Selection:
+    """Select the ``k`` smallest (or ``largest``) entries across ``keys``.
 
     Parameters
     ----------
     keys
-        One or more 1-D tensors, read in order as if concatenated. They may live on different
-        devices.
+        One or more 1-D tensors, read in order as if concatenated (they may live on different
+        devices). With ``largest=True`` they must hold no NaN (random draws never do).
     k
-        How many entries to select, ``1 <= k <= total``.
-    exact_ties
-        If True, return ``None`` when ties at the cut make the selected set ambiguous (the caller
-        then reproduces ``torch.topk``'s choice by calling it). If False, ties are resolved
-        lowest flat index first.
-
-    Returns
-    -------
-    Threshold or None
-        ``None`` also when the k smallest would have to include NaN entries (callers then use
-        ``torch.topk``, which defines that order).
+        How many entries to select, ``0 <= k <= total``.
+    largest
+        Select the largest keys instead of the smallest.
+    ties
+        ``"index"`` or ``"torch"``: how entries tied at the cut are split (see the module
+        docstring). In ``"torch"`` mode ``keys`` must be exactly the vector(s) torch passes to
+        ``topk``.
+    magnitude
+        Rank by ``|keys|`` without building that tensor (computed piece by piece, in cache).
 
     Examples
     --------
     >>> import torch
-    >>> x = torch.tensor([0.5, 0.1, 0.9, 0.3])
-    >>> thr = select_smallest([x], 2, exact_ties=True)
-    >>> thr.selected(x).tolist()
-    [False, True, False, True]
+    >>> x = torch.tensor([0.5, 0.1, 0.5, 0.3, 0.5])
+    >>> sel = select([x], 3, largest=True)
+    >>> sel.selected(x).tolist()
+    [True, False, True, False, True]
+    >>> select([x], 3).selected(x).tolist()  # 0.1, 0.3, then the first 0.5
+    [True, True, False, True, False]
+    """
+    _check_rule("select", ties)
+    total = sum(x.numel() for x in keys)
+    if not 0 <= k <= total:
+        raise ValueError(f"select: k must be in [0, {total}]; got {k}")
+    if k == 0:
+        return Selection(largest, picks=())
+    dtype = keys[0].dtype
+    if total > SMALL and dtype in _FAST_DTYPES:
+        found = _by_threshold(keys, k, largest, ties, magnitude)
+        if found is not None:
+            return found
+    return _by_sorting(keys, k, largest, ties, magnitude)
+
+
+def _by_sorting(
+    keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str, magnitude: bool
+) -> Selection:
+    """The reference: stable sort (index rule) or ``topk`` (torch rule) of the concatenation."""
+    device = keys[0].device
+    whole = keys[0] if len(keys) == 1 else torch.cat([x.reshape(-1).to(device) for x in keys])
+    if magnitude:
+        whole = whole.abs()
+    if ties == "torch":
+        idx = torch.topk(whole, k, largest=largest).indices
+    else:
+        idx = torch.sort(whole, descending=largest, stable=True).indices[:k]
+    if len(keys) == 1:
+        return Selection(largest, picks=(idx,))
+    picks: list[torch.Tensor | None] = []
+    start = 0
+    for x in keys:
+        mine = idx[(idx >= start) & (idx < start + x.numel())] - start
+        picks.append(mine if mine.numel() else None)
+        start += x.numel()
+    return Selection(largest, picks=tuple(picks))
+
+
+def _by_threshold(
+    keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str, magnitude: bool
+) -> Selection | None:
+    """Threshold selection; None where the sorting reference must decide (torch-mode ties,
+    NaN among the selected)."""
+    total = sum(x.numel() for x in keys)
+    if largest and k == total:
+        return Selection(largest, value=torch.tensor(-math.inf, dtype=keys[0].dtype),
+                         magnitude=magnitude)
+    # the k largest start at the (total - k + 1)-th smallest (keys hold no NaN when largest)
+    rank = total - k + 1 if largest else k
+    found = _order_statistic(keys, rank, magnitude)
+    if found is None:
+        return None
+    value, n_lt, n_eq, tied = found
+    n_past = total - n_lt - n_eq if largest else n_lt  # strictly on the selected side
+    need = k - n_past
+    if need == n_eq:
+        return Selection(largest, value=value, inclusive=True, magnitude=magnitude)
+    if ties == "torch":
+        return None
+    picks: list[torch.Tensor | None] = []
+    for i, x in enumerate(keys):
+        if need == 0:
+            picks.append(None)
+            continue
+        if tied is not None:  # flat indices of this key's entries equal to value, ascending
+            idx = tied[1][tied[0] == i][:need]
+        else:  # scan in order, only as far as the need-th tie
+            found: list[torch.Tensor] = []
+            left = need
+            for j, piece in enumerate(x.split(_CHUNK)):
+                if left == 0:
+                    break
+                a = piece.abs() if magnitude else piece
+                hits = torch.nonzero(a == value.to(x.device)).view(-1)[:left]
+                found.append(hits + j * _CHUNK)
+                left -= hits.numel()
+            idx = torch.cat(found) if found else torch.empty(0, dtype=torch.long)
+        need -= idx.numel()
+        picks.append(idx if idx.numel() else None)
+    return Selection(largest, value=value, inclusive=False, picks=tuple(picks),
+                     magnitude=magnitude)
+
+
+def _order_statistic(
+    keys: Sequence[torch.Tensor], rank: int, magnitude: bool
+) -> tuple[torch.Tensor, int, int, tuple[torch.Tensor, torch.Tensor] | None] | None:
+    """The ``rank``-th smallest key (1-based), the counts of keys below and equal to it, and
+    where the equal ones are: (key number, flat index) pairs in order, or None when the
+    bracket was a single value (then they must be looked up).
+
+    None when that rank falls among NaN entries.
     """
     total = sum(x.numel() for x in keys)
-    if not 1 <= k <= total:
-        raise ValueError(f"select_smallest: k must be in [1, {total}]; got {k}")
     dtype = keys[0].dtype
     cpu = torch.device("cpu")
+    # cache-sized pieces: (key number, offset in the key, view)
+    chunks = [(i, j * _CHUNK, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(_CHUNK))]
 
-    # Work through cache-sized pieces: the comparisons, count and gather below then read each
-    # piece from cache rather than memory (views, no copies).
-    chunks = [c for x in keys for c in x.split(_CHUNK)]
-
-    # 1. Bracket from a strided sample (no RNG: the global generator must not advance).
+    # 1. Bracket from a strided sample.
     stride = max(1, total // _SAMPLE)
     sample = torch.cat([x[::stride].to(cpu) for x in keys])
+    if magnitude:
+        sample = sample.abs()
+    buffer = torch.empty(0, dtype=dtype, device=keys[0].device)
+
+    def pieces() -> Iterator[tuple[int, int, torch.Tensor]]:
+        for i, offset, x in chunks:  # |x| in a reused buffer, while it is in cache
+            if magnitude:
+                x = torch.abs(x, out=buffer.to(x.device).resize_(x.shape))
+            yield i, offset, x
+
     m = sample.numel()
-    q = k / total
+    q = rank / total
     margin = 3.0 * math.sqrt(max(m * q * (1.0 - q), 1.0)) + 8.0
     inf = torch.tensor(math.inf, dtype=dtype)
 
-    def order_stat(i: float) -> torch.Tensor | None:
+    def sample_stat(i: float) -> torch.Tensor | None:
         # the sample's i-th smallest (0-based), or None past either end (= no bound there)
         j = math.floor(i) if i < q * m else math.ceil(i)
         if j <= 0 or j >= m - 1:
@@ -221,66 +339,46 @@ def select_smallest(
         value = torch.kthvalue(sample, j + 1).values
         return None if bool(torch.isnan(value)) else value  # NaN bounds nothing
 
-    # 2. Count below lo and up to hi, and gather the entries between, tensor by tensor, so no
-    #    model-sized temporary outlives one tensor. Widen the bracket until it holds the k-th.
-    bracket = None
+    # 2. Count below lo and gather lo <= x <= hi (values and where they are), widening until
+    #    the bracket holds the rank.
     for attempt in range(4):
         if attempt < 3:
-            lo, hi = order_stat(q * m - margin), order_stat(q * m + margin)
+            lo, hi = sample_stat(q * m - margin), sample_stat(q * m + margin)
         else:  # last resort: everything that is not NaN
             lo, hi = None, None
         hi = inf if hi is None else hi
         if lo is not None and bool(lo == hi):  # one value fills the bracket: count, no gather
-            c_lo = sum(int(torch.count_nonzero(x < lo.to(x.device))) for x in keys)
-            c_eq = sum(int(torch.count_nonzero(x == lo.to(x.device))) for x in keys)
-            if c_lo < k <= c_lo + c_eq:
-                need = k - c_lo
-                if need == c_eq:
-                    return Threshold(lo.clone(), inclusive=True)
-                return None if exact_ties else _lowest_index_ties(keys, lo.clone(), need)
+            c_lo = c_eq = 0
+            for _, _, x in pieces():
+                c_lo += int(torch.count_nonzero(x < lo.to(x.device)))
+                c_eq += int(torch.count_nonzero(x == lo.to(x.device)))
+            if c_lo < rank <= c_lo + c_eq:
+                return lo.clone(), c_lo, c_eq, None
             margin *= 16.0
             continue
-        c_lo = 0
-        parts = []
-        for x in chunks:
+        c_lo, values, where, origin = 0, [], [], []
+        for i, offset, x in pieces():
             inside = x <= hi.to(x.device)
             if lo is not None:
                 below = x < lo.to(x.device)
                 c_lo += int(torch.count_nonzero(below))
                 inside ^= below  # below is a subset of inside: this leaves lo <= x <= hi
                 del below
-            parts.append(x[inside].to(cpu))
+            idx = torch.nonzero(inside).view(-1)
+            values.append(x[idx].to(cpu))
+            where.append(idx.to(cpu))
+            origin.append((i, offset, idx.numel()))
             del inside
-        c_hi = c_lo + sum(p.numel() for p in parts)
-        if c_lo < k <= c_hi:
-            bracket = (lo, hi, c_lo, parts)
-            break
+        if c_lo < rank <= c_lo + sum(v.numel() for v in values):
+            # 3. The rank-th smallest is among the few gathered entries; finish exactly.
+            cand = torch.cat(values)
+            value = torch.kthvalue(cand, rank - c_lo).values
+            n_lt = c_lo + int(torch.count_nonzero(cand < value))
+            equal = cand == value
+            counts = torch.tensor([c for _, _, c in origin])
+            owner = torch.repeat_interleave(torch.tensor([i for i, _, _ in origin]), counts)
+            shift = torch.repeat_interleave(torch.tensor([o for _, o, _ in origin]), counts)
+            tied = (owner[equal], (torch.cat(where) + shift)[equal])
+            return value, n_lt, int(torch.count_nonzero(equal)), tied
         margin *= 16.0
-    if bracket is None:  # the k smallest include NaNs: topk's order among them is the reference
-        return None
-    lo, hi, c_lo, parts = bracket
-
-    # 3. The k-th smallest is among the few gathered entries; finish exactly.
-    cand = torch.cat(parts)
-    value = torch.kthvalue(cand, k - c_lo).values
-    n_lt = c_lo + int(torch.count_nonzero(cand < value))
-    n_eq = int(torch.count_nonzero(cand == value))
-    need = k - n_lt
-    if need == n_eq:
-        return Threshold(value, inclusive=True)
-    if exact_ties:
-        return None
-    return _lowest_index_ties(keys, value, need)
-
-
-def _lowest_index_ties(keys: Sequence[torch.Tensor], value: torch.Tensor, need: int) -> Threshold:
-    """Select everything below ``value`` plus the ``need`` lowest-index entries equal to it."""
-    ties: list[torch.Tensor | None] = []
-    for x in keys:
-        if need == 0:
-            ties.append(None)
-            continue
-        idx = torch.nonzero(x == value.to(x.device)).view(-1)[:need]
-        need -= idx.numel()
-        ties.append(idx if idx.numel() else None)
-    return Threshold(value, inclusive=False, ties=tuple(ties))
+    return None  # the rank falls among NaNs

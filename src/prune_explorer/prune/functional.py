@@ -9,22 +9,21 @@ import torch
 from torch import nn
 
 from . import _module
-from ._context import calling
-from ._select import SMALL, exact_ties, select_smallest, supports_fast_select
-from ._validation import check_amount_fits, check_same_shape, nparams_to_prune, problem
+from ._global import global_compute, global_setup
 from .methods import (
     BasePruningMethod,
     CustomFromMask,
     Identity,
     L1Unstructured,
     LnStructured,
-    PruningContainer,
     RandomStructured,
     RandomUnstructured,
 )
+from .validation import check_same_shape, problem
 
 __all__ = [
     "custom_from_mask",
+    "global_masks",
     "global_unstructured",
     "identity",
     "is_pruned",
@@ -52,13 +51,13 @@ def identity(module: nn.Module, name: str) -> nn.Module:
     >>> sorted(k for k in m.state_dict())
     ['bias_mask', 'bias_orig', 'weight']
     """
-    with calling("identity"):
-        Identity.apply(module, name)
+    Identity._attach("identity", module, name, None)
     return module
 
 
 def random_unstructured(
-    module: nn.Module, name: str, amount: float | int, *, generator: torch.Generator | None = None
+    module: nn.Module, name: str, amount: float | int, *,
+    generator: torch.Generator | None = None, ties: str | None = None,
 ) -> nn.Module:
     """Prune ``amount`` entries of ``module.name`` chosen at random.
 
@@ -70,6 +69,9 @@ def random_unstructured(
         Fraction in [0, 1] or count >= 0 of entries to prune.
     generator
         Optional ``torch.Generator``; by default the global RNG is used exactly as torch does.
+    ties
+        ``"index"`` or ``"torch"``: how draws tied at the cut are split (see
+        :func:`prune_explorer.prune.tie_break`); default: the enclosing block's rule, "index".
 
     Examples
     --------
@@ -79,18 +81,20 @@ def random_unstructured(
     >>> int((m.weight_mask == 0).sum())
     30
     """
-    with calling("random_unstructured"):
-        RandomUnstructured.apply(module, name, amount, generator=generator)
+    RandomUnstructured._attach("random_unstructured", module, name, None,
+                               amount=amount, generator=generator, ties=ties)
     return module
 
 
 def l1_unstructured(
     module: nn.Module, name: str, amount: float | int,
-    importance_scores: torch.Tensor | None = None,
+    importance_scores: torch.Tensor | None = None, *, ties: str | None = None,
 ) -> nn.Module:
     """Prune the ``amount`` entries of ``module.name`` with the smallest ``|importance|``.
 
-    ``importance_scores`` defaults to the parameter itself.
+    ``importance_scores`` defaults to the parameter itself. ``ties`` (``"index"`` or
+    ``"torch"``) says how entries tied at the cut are split (see
+    :func:`prune_explorer.prune.tie_break`); default: the enclosing block's rule, "index".
 
     Examples
     --------
@@ -102,8 +106,8 @@ def l1_unstructured(
     >>> prune.l1_unstructured(m, "weight", amount=1).weight.tolist()
     [[0.0, -3.0]]
     """
-    with calling("l1_unstructured"):
-        L1Unstructured.apply(module, name, amount=amount, importance_scores=importance_scores)
+    L1Unstructured._attach("l1_unstructured", module, name, importance_scores,
+                           amount=amount, ties=ties)
     return module
 
 
@@ -121,8 +125,8 @@ def random_structured(
     >>> int((m.weight_mask.sum(dim=1) == 0).sum())
     2
     """
-    with calling("random_structured"):
-        RandomStructured.apply(module, name, amount, dim, generator=generator)
+    RandomStructured._attach("random_structured", module, name, None,
+                             amount=amount, dim=dim, generator=generator)
     return module
 
 
@@ -140,8 +144,8 @@ def ln_structured(
     >>> int((m.weight_mask.sum(dim=(1, 2, 3)) == 0).sum())
     4
     """
-    with calling("ln_structured"):
-        LnStructured.apply(module, name, amount, n, dim, importance_scores=importance_scores)
+    LnStructured._attach("ln_structured", module, name, importance_scores,
+                         amount=amount, n=n, dim=dim)
     return module
 
 
@@ -156,8 +160,7 @@ def custom_from_mask(module: nn.Module, name: str, mask: torch.Tensor) -> nn.Mod
     >>> m.bias_mask.tolist(), bool(m.bias == 0)
     ([0.0], True)
     """
-    with calling("custom_from_mask"):
-        CustomFromMask.apply(module, name, mask=mask)
+    CustomFromMask._attach("custom_from_mask", module, name, None, mask=mask)
     return module
 
 
@@ -195,188 +198,22 @@ def preview_mask(
     if not isinstance(method, BasePruningMethod):
         raise TypeError(problem(where, "method", "a prune_explorer.prune method instance",
                                 type(method).__name__))
-    with calling(where):
-        current = _module.current_tensor(module, name, where)
-        old = _module.find_hook(module, name, where)
-        if importance_scores is not None:
-            check_same_shape(importance_scores, current, where, "importance_scores",
-                             f"parameter {name!r}")
-        scores = current if importance_scores is None else importance_scores
-        previous_name = method._tensor_name
-        method._tensor_name = name
-        try:
-            return method._mask_for(module, name, scores, current, old)
-        finally:
-            method._tensor_name = previous_name
+    current = _module.current_tensor(module, name, where)
+    old = _module.find_hook(module, name, where)
+    if importance_scores is not None:
+        check_same_shape(importance_scores, current, where, "importance_scores",
+                         f"parameter {name!r}")
+    scores = current if importance_scores is None else importance_scores
+    previous_name = method._tensor_name
+    method._tensor_name = name
+    try:
+        return method._mask_for(module, name, scores, current, old)
+    finally:
+        method._tensor_name = previous_name
 
 
 # ----------------------------------------------------------------------------------------------
 # global_unstructured
-
-
-class _Entry:
-    """One (module, name) of a global pruning call, with what it is pruned against."""
-
-    def __init__(self, module: nn.Module, name: str, scores: torch.Tensor | None) -> None:
-        where = "global_unstructured"
-        self.module = module
-        self.name = name
-        self.current = _module.current_tensor(module, name, where)
-        self.old = _module.find_hook(module, name, where)
-        self.old_mask: torch.Tensor | None = (
-            module._buffers[name + "_mask"] if self.old is not None else None
-        )
-        if scores is not None:
-            check_same_shape(scores, self.current, where, "importance_scores",
-                             f"parameter {name!r}")
-        self.scores = self.current if scores is None else scores
-
-    @property
-    def mask_dtype(self) -> torch.dtype:
-        return self.old_mask.dtype if self.old_mask is not None else self.current.dtype
-
-
-def _parse_global_args(
-    parameters: Any, importance_scores: Any
-) -> list[_Entry]:
-    where = "global_unstructured"
-    if not isinstance(parameters, Iterable):
-        raise TypeError(problem(where, "parameters", "an iterable of (module, name) pairs",
-                                type(parameters).__name__))
-    pairs = list(parameters)
-    if not pairs:
-        raise ValueError(problem(where, "parameters", "a non-empty iterable of (module, name)",
-                                 pairs))
-    if importance_scores is None:
-        importance_scores = {}
-    if not isinstance(importance_scores, dict):
-        raise TypeError(problem(where, "importance_scores",
-                                "a dict {(module, name): tensor} or None",
-                                type(importance_scores).__name__))
-    seen: set[tuple[int, str]] = set()
-    entries = []
-    for i, pair in enumerate(pairs):
-        if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise TypeError(problem(where, f"parameters[{i}]", "a (module, name) tuple", pair))
-        module, name = pair
-        key = (id(module), name)
-        if key in seen:
-            raise ValueError(problem(where, f"parameters[{i}]", "listed only once", pair[1]))
-        seen.add(key)
-        entries.append(_Entry(module, name, importance_scores.get(pair)))
-    return entries
-
-
-def _common_dtype(tensors: Iterable[torch.Tensor]) -> torch.dtype:
-    dtypes = [t.dtype for t in tensors]
-    out = dtypes[0]
-    for d in dtypes[1:]:
-        out = torch.promote_types(out, d)
-    return out
-
-
-def _global_masks_torch_rule(
-    entries: list[_Entry], method: BasePruningMethod
-) -> list[torch.Tensor]:
-    """torch's own algorithm: one concatenated vector, one container step, then slices."""
-    device = entries[0].current.device
-    scores = torch.cat([e.scores.reshape(-1).to(device) for e in entries])
-    defaults = [
-        e.old_mask if e.old_mask is not None else torch.ones_like(e.current) for e in entries
-    ]
-    default = torch.cat([d.reshape(-1).to(device) for d in defaults])
-    chain = PruningContainer()
-    chain._tensor_name = "temp"
-    method._tensor_name = "temp"
-    chain.add_pruning_method(method)
-    final = chain.compute_mask(scores, default)
-    masks, start = [], 0
-    for e, d in zip(entries, defaults, strict=True):
-        piece = final[start:start + e.current.numel()].view_as(e.current)
-        masks.append(d * piece.to(dtype=d.dtype, device=d.device))
-        start += e.current.numel()
-    return masks
-
-
-def _global_l1(entries: list[_Entry], method: L1Unstructured) -> list[torch.Tensor] | None:
-    """Exact global L1 selection with one mask-sized buffer per tensor and no concatenation.
-
-    Each tensor's new mask buffer first holds its keys (|score|, NaN where already pruned), the
-    threshold is found across all buffers, and the comparison is then written over them.
-    """
-    dtype = _common_dtype(e.scores for e in entries)
-    if not supports_fast_select(dtype):
-        return None
-    masks, keys, candidates = [], [], 0
-    for e in entries:
-        mask = torch.empty(e.current.shape, dtype=e.mask_dtype, device=e.current.device)
-        if e.scores.dtype == dtype == mask.dtype:
-            torch.abs(e.scores, out=mask)
-            key = mask.view(-1)
-        else:
-            key = torch.abs(e.scores.to(dtype)).reshape(-1)
-        if e.old_mask is not None:
-            alive = e.old_mask.reshape(-1) == 1
-            candidates += int(torch.count_nonzero(alive))
-            key.masked_fill_(~alive.to(key.device), float("nan"))
-        else:
-            candidates += key.numel()
-        masks.append(mask)
-        keys.append(key)
-    k = _global_count(method, candidates)
-    if k == 0:
-        return [torch.ones_like(m) if e.old_mask is None else e.old_mask.clone()
-                for m, e in zip(masks, entries, strict=True)]
-    thr = select_smallest(keys, k, exact_ties=exact_ties())
-    if thr is None:  # ties (in "torch" mode) or NaN among the pruned: torch's rule decides
-        return None
-    for i, (mask, key, e) in enumerate(zip(masks, keys, entries, strict=True)):
-        thr.write_unselected(key, mask.view(-1), i)
-        if e.old_mask is not None:  # already pruned entries (NaN keys above) stay pruned
-            mask.mul_(e.old_mask.to(mask.device))
-    return masks
-
-
-def _global_random(entries: list[_Entry], method: RandomUnstructured) -> list[torch.Tensor]:
-    """Global random pruning with exactly torch's single draw over all unpruned entries."""
-    dtype = _common_dtype(e.scores for e in entries)
-    device = entries[0].current.device
-    alive = [None if e.old_mask is None else (e.old_mask.reshape(-1) == 1) for e in entries]
-    counts = [e.current.numel() if a is None else int(torch.count_nonzero(a))
-              for e, a in zip(entries, alive, strict=True)]
-    total = sum(counts)
-    k = _global_count(method, total)
-    prob = method._draw_like(torch.empty(total, dtype=dtype, device=device)) if k else None
-    keep = torch.ones(total, dtype=torch.bool, device=device)
-    if prob is not None:
-        pruned = None
-        if total > SMALL and supports_fast_select(dtype):
-            if k == total:
-                pruned = keep
-            else:
-                thr = select_smallest([prob], total - k, exact_ties=True)
-                pruned = None if thr is None else ~thr.selected(prob)
-        if pruned is None:
-            keep[torch.topk(prob, k=k).indices] = False
-        else:
-            keep = ~pruned
-    masks, start = [], 0
-    for e, a, c in zip(entries, alive, counts, strict=True):
-        piece = keep[start:start + c].to(device=e.current.device, dtype=e.mask_dtype)
-        start += c
-        if a is None:
-            masks.append(piece.view(e.current.shape).clone())
-        else:
-            mask = torch.zeros(e.current.shape, dtype=e.mask_dtype, device=e.current.device)
-            mask.view(-1)[a] = piece
-            masks.append(mask)
-    return masks
-
-
-def _global_count(method: BasePruningMethod, candidates: int) -> int:
-    amount = method.amount  # type: ignore[attr-defined]
-    check_amount_fits(amount, candidates, "global_unstructured", "entries left across tensors")
-    return nparams_to_prune(amount, candidates)
 
 
 def global_masks(
@@ -400,40 +237,8 @@ def global_masks(
     >>> prune.is_pruned(a)
     False
     """
-    entries, method = _global_setup(parameters, pruning_method, importance_scores, kwargs)
-    return _global_compute(entries, method)
-
-
-def _global_setup(
-    parameters: Any, pruning_method: Any, importance_scores: Any, kwargs: dict[str, Any]
-) -> tuple[list[_Entry], BasePruningMethod]:
-    with calling("global_unstructured"):
-        entries = _parse_global_args(parameters, importance_scores)
-        if not (isinstance(pruning_method, type)
-                and issubclass(pruning_method, _module.HOOK_TYPE)):
-            raise TypeError(problem("global_unstructured", "pruning_method",
-                                    "a BasePruningMethod subclass", pruning_method))
-        method = pruning_method(**kwargs)
-        if method.PRUNING_TYPE != "unstructured":
-            raise TypeError(problem(
-                "global_unstructured", "pruning_method",
-                "a method of PRUNING_TYPE 'unstructured' (e.g. L1Unstructured)",
-                f"{pruning_method.__name__} ({method.PRUNING_TYPE})"))
-    return entries, method
-
-
-def _global_compute(entries: list[_Entry], method: BasePruningMethod) -> list[torch.Tensor]:
-    with calling("global_unstructured"), torch.no_grad():
-        total = sum(e.current.numel() for e in entries)
-        fast = total > SMALL and getattr(method, "_has_own_compute_mask", lambda: False)()
-        masks = None
-        if fast and type(method) is L1Unstructured:
-            masks = _global_l1(entries, method)
-        elif fast and type(method) is RandomUnstructured:
-            masks = _global_random(entries, method)
-        if masks is None:
-            masks = _global_masks_torch_rule(entries, method)
-    return masks
+    entries, method = global_setup(parameters, pruning_method, importance_scores, kwargs)
+    return global_compute(entries, method)
 
 
 def global_unstructured(
@@ -469,8 +274,8 @@ def global_unstructured(
     >>> int((net[0].weight_mask == 0).sum() + (net[1].weight_mask == 0).sum())
     40
     """
-    entries, method = _global_setup(parameters, pruning_method, importance_scores, kwargs)
-    masks = _global_compute(entries, method)
+    entries, method = global_setup(parameters, pruning_method, importance_scores, kwargs)
+    masks = global_compute(entries, method)
     with _module.transaction([(e.module, e.name) for e in entries]):
         for e, mask in zip(entries, masks, strict=True):
             step = CustomFromMask(mask)

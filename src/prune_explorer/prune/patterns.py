@@ -10,7 +10,9 @@ Neither pattern is in ``torch.nn.utils.prune``; both follow its conventions (a c
   ``block`` (one size per leading dim; dims past ``len(block)`` are taken whole) and the
   ``amount`` blocks with the smallest ``n``-norm are pruned.
 
-Rules (all checked, with the package's one message template):
+Rules (all checked, with the package's one message template; ``pattern`` and ``block`` are
+entries of the core's one constraint table, :data:`prune_explorer.prune.validation.CONSTRAINTS`,
+and both methods are in its ``METHOD_PARAMETERS``):
 
 * the pattern string is ``"N:M"`` with integers ``M >= 1`` and ``0 <= N <= M``;
 * ``M`` divides the size along ``dim`` -- there is no partial group, because hardware has none
@@ -44,29 +46,15 @@ Examples
 
 from __future__ import annotations
 
-import numbers
-import re
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
 
-from ._context import caller, calling
-from ._validation import (
-    check_amount,
-    check_amount_fits,
-    check_dim,
-    check_dim_type,
-    check_n,
-    nparams_to_prune,
-    problem,
-)
 from .methods import BasePruningMethod
+from .validation import check, check_dim, count_to_prune, parse_pattern, problem
 
 __all__ = [
-    "PATTERN_CONSTRAINTS",
-    "PATTERN_METHOD_PARAMETERS",
     "BlockStructured",
     "SemiStructured",
     "block_structured",
@@ -74,60 +62,6 @@ __all__ = [
     "satisfies_pattern",
     "semi_structured",
 ]
-
-_PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
-
-
-def parse_pattern(pattern: Any) -> tuple[int, int] | None:
-    """``"N:M"`` as ``(N, M)``, or None when it is not a valid pattern string."""
-    if not isinstance(pattern, str):
-        return None
-    match = _PATTERN.fullmatch(pattern)
-    if match is None:
-        return None
-    n, m = int(match.group(1)), int(match.group(2))
-    return (n, m) if m >= 1 and 0 <= n <= m else None
-
-
-def _pattern_error(value: Any) -> type[Exception] | None:
-    if not isinstance(value, str):
-        return TypeError
-    return None if parse_pattern(value) is not None else ValueError
-
-
-def _block_error(value: Any) -> type[Exception] | None:
-    if not isinstance(value, (tuple, list)):
-        return TypeError
-    ok = len(value) >= 1 and all(
-        isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in value)
-    return None if ok else ValueError
-
-
-class _Constraint(NamedTuple):
-    """One parameter's rule in words and its test (the form of the core's constraint table)."""
-
-    rule: str
-    error: Callable[[Any], type[Exception] | None]
-
-
-#: Constraints of the parameters only these methods take (the form of the core's one table).
-PATTERN_CONSTRAINTS: dict[str, _Constraint] = {
-    "pattern": _Constraint("a string 'N:M' with integers M >= 1 and 0 <= N <= M", _pattern_error),
-    "block": _Constraint("a tuple of one or more ints >= 1", _block_error),
-}
-
-#: function name -> (class name, parameters it takes, in order).
-PATTERN_METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "semi_structured": ("SemiStructured", ("pattern", "dim")),
-    "block_structured": ("BlockStructured", ("amount", "block", "n")),
-}
-
-
-def _check(where: str, param: str, value: Any) -> None:
-    c = PATTERN_CONSTRAINTS[param]
-    error = c.error(value)
-    if error is not None:
-        raise error(problem(where, param, c.rule, value))
 
 
 def _keys(t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
@@ -162,16 +96,14 @@ class SemiStructured(BasePruningMethod):
     PRUNING_TYPE = "global"
 
     def __init__(self, pattern: str = "2:4", dim: int = -1) -> None:
-        where = caller(type(self).__name__)
-        _check(where, "pattern", pattern)
-        check_dim_type(dim, where)
+        check(type(self).__name__, "pattern", pattern)
+        check(type(self).__name__, "dim", dim)
         self.pattern = pattern
         self.dim = dim
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        where = caller(type(self).__name__)
         keep_n, m = parse_pattern(self.pattern)  # type: ignore[misc]
-        dim = check_group_dim(t, self.dim, m, where)
+        dim = check_group_dim(t, self.dim, m, self.where)
         moved = _keys(t, default_mask).movedim(dim, -1)
         groups = moved.reshape(*moved.shape[:-1], moved.shape[-1] // m, m)
         # a stable sort puts the lowest index first among equal keys: it is pruned first
@@ -195,7 +127,7 @@ class SemiStructured(BasePruningMethod):
 
 def check_group_dim(t: torch.Tensor, dim: Any, m: int, where: str) -> int:
     """Check ``dim`` against ``t`` and that groups of ``m`` tile it; return ``dim`` >= 0."""
-    d = check_dim(t, dim, where)
+    d = check_dim(dim, t.dim(), where)
     if t.shape[d] % m:
         raise ValueError(problem(
             where, "pattern", f"'N:M' with M dividing the size along dim={dim} "
@@ -205,7 +137,7 @@ def check_group_dim(t: torch.Tensor, dim: Any, m: int, where: str) -> int:
 
 def check_block(t: torch.Tensor, block: Any, where: str) -> tuple[int, ...]:
     """Check ``block`` against ``t``'s rank and shape; return it padded with whole dims."""
-    _check(where, "block", block)
+    check(where, "block", block)
     if len(block) > t.dim():
         raise ValueError(problem(where, "block", f"at most {t.dim()} sizes for a {t.dim()}-D "
                                  f"tensor of shape {tuple(t.shape)}", tuple(block)))
@@ -262,10 +194,10 @@ class BlockStructured(BasePruningMethod):
     PRUNING_TYPE = "global"
 
     def __init__(self, amount: float | int, block: tuple[int, ...] = (4, 4), n: Any = 1) -> None:
-        where = caller(type(self).__name__)
-        check_amount(amount, where)
-        _check(where, "block", block)
-        check_n(n, where)
+        where = type(self).__name__
+        check(where, "amount", amount)
+        check(where, "block", block)
+        check(where, "n", n)
         if n == "nuc" or n is None:
             raise RuntimeError(problem(where, "n", "a number or 'fro' (a vector norm over each "
                                        "block's entries)", n))
@@ -274,15 +206,14 @@ class BlockStructured(BasePruningMethod):
         self.n = n
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        where = caller(type(self).__name__)
+        where = self.where
         block = check_block(t, self.block, where)
         scores = block_view(t.abs() if t.is_floating_point() else t.abs().float(), block)
         alive = block_view(default_mask != 0, block)
         norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=-1)
         live = alive.any(dim=-1).reshape(-1)
         n_live = int(live.sum())
-        check_amount_fits(self.amount, n_live, where, "blocks")
-        k = nparams_to_prune(self.amount, n_live)
+        k = count_to_prune(self.amount, n_live, where, "blocks")
         keys = norms.reshape(-1).masked_fill(~live, float("-inf"))
         pruned = torch.argsort(keys, stable=True)[: k + live.numel() - n_live]
         keep_blocks = torch.ones(keys.shape, dtype=torch.bool, device=t.device)
@@ -324,9 +255,8 @@ def semi_structured(
     >>> m.weight_mask.view(4, 2, 4).sum(dim=-1).unique().tolist()
     [2.0]
     """
-    with calling("semi_structured"):
-        SemiStructured.apply(module, name, pattern=pattern, dim=dim,
-                             importance_scores=importance_scores)
+    SemiStructured._attach("semi_structured", module, name, importance_scores,
+                           pattern=pattern, dim=dim)
     return module
 
 
@@ -344,9 +274,8 @@ def block_structured(
     >>> int(m.weight_mask.sum())
     32
     """
-    with calling("block_structured"):
-        BlockStructured.apply(module, name, amount=amount, block=block, n=n,
-                              importance_scores=importance_scores)
+    BlockStructured._attach("block_structured", module, name, importance_scores,
+                            amount=amount, block=block, n=n)
     return module
 
 
@@ -364,13 +293,11 @@ def satisfies_pattern(mask: torch.Tensor, pattern: str = "2:4", dim: int = -1) -
     >>> satisfies_pattern(torch.tensor([1, 1, 1, 0]), "2:4")
     False
     """
-    parsed = parse_pattern(pattern)
-    if parsed is None:
-        _check("satisfies_pattern", "pattern", pattern)
-    keep_n, m = parsed  # type: ignore[misc]
+    check("satisfies_pattern", "pattern", pattern)
+    keep_n, m = parse_pattern(pattern)  # type: ignore[misc]
     if mask.dim() == 0:
         return False
-    d = check_dim(mask, dim, "satisfies_pattern")
+    d = check_dim(dim, mask.dim(), "satisfies_pattern")
     if mask.shape[d] % m:
         return False
     moved = (mask != 0).movedim(d, -1)

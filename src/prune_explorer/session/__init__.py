@@ -14,20 +14,24 @@ Examples
 prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 """
 
+from .commits import CommitResult, CommitReview
 from .errors import InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
 from .packed import PackedMask
 from .plan import InvalidPlanError, Plan
 from .registry import TensorInfo
-from .session import CommitResult, Session
+from .session import Session
 from .step import Step
+from .watch import ModelChangedError
 
 __all__ = [
     "CommitResult",
+    "CommitReview",
     "HistoryEntry",
     "InvalidPlanError",
     "InvalidStepError",
+    "ModelChangedError",
     "NotUndoableError",
     "PackedMask",
     "Plan",

@@ -26,8 +26,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from prune_explorer.prune import validation
+
 from .errors import InvalidStepError
 from .hooks import find_hook
+from .methods import core_errors
 from .registry import TensorInfo, unknown_target
 from .step import Step, split_address
 
@@ -51,24 +54,6 @@ def unpruned_channels(module: nn.Module, tensor_name: str, dim: int) -> int:
     dim = dim % tensor.dim()
     others = [d for d in range(tensor.dim()) if d != dim]
     return int(torch.count_nonzero(mask.sum(dim=others) != 0))
-
-
-def _check_named_norm(step: Step, ndim: int, shape: tuple[int, ...], where: str) -> None:
-    # The norm of a channel runs over the other ndim - 1 dims: 'nuc' needs exactly two of them,
-    # 'fro' at most two (torch.norm refuses otherwise).
-    n = step.settings.get("n")
-    if n == "nuc" and ndim != 3:
-        raise InvalidStepError(
-            f"{where}: n='nuc' needs a 3-D tensor (a matrix norm over the two dims other than "
-            f"dim); {step.target!r} has shape {shape}; got 'nuc'",
-            "n",
-        )
-    if n == "fro" and ndim > 3:
-        raise InvalidStepError(
-            f"{where}: n='fro' needs a tensor of at most 3 dims (a norm over at most two dims); "
-            f"{step.target!r} has shape {shape}; use n=2, the same norm; got 'fro'",
-            "n",
-        )
 
 
 def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where: str) -> None:
@@ -120,13 +105,12 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
                 "target",
             )
         dim = step.settings["dim"]
-        if not -tensor.dim() <= dim < tensor.dim():
-            raise InvalidStepError(
-                f"{where}: dim must be in [{-tensor.dim()}, {tensor.dim() - 1}] for "
-                f"{step.target!r} of shape {shape}; got {dim}",
-                "dim",
-            )
-        _check_named_norm(step, tensor.dim(), shape, where)
+        of = f"{step.target!r} of shape {shape}"
+        with core_errors("dim"):
+            validation.check_dim(dim, tensor.dim(), where, of)
+        if "n" in step.settings:
+            with core_errors("n"):
+                validation.check_norm_rank(step.settings["n"], tensor.dim(), where, of)
         if isinstance(amount, int):
             left = unpruned_channels(module, tensor_name, dim)
             if amount > left:

@@ -29,7 +29,7 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
-from .seeding import as_torch_would, generator_for
+from .seeding import generator_for, ties_for
 from .step import Step, split_address
 
 __all__ = ["global_masks", "local_mask", "make_method"]
@@ -43,6 +43,7 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
     cls = getattr(prune, spec.cls)
     kwargs = dict(settings)
     kwargs.update(generator_for(method, seed, device))
+    kwargs.update(ties_for(method))
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=device)
     obj = cls(**kwargs)
@@ -54,7 +55,7 @@ def local_mask(module: nn.Module, tensor_name: str, step: Step) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
-    with torch.no_grad(), as_torch_would():
+    with torch.no_grad():
         return prune.preview_mask(module, tensor_name, method)
 
 
@@ -67,6 +68,7 @@ def global_masks(model: nn.Module, step: Step) -> dict[str, torch.Tensor]:
     method = step.settings["pruning_method"]
     cls = getattr(prune, METHODS[method].cls)
     rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
-    with torch.no_grad(), as_torch_would():
-        masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng)
+    with torch.no_grad():
+        masks = prune.global_masks(pairs, cls, amount=step.settings["amount"], **rng,
+                                   **ties_for(method))
     return dict(zip(step.targets, masks, strict=True))

@@ -23,7 +23,7 @@ from torch import nn
 from prune_explorer import prune
 
 from .methods import METHODS
-from .seeding import as_torch_would, generator_for
+from .seeding import generator_for, ties_for
 from .step import Step, split_address
 
 __all__ = ["run_step"]
@@ -41,9 +41,8 @@ def run_step(model: nn.Module, step: Step) -> None:
         method = step.settings["pruning_method"]
         cls = getattr(prune, METHODS[method].cls)
         rng = generator_for(method, step.seed, getattr(*pairs[0]).device)
-        with as_torch_would():
-            prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"],
-                                      **rng)
+        prune.global_unstructured(pairs, pruning_method=cls, amount=step.settings["amount"],
+                                  **rng, **ties_for(method))
         return
     module, tensor_name = _locate(model, step.target)  # type: ignore[arg-type]
     function = getattr(prune, step.spec.name)
@@ -51,5 +50,5 @@ def run_step(model: nn.Module, step: Step) -> None:
     if "mask" in kwargs:
         kwargs["mask"] = kwargs["mask"].unpack(device=getattr(module, tensor_name).device)
     kwargs.update(generator_for(step.method, step.seed, getattr(module, tensor_name).device))
-    with as_torch_would():
-        function(module, tensor_name, **kwargs)
+    kwargs.update(ties_for(step.method))
+    function(module, tensor_name, **kwargs)

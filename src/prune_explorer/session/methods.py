@@ -3,7 +3,11 @@
 One table, :data:`METHODS`, says for each method which settings it takes, whether it draws
 random numbers (and so needs a seed), whether it prunes whole channels along ``dim``, and which
 function and class of ``torch.nn.utils.prune`` implement it. Every other part of the session
-(steps, plans, previews, snippets) reads this table instead of repeating it.
+(steps, plans, previews, snippets) reads this table instead of repeating it. The pruning methods'
+class names and parameters come from the core's one table
+(:data:`prune_explorer.prune.validation.METHOD_PARAMETERS`), and their settings are checked by the
+core's constraints (:func:`prune_explorer.prune.validation.check`); the session only wraps those
+errors in :class:`InvalidStepError` with the field, and turns JSON spellings into values.
 
 Examples
 --------
@@ -16,26 +20,29 @@ True
 
 from __future__ import annotations
 
-import math
+import contextlib
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from prune_explorer.prune.patterns import PATTERN_CONSTRAINTS, parse_pattern
+from prune_explorer.prune import validation
+from prune_explorer.prune.validation import METHOD_PARAMETERS
 
 from .errors import InvalidStepError
 from .packed import PackedMask
 
 __all__ = [
+    "CLASS_TO_NAME",
     "GLOBAL_METHODS",
     "METHODS",
     "SEED_LIMIT",
     "MethodSpec",
     "check_seed",
     "check_settings",
+    "core_errors",
     "is_random",
 ]
 
@@ -47,43 +54,51 @@ SEED_LIMIT = 2**63
 class MethodSpec:
     """What the session knows about one pruning method.
 
-    ``name`` is also the function's name in ``torch.nn.utils.prune`` and ``cls`` its class's
-    (None for the two functions without one); ``settings`` are the required keyword settings,
-    in the order torch's function takes them.
+    ``settings`` are the required keyword settings, in the order torch's function takes them;
+    ``function`` and ``cls`` are the names in ``torch.nn.utils.prune``.
     """
 
     name: str
     settings: tuple[str, ...]
+    function: str
     cls: str | None
     random: bool = False
     structured: bool = False
 
 
+def _core_spec(name: str, random: bool = False, structured: bool = False) -> MethodSpec:
+    """A method of the core: class and settings from its parameter table (the settings a step
+    records are the method's own parameters, not ``generator``/``ties``, which the session
+    supplies)."""
+    cls, params = METHOD_PARAMETERS[name]
+    settings = tuple(p for p in params if p not in ("generator", "ties"))
+    return MethodSpec(name, settings, name, cls, random=random, structured=structured)
+
+
 METHODS: dict[str, MethodSpec] = {
     spec.name: spec
     for spec in (
-        MethodSpec("identity", (), "Identity"),
-        MethodSpec("random_unstructured", ("amount",), "RandomUnstructured", random=True),
-        MethodSpec("l1_unstructured", ("amount",), "L1Unstructured"),
-        MethodSpec("random_structured", ("amount", "dim"), "RandomStructured", random=True,
-                   structured=True),
-        MethodSpec("ln_structured", ("amount", "n", "dim"), "LnStructured", structured=True),
-        MethodSpec("custom_from_mask", ("mask",), "CustomFromMask"),
-        # hardware patterns (prune_explorer.prune.patterns; no function in torch.nn.utils.prune,
-        # so snippets build their masks with plain torch, see session/patterncode.py)
-        MethodSpec("semi_structured", ("pattern", "dim"), "SemiStructured"),
-        MethodSpec("block_structured", ("amount", "block", "n"), "BlockStructured"),
-        MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
-        MethodSpec("remove", (), None),
+        _core_spec("identity"),
+        _core_spec("random_unstructured", random=True),
+        _core_spec("l1_unstructured"),
+        _core_spec("random_structured", random=True, structured=True),
+        _core_spec("ln_structured", structured=True),
+        _core_spec("custom_from_mask"),
+        # hardware patterns (prune_explorer.prune.patterns; not in torch.nn.utils.prune, so
+        # snippets build their masks with plain torch, see session/patterncode.py)
+        _core_spec("semi_structured"),
+        _core_spec("block_structured"),
+        MethodSpec("global_unstructured", ("pruning_method", "amount"), "global_unstructured",
+                   None),
+        MethodSpec("remove", (), "remove", None),
     )
 }
 
+#: Class name -> method name (``L1Unstructured`` -> ``l1_unstructured``), from the same table.
+CLASS_TO_NAME = {spec.cls: spec.name for spec in METHODS.values() if spec.cls is not None}
+
 #: Methods that ``global_unstructured`` accepts as its ``pruning_method``.
 GLOBAL_METHODS = ("l1_unstructured", "random_unstructured")
-
-_AMOUNT_RULE = "must be a float in [0, 1] or an int >= 0"
-_N_RULE = "must be a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'"
-
 
 def _fail(where: str, field: str, rule: str, value: Any) -> InvalidStepError:
     return InvalidStepError(f"{where}: {field} {rule}; got {_show(value)}", field)
@@ -99,45 +114,47 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+@contextlib.contextmanager
+def core_errors(field: str) -> Iterator[None]:
+    """Re-raise the core's argument errors as :class:`InvalidStepError` for ``field``."""
+    try:
+        yield
+    except (TypeError, ValueError, RuntimeError, IndexError) as err:
+        if isinstance(err, InvalidStepError):
+            raise
+        raise InvalidStepError(str(err), field) from None
+
+
+def _core_check(field: str, value: Any, where: str) -> Any:
+    with core_errors(field):
+        return validation.check(where, field, value)
+
+
 def check_amount(value: Any, where: str) -> int | float:
-    """Validate ``amount`` the way torch does, but reject bools; returns a plain int or float."""
-    if _is_int(value):
-        if value < 0:
-            raise _fail(where, "amount", _AMOUNT_RULE, value)
-        return int(value)
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        value_f = float(value)
-        if not 0.0 <= value_f <= 1.0:  # also rejects nan
-            raise _fail(where, "amount", _AMOUNT_RULE, value)
-        return value_f
-    raise _fail(where, "amount", _AMOUNT_RULE, value)
+    """Validate ``amount`` (the core's rule); returns a plain int or float."""
+    _core_check("amount", value, where)
+    return int(value) if _is_int(value) else float(value)
 
 
 def check_n(value: Any, where: str) -> int | float | str:
-    """Validate the norm order ``n`` of ``ln_structured`` ("inf"/"-inf" strings become floats).
+    """Validate the norm order ``n`` of ``ln_structured`` (the core's rule; the JSON spellings
+    "inf"/"-inf" become floats, and None, which torch passes on to ``torch.norm``, is refused).
 
     Whether ``'fro'``/``'nuc'`` suit the tensor's rank is checked against the model later.
     """
-    if isinstance(value, str):
-        if value in ("fro", "nuc"):
-            return value
-        if value in ("inf", "-inf"):
-            return float(value)
-        raise _fail(where, "n", _N_RULE, value)
-    if _is_int(value):
-        return int(value)
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        if math.isnan(float(value)):
-            raise _fail(where, "n", _N_RULE, value)
+    if isinstance(value, str) and value in ("inf", "-inf"):
         return float(value)
-    raise _fail(where, "n", _N_RULE, value)
+    if value is None:
+        raise InvalidStepError(validation.problem(
+            where, "n", validation.CONSTRAINTS["n"].rule, value), "n")
+    _core_check("n", value, where)
+    return value if isinstance(value, str) else int(value) if _is_int(value) else float(value)
 
 
 def check_dim(value: Any, where: str) -> int:
-    """Validate ``dim`` as an int (range is checked against the tensor later)."""
-    if not _is_int(value):
-        raise _fail(where, "dim", "must be an int", value)
-    return int(value)
+    """Validate ``dim`` as an int (the core's rule; the range is checked against the tensor
+    later)."""
+    return int(_core_check("dim", value, where))
 
 
 def check_mask(value: Any, where: str) -> PackedMask:
@@ -162,17 +179,14 @@ def check_pruning_method(value: Any, where: str) -> str:
 
 
 def check_pattern(value: Any, where: str) -> str:
-    """Validate an ``"N:M"`` pattern string (whether M fits the tensor is checked on apply)."""
-    if parse_pattern(value) is None:
-        raise _fail(where, "pattern", "must be " + PATTERN_CONSTRAINTS["pattern"].rule, value)
-    return str(value)
+    """Validate an ``"N:M"`` pattern (the core's rule; whether M fits the tensor is checked
+    when the step is previewed or applied)."""
+    return str(_core_check("pattern", value, where))
 
 
 def check_block(value: Any, where: str) -> tuple[int, ...]:
-    """Validate a block shape (a JSON list becomes a tuple); its fit is checked on apply."""
-    if PATTERN_CONSTRAINTS["block"].error(value) is not None:
-        raise _fail(where, "block", "must be " + PATTERN_CONSTRAINTS["block"].rule, value)
-    return tuple(int(b) for b in value)
+    """Validate a block shape (the core's rule); a JSON list becomes a tuple."""
+    return tuple(int(b) for b in _core_check("block", value, where))
 
 
 _CHECKS = {

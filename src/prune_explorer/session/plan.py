@@ -235,30 +235,22 @@ class Plan:
 
         Raises the same errors as :meth:`apply`. Costs one full application.
         """
-        self._run(model, seed=0)._rollback()
+        from .session import Session  # the session uses plans; plans are run by a session
+
+        session = Session(model, seed=0)
+        with session.transaction(dry_run=True):
+            session.apply_all(self._steps, where="Plan.apply")
 
     def apply(self, model: nn.Module, *, seed: int | None = 0) -> Session:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
 
-        All or nothing: if a step is invalid for this model (unknown tensor, bad ``dim``...),
-        the steps already applied are undone and an :class:`InvalidStepError` naming the step
-        index is raised. The returned session can ``undo``/``reset``/``report`` as usual.
+        All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
+        (unknown tensor, bad ``dim``...) or anything fails, even an interrupt, the steps already
+        applied are undone, commits included, and the error names the step index. The returned
+        session can ``undo``/``reset``/``report`` as usual.
         """
-        session = self._run(model, seed=seed)
-        session._seal()  # from here on, commits in the plan are permanent
-        return session
-
-    def _run(self, model: nn.Module, seed: int | None) -> Session:
-        # Apply all steps, keeping enough to roll back even `remove` steps until sealed.
         from .session import Session
 
         session = Session(model, seed=seed)
-        for index, step in enumerate(self._steps):
-            try:
-                session._apply_step(
-                    step, where=f"Plan.apply: steps[{index}]", emit=False, keep_values=True
-                )
-            except BaseException:
-                session._rollback()
-                raise
+        session.apply_all(self._steps, where="Plan.apply")
         return session

@@ -216,7 +216,10 @@ def amount_from_json(value: Any, version: int, where: str) -> Any:
                                "amount")
     if kind == "fraction":
         return float(number)
-    if isinstance(number, float) and not number.is_integer():
+    if isinstance(number, int):
+        return number
+    as_float = float(number)
+    if not as_float.is_integer():
         raise InvalidStepError(f"{where}: amount.count must be a whole number; got {number!r}",
                                "amount")
-    return int(number)
+    return int(as_float)

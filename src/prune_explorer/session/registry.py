@@ -77,6 +77,10 @@ def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: s
     """The error for an address that is not in ``known``, with close matches when there are any."""
     close = difflib.get_close_matches(name, list(known), n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
+        if name.endswith(suffix) and name[: -len(suffix)] in known:
+            hint = (f"; it is the {role} of the pruned tensor {name[:-len(suffix)]!r}: prune "
+                    f"{name[:-len(suffix)]!r} itself to prune it further")
     return InvalidStepError(
         f"{where}: {field} {name!r} is not a prunable tensor of this model{hint} "
         f"(Session.names lists all {len(known)})",

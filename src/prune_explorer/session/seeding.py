@@ -7,37 +7,39 @@ Two things could make the session's masks differ from those of the exported snip
   ``torch.Generator`` seeded with it (:func:`generator_for`): the very stream the global generator
   yields after ``torch.manual_seed(seed)``. The user's global RNG is never touched, not even by
   previews that a widget runs on a background thread;
-* exact ties at a cut on large tensors -- :func:`as_torch_would` asks the core for torch's own
-  split (``prune.tie_break("torch")``).
+* exact ties at a cut -- every call names its tie rule explicitly (:func:`ties_for`, the
+  ``ties=`` keyword of the core, see ``prune_explorer.prune._select``): :data:`TIES`.
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.seeding import generator_for
+>>> from prune_explorer.session.seeding import generator_for, ties_for
 >>> g = generator_for("random_unstructured", 3, torch.device("cpu"))["generator"]
 >>> _ = torch.manual_seed(3)
 >>> torch.equal(torch.rand(4, generator=g), torch.rand(4))
 True
+>>> ties_for("l1_unstructured"), ties_for("ln_structured")
+({'ties': 'torch'}, {})
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["as_torch_would", "generator_for"]
+from prune_explorer.prune.validation import METHOD_PARAMETERS
+
+__all__ = ["TIES", "generator_for", "ties_for"]
+
+#: The tie rule of every pruning call the session makes: "torch" splits exact ties at a cut as
+#: ``torch.nn.utils.prune`` does, so the exported snippet reproduces the masks as written.
+TIES = "torch"
 
 
-@contextlib.contextmanager
-def as_torch_would() -> Iterator[None]:
-    """Split exact ties at a cut as ``torch.nn.utils.prune`` does (``prune.tie_break("torch")``)."""
-    from prune_explorer import prune
-
-    with prune.tie_break("torch"):
-        yield
+def ties_for(method: str) -> dict[str, str]:
+    """``{"ties": TIES}`` for the methods that take a tie rule, else ``{}``."""
+    return {"ties": TIES} if "ties" in METHOD_PARAMETERS.get(method, ("", ()))[1] else {}
 
 
 def generator_for(method: str, seed: int | None, device: torch.device) -> dict[str, Any]:

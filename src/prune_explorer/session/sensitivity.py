@@ -32,7 +32,7 @@ from .errors import InvalidStepError
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["COLUMNS", "default_targets", "sensitivity"]
+__all__ = ["COLUMNS", "sensitivity"]
 
 #: Columns of the table :func:`sensitivity` returns (long format, one row per evaluation).
 COLUMNS = ["target", "scope", "amount", "sparsity", "score"]
@@ -40,10 +40,19 @@ _SCOPES = ("local", "global")
 _METHODS = ("l1_unstructured", "random_unstructured")
 
 
-def default_targets(session: Session) -> list[str]:
-    """Weights of rank >= 2 (Linear, Conv and the like): what people usually prune."""
-    return [n for n in session.names
-            if session.info(n).tensor_name == "weight" and len(session.info(n).shape) >= 2]
+def _check_amounts(amounts: Any, where: str) -> list[float]:
+    rule = "amounts must be a non-empty list of fractions in [0, 1]"
+    if isinstance(amounts, (str, bytes)) or not isinstance(amounts, Iterable):
+        raise InvalidStepError(f"{where}: {rule}; got {amounts!r}", "amounts")
+    out = []
+    for a in amounts:
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0.0 <= a <= 1.0:
+            raise InvalidStepError(f"{where}: amounts must be fractions in [0, 1]; got {a!r}",
+                                   "amounts")
+        out.append(float(a))
+    if not out:
+        raise InvalidStepError(f"{where}: {rule}; got an empty list", "amounts")
+    return out
 
 
 def _progress(total: int, enabled: bool | None) -> Any:
@@ -75,7 +84,7 @@ def sensitivity(
         ``evaluate(model) -> float``, e.g. accuracy on a held-out split; called under
         ``torch.no_grad()``.
     targets
-        Tensor addresses; default: every weight of rank >= 2.
+        Tensor addresses; default: ``session.default_targets()``.
     amounts
         Fractions in [0, 1] of what is still unpruned in each target (or across targets).
     method
@@ -103,15 +112,11 @@ def sensitivity(
     if bad or not scopes:
         raise InvalidStepError(f"{where}: scopes must be a non-empty subset of {_SCOPES}; "
                                f"got {tuple(scopes)!r}", "scopes")
-    names = list(default_targets(session) if targets is None else targets)
+    names = list(session.default_targets() if targets is None else targets)
     if not names:
         raise InvalidStepError(f"{where}: targets must name at least one tensor; got {names!r}",
                                "targets")
-    amounts = [float(a) for a in amounts]
-    for a in amounts:
-        if not 0.0 <= a <= 1.0:
-            raise InvalidStepError(f"{where}: amounts must be fractions in [0, 1]; got {a!r}",
-                                   "amounts")
+    amounts = _check_amounts(amounts, where)
     settings = {"seed": seed} if method == "random_unstructured" else {}
     # Validate every target (and the method) once, up front, without changing anything.
     for name in names:
@@ -128,30 +133,35 @@ def sensitivity(
     def sparsity(addresses: Sequence[str]) -> float:
         masks = [session.mask(a) for a in addresses]
         total = sum(m.numel() for m in masks)
-        return sum(int((~m).sum()) for m in masks) / total
+        return sum(int((~m).sum()) for m in masks) / total if total else 0.0
 
     rows: list[tuple[str, str, float, float, float]] = []
     base = score()
     local = "local" in scopes
     total = len(amounts) * (len(names) * local + ("global" in scopes))
     bar = _progress(total, progress)
-    try:
-        if local:
-            for name in names:
-                rows.append((name, "local", 0.0, sparsity([name]), base))
+    # The whole sweep is one dry-run transaction (and each point another): whatever happens,
+    # even an interrupt inside evaluate, the session is left exactly as it was, with no events.
+    with session.transaction(dry_run=True):
+        try:
+            if local:
+                for name in names:
+                    rows.append((name, "local", 0.0, sparsity([name]), base))
+                    for a in amounts:
+                        with session.transaction(dry_run=True):
+                            session.apply(name, method, amount=a, **settings)
+                            rows.append((name, "local", a, sparsity([name]), score()))
+                        if bar is not None:
+                            bar.update()
+            if "global" in scopes:
+                rows.append(("global", "global", 0.0, sparsity(names), base))
                 for a in amounts:
-                    with session._trial(name, method, amount=a, **settings):
-                        rows.append((name, "local", a, sparsity([name]), score()))
+                    with session.transaction(dry_run=True):
+                        session.apply_global(names, method, amount=a, **settings)
+                        rows.append(("global", "global", a, sparsity(names), score()))
                     if bar is not None:
                         bar.update()
-        if "global" in scopes:
-            rows.append(("global", "global", 0.0, sparsity(names), base))
-            for a in amounts:
-                with session._trial_global(names, method, amount=a, **settings):
-                    rows.append(("global", "global", a, sparsity(names), score()))
-                if bar is not None:
-                    bar.update()
-    finally:
-        if bar is not None:
-            bar.close()
+        finally:
+            if bar is not None:
+                bar.close()
     return pd.DataFrame(rows, columns=COLUMNS)

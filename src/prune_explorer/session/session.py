@@ -32,10 +32,8 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 
 from __future__ import annotations
 
-import contextlib
-import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -43,79 +41,26 @@ import torch
 from torch import nn
 
 from .checks import check_step
+from .commits import CommitResult, CommitReview, Committing
 from .compute import global_masks, local_mask
 from .errors import InvalidStepError, NotUndoableError
-from .events import EventEmitter, SessionEvent
-from .execute import run_step
+from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
-from .hooks import (
-    ModuleOrder,
-    TensorState,
-    capture,
-    capture_order,
-    find_hook,
-    hook_methods,
-    method_name,
-    refresh_pruned,
-    restore,
-    restore_order,
-)
-from .methods import SEED_LIMIT, check_method, check_seed, check_settings, is_random
+from .hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .methods import check_method, check_seed, check_settings, is_random
 from .packed import PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover, unknown_target
-from .reports import (
-    compare_frame,
-    effective_tensor,
-    memory_report,
-    tensor_report,
-    with_total,
-)
+from .reporting import Reporting, _as_list
+from .reports import effective_tensor
+from .sensitivity import sensitivity as _sensitivity
 from .step import Step
+from .transaction import Journal, locked
+from .watch import ModelChangedError, seen
 
-__all__ = ["CommitResult", "Session"]
+__all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What :meth:`Session.commit` made permanent and the memory it released.
-
-    ``bytes_before``/``bytes_after`` count, for the committed tensors, the ``_orig`` parameter,
-    the ``_mask`` buffer and the pruned copy before, and the remaining parameter after.
-    """
-
-    names: tuple[str, ...]
-    bytes_before: int
-    bytes_after: int
-
-    @property
-    def freed(self) -> int:
-        """Bytes released (``bytes_before - bytes_after``)."""
-        return self.bytes_before - self.bytes_after
-
-    def __repr__(self) -> str:
-        return (
-            f"CommitResult({len(self.names)} tensors made permanent, "
-            f"{self.bytes_before:,} -> {self.bytes_after:,} bytes, freed {self.freed:,})"
-        )
-
-
-@dataclass
-class _Snapshot:
-    # Per tensor: its module, its captured state, and (for `remove`) the values `_orig` held.
-    tensors: list[tuple[nn.Module, TensorState, torch.Tensor | None]]
-    orders: list[tuple[nn.Module, ModuleOrder]]
-
-
-@dataclass
-class _Action:
-    kind: str  # "apply" or "commit"
-    step: Step
-    snapshot: _Snapshot | None  # None once a commit has sealed it (no way back)
-    names: tuple[str, ...] = field(default=())
-
-
-class Session:
+class Session(Reporting, Committing):
     """An exploration of pruning on ``model``, which it prunes in place.
 
     Parameters
@@ -137,6 +82,10 @@ class Session:
     is a fraction in [0, 1] of what is still unpruned, or a count. Masks are those of
     ``torch.nn.utils.prune``: the same dtype as the parameter, 1 = kept.
 
+    Every public method holds the session's re-entrant :attr:`lock`, and every action is all
+    or nothing (see :meth:`transaction`). Pruning changed on the model behind the session's
+    back is refused with :class:`ModelChangedError` (see :mod:`prune_explorer.session.watch`).
+
     Examples
     --------
     >>> import torch
@@ -152,6 +101,7 @@ class Session:
         if seed is not None:
             seed = check_seed(seed, "Session")
         self._model = model
+        self._lock = threading.RLock()
         self._known: dict[str, TensorInfo] = discover(model)
         self._histories: dict[str, list[HistoryEntry]] = {}
         self._found_methods: dict[str, tuple[str, ...]] = {}
@@ -166,11 +116,9 @@ class Session:
                 mask = PackedMask.from_tensor(getattr(module, info.tensor_name + "_mask"))
                 self._found_methods[name] = tuple(method_name(m) for m in hook_methods(found[1]))
             self._histories[name] = [HistoryEntry(0, None, mask)]
-        self._actions: list[_Action] = []
-        self._events = EventEmitter()
-        self._rng = random.Random(seed)
-        self._pending_seed: int | None = None
-        self._commits: list[CommitResult] = []
+        self._journal = Journal(self._histories, seed)
+        self._events = self._journal.events  # the subscribers (tests count them)
+        self._seen = {name: seen(*self._locate(name)) for name in self._known}
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -187,30 +135,55 @@ class Session:
         """Address, module type, shape and numel of one tensor."""
         return self._known[self._check_name(name, "Session.info")]
 
+    def default_targets(self) -> list[str]:
+        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like);
+        every tensor of rank >= 2 when no such weight exists. The default of every "targets"."""
+        wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
+        return [n for n in wide if self._known[n].tensor_name == "weight"] or wide
+
     @property
+    @locked
     def steps(self) -> tuple[Step, ...]:
         """Steps applied so far (undone ones excluded), in order; commits appear as ``remove``."""
-        return tuple(action.step for action in self._actions)
+        return tuple(action.step for action in self._journal.actions)
 
     @property
     def plan(self) -> Plan:
         """A :class:`Plan` of :attr:`steps` (a copy: editing it does not change the session).
 
-        Pruning found on the model when the session started is not part of the plan: replay the
-        plan on a model in that same state.
+        Pruning found on the model when the session started (:attr:`found`) is not part of the
+        plan: replay the plan on a model in that same state.
         """
         return Plan(self.steps)
 
     @property
+    def found(self) -> dict[str, tuple[str, ...]]:
+        """Tensors already pruned when the session started, with the methods found on them.
+
+        That pruning is the session's starting point: entry 0 of each :meth:`history`, kept by
+        :meth:`reset`, and not part of :attr:`plan` (its settings and seeds are unknown).
+        """
+        return {n: m for n, m in self._found_methods.items() if m}
+
+    @property
+    @locked
     def commits(self) -> tuple[CommitResult, ...]:
         """Every :meth:`commit` so far, with the memory each freed."""
-        return tuple(self._commits)
+        return tuple(self._journal.commits)
 
+    @property
+    @locked
+    def can_undo(self) -> bool:
+        """Whether :meth:`undo` would succeed now (a step to undo, and it is not a commit)."""
+        return self._journal.undoable(outer=False) > 0
+
+    @locked
     def history(self, name: str) -> TensorHistory:
         """History of ``name``: the mask after each step that touched it (entry 0: as found)."""
         name = self._check_name(name, "Session.history")
-        return TensorHistory(name, self._histories[name])
+        return TensorHistory(name, list(self._histories[name]))
 
+    @locked
     def mask(self, name: str) -> torch.Tensor:
         """Current mask of ``name`` as a bool tensor (all True if not pruned or committed)."""
         name = self._check_name(name, "Session.mask")
@@ -219,16 +192,45 @@ class Session:
             return torch.ones_like(getattr(module, tensor_name), dtype=torch.bool)
         return getattr(module, tensor_name + "_mask") != 0
 
+    @locked
     def tensor(self, name: str) -> torch.Tensor:
         """The values the forward pass uses for ``name`` (``orig * mask`` if pruned), detached."""
         name = self._check_name(name, "Session.tensor")
         return effective_tensor(*self._locate(name))
 
     def on_change(self, callback: Callable[[SessionEvent], object]) -> Callable[[], None]:
-        """Call ``callback(event)`` after each apply/undo/reset/commit/to; returns unsubscribe."""
-        return self._events.on_change(callback)
+        """Call ``callback(event)`` after each apply/undo/reset/commit/to; returns unsubscribe.
+
+        Inside a :meth:`transaction`, events are sent when it succeeds (none if it fails).
+        """
+        return self._journal.events.on_change(callback)
+
+    def apply_all(
+        self,
+        steps: Iterable[Step],
+        *,
+        where: str = "Session.apply_all",
+        progress: Callable[[int, int], object] | None = None,
+    ) -> list[Step]:
+        """Apply ``steps`` (a :class:`Plan` or any iterable of Step) in order as one transaction.
+
+        A ``remove`` step commits its tensor. If any step fails, nothing is applied and the
+        error names it (``"<where>: steps[i]: ..."``). ``progress(done, total)`` is called after
+        each step. Returns the steps.
+        """
+        steps = list(steps)
+        with self.transaction():
+            for index, step in enumerate(steps):
+                if not isinstance(step, Step):
+                    raise TypeError(f"{where}: steps[{index}] must be a Step; got "
+                                    f"{type(step).__name__}")
+                self._apply_ready(step, f"{where}: steps[{index}]")
+                if progress is not None:
+                    progress(index + 1, len(steps))
+        return steps
 
     # -- preview --------------------------------------------------------------------------------
+    @locked
     def preview(
         self, target: str, method: str, *, seed: int | None = None, **settings: Any
     ) -> torch.Tensor:
@@ -236,7 +238,7 @@ class Session:
 
         Nothing changes: not the model (state_dict, Parameter objects, hooks), not the global
         RNG state, not the session. For random methods without ``seed``, it uses the seed the
-        next :meth:`apply` will use, so preview and apply agree.
+        next :meth:`apply` will draw, so preview and apply agree.
 
         Returns
         -------
@@ -244,9 +246,10 @@ class Session:
             Same shape, dtype and device as the tensor; 1 = kept.
         """
         where = "Session.preview"
-        step = self._make_step(where, method, target, settings, seed, single=True)
+        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
         return self._preview_step(step, where)[target]
 
+    @locked
     def preview_global(
         self,
         targets: Sequence[str],
@@ -259,7 +262,7 @@ class Session:
         where = "Session.preview_global"
         step = self._make_step(
             where, "global_unstructured", _as_list(targets),
-            {"pruning_method": method, "amount": amount}, seed,
+            {"pruning_method": method, "amount": amount}, seed, draw=False,
         )
         return self._preview_step(step, where)
 
@@ -280,9 +283,9 @@ class Session:
         :class:`InvalidStepError` before anything changes.
         """
         where = "Session.apply"
-        step = self._make_step(where, method, target, settings, seed, single=True)
-        self._apply_step(step, where)
-        self._consume_seed(seed, step)
+        with self.transaction():
+            step = self._make_step(where, method, target, settings, seed, single=True)
+            self._apply_ready(step, where)
         return step
 
     def apply_global(
@@ -299,12 +302,12 @@ class Session:
         over the union of what is still unpruned in the targets.
         """
         where = "Session.apply_global"
-        step = self._make_step(
-            where, "global_unstructured", _as_list(targets),
-            {"pruning_method": method, "amount": amount}, seed,
-        )
-        self._apply_step(step, where)
-        self._consume_seed(seed, step)
+        with self.transaction():
+            step = self._make_step(
+                where, "global_unstructured", _as_list(targets),
+                {"pruning_method": method, "amount": amount}, seed,
+            )
+            self._apply_ready(step, where)
         return step
 
     def apply_step(self, step: Step) -> Step:
@@ -314,43 +317,23 @@ class Session:
         """
         if not isinstance(step, Step):
             raise TypeError(f"Session.apply_step: step must be a Step; got {type(step).__name__}")
-        if step.method == "remove":
-            self.commit([step.target])  # type: ignore[list-item]
-            return step
-        self._apply_step(step, "Session.apply_step")
+        with self.transaction():
+            self._apply_ready(step, "Session.apply_step")
         return step
 
-    # -- trials (apply, look, undo: no events, no trace) ---------------------------------------
-    @contextlib.contextmanager
-    def _trial(self, target: str, method: str, **settings: Any) -> Iterator[None]:
-        seed = settings.pop("seed", None)
-        step = self._make_step("Session.sensitivity", method, target, settings, seed,
-                               single=True)
-        self._apply_step(step, "Session.sensitivity", emit=False)
-        try:
-            yield
-        finally:
-            self._undo_last()
-
-    @contextlib.contextmanager
-    def _trial_global(self, targets: Sequence[str], method: str, *, amount: float,
-                      seed: int | None = None) -> Iterator[None]:
-        step = self._make_step("Session.sensitivity", "global_unstructured", list(targets),
-                               {"pruning_method": method, "amount": amount}, seed)
-        self._apply_step(step, "Session.sensitivity", emit=False)
-        try:
-            yield
-        finally:
-            self._undo_last()
+    def _apply_ready(self, step: Step, where: str) -> None:
+        if step.method == "remove":
+            self._commit([step.target], where)  # type: ignore[list-item]
+            return
+        self._run(step, where)
+        self._journal.emit(SessionEvent("apply", step.targets, (step,)))
 
     def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
         """Score the model as each target (and all at once) is pruned more; see
         :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
-        from .sensitivity import sensitivity
-
-        return sensitivity(self, evaluate, **options)
+        return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
     def undo(self) -> Step:
@@ -360,19 +343,30 @@ class Session:
         Raises
         ------
         NotUndoableError
-            Nothing to undo, or the last action was a commit.
+            Nothing to undo, the last action was a commit, or (inside a :meth:`transaction`)
+            the last step was taken before it.
+        ModelChangedError
+            The last step's tensors were changed outside the session.
         """
-        if not self._actions:
-            raise NotUndoableError("Session.undo: nothing to undo; no steps are applied")
-        action = self._actions[-1]
-        if action.kind == "commit" or action.snapshot is None:
-            raise NotUndoableError(
-                f"Session.undo: the last action was commit of {action.step.target!r}, which is "
-                "not undoable: prune.remove made that pruning permanent and freed the _orig copy "
-                "and the mask"
-            )
-        self._undo_last()
-        self._events.emit(SessionEvent("undo", action.names, (action.step,)))
+        where = "Session.undo"
+        with self.transaction():
+            journal = self._journal
+            if len(journal.actions) <= journal.outer_floor:
+                raise NotUndoableError(
+                    f"{where}: nothing to undo; no steps are applied"
+                    + (" inside this transaction" if journal.outer_floor else "")
+                )
+            action = journal.actions[-1]
+            if action.kind == "commit" or action.snapshots is None:
+                raise NotUndoableError(
+                    f"{where}: the last action was commit of {action.step.target!r}, which is "
+                    "not undoable: prune.remove made that pruning permanent and freed the _orig "
+                    "copy and the mask"
+                )
+            self._check_in_sync(action.names, where)
+            journal.undo_last()
+            self._resee(action.names)
+            journal.emit(SessionEvent("undo", action.names, (action.step,)))
         return action.step
 
     def reset(self) -> None:
@@ -380,78 +374,46 @@ class Session:
 
         Raises :class:`NotUndoableError`, changing nothing, if a commit happened.
         """
-        committed = [a.step.target for a in self._actions if a.kind == "commit"]
-        if committed:
-            raise NotUndoableError(
-                "Session.reset: the model cannot go back to how the session found it because "
-                f"commit made pruning permanent for {committed}; undo() still goes back to just "
-                "after the last commit"
-            )
-        if not self._actions:
-            return
-        names = tuple(dict.fromkeys(n for a in self._actions for n in a.names))
-        steps = self.steps
-        self._rollback()
-        self._events.emit(SessionEvent("reset", names, steps))
-
-    def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
-        """Make pruning permanent with ``prune.remove`` (not undoable).
-
-        Parameters
-        ----------
-        names : str or iterable of str, optional
-            Tensors to commit; default: every currently pruned tensor.
-
-        Returns
-        -------
-        CommitResult
-            The tensors committed and the bytes before/after (``freed`` = ``_orig`` + mask).
-        """
-        where = "Session.commit"
-        if names is None:
-            chosen = [n for n in self._known if find_hook(*self._locate(n)) is not None]
-        elif isinstance(names, str):
-            chosen = [names]
-        elif isinstance(names, Iterable):
-            chosen = list(names)
-        else:
-            raise InvalidStepError(
-                f"{where}: names must be a tensor address, a list of them or None; got {names!r}",
-                "names",
-            )
-        steps = []
-        for name in chosen:
-            step = Step._build(where, "remove", name, {}, None)
-            check_step(self._model, self._known, step, where)
-            if step in steps:
-                raise InvalidStepError(f"{where}: names lists {name!r} twice", "names")
-            steps.append(step)
-        if not steps:
-            return CommitResult((), 0, 0)
-        memory = memory_report(self._model, self._known).set_index("name")
-        before = int(sum(memory.loc[n, "bytes_before"] for n in chosen))
-        after = int(sum(memory.loc[n, "bytes_after"] for n in chosen))
-        try:
-            for step in steps:
-                self._apply_step(step, where, emit=False)
-        finally:
-            self._seal()
-        result = CommitResult(tuple(chosen), before, after)
-        self._commits.append(result)
-        self._events.emit(SessionEvent("commit", tuple(chosen), tuple(steps)))
-        return result
+        where = "Session.reset"
+        with self.transaction():
+            journal = self._journal
+            committed = [a.step.target for a in journal.actions if a.kind == "commit"]
+            if committed:
+                raise NotUndoableError(
+                    f"{where}: the model cannot go back to how the session found it because "
+                    f"commit made pruning permanent for {committed}; undo() still goes back to "
+                    "just after the last commit"
+                )
+            if journal.outer_floor:
+                raise NotUndoableError(f"{where}: cannot reset inside a transaction that "
+                                       "started after the first step")
+            if not journal.actions:
+                return
+            names = tuple(dict.fromkeys(n for a in journal.actions for n in a.names))
+            self._check_in_sync(names, where)
+            steps = self.steps
+            while journal.actions:
+                journal.undo_last()
+            self._resee(names)
+            journal.emit(SessionEvent("reset", names, steps))
 
     # -- device ---------------------------------------------------------------------------------
     def to(self, device: torch.device | str) -> Session:
         """Move the model, its masks and the history to ``device``; returns the session."""
         device = torch.device(device)
-        self._model.to(device)
-        for name in self._known:
-            refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
-            self._histories[name] = [
-                HistoryEntry(e.index, e.step, e.mask.to(device)) for e in self._histories[name]
-            ]
-        self._events.emit(SessionEvent("to", (), ()))
+        with self._lock:
+            if self._journal.depth:
+                raise NotUndoableError("Session.to: cannot move the model inside a transaction")
+            self._check_in_sync(self._known, "Session.to")
+            self._model.to(device)
+            for name in self._known:
+                refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
+                self._histories[name][:] = [
+                    HistoryEntry(e.index, e.step, e.mask.to(device))
+                    for e in self._histories[name]
+                ]
+            self._resee(self._known)
+        self._journal.events.emit(SessionEvent("to", (), ()))
         return self
 
     # -- shrink ---------------------------------------------------------------------------------
@@ -468,69 +430,8 @@ class Session:
         """
         from .shrink import shrink
 
-        return shrink(self._model, example_inputs, repeats=repeats)
-
-    # -- reports --------------------------------------------------------------------------------
-    def methods(self, name: str) -> tuple[str, ...]:
-        """Method names applied to ``name`` in order: those found on it, then the session's."""
-        name = self._check_name(name, "Session.methods")
-        return self._found_methods[name] + tuple(
-            e.step.method for e in self._histories[name][1:] if e.step is not None
-        )
-
-    def report(self, totals: bool = False) -> pd.DataFrame:
-        """One row per tensor; columns
-        ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-        "methods"]`` (see :mod:`prune_explorer.session.reports`).
-
-        With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
-        model.
-        """
-        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known})
-        return with_total(frame) if totals else frame
-
-    def memory_report(self) -> pd.DataFrame:
-        """Bytes that :meth:`commit` would free, per pruned tensor plus a ``"TOTAL"`` row."""
-        return memory_report(self._model, self._known)
-
-    def compare_global_local(
-        self,
-        names: Sequence[str] | None = None,
-        amount: float | int = 0.5,
-        *,
-        collapse_threshold: float = 0.99,
-    ) -> pd.DataFrame:
-        """Global vs uniform per-tensor ``l1_unstructured`` at the same ``amount``, side by side.
-
-        Computed with previews (on top of the current state), so nothing changes. ``names``
-        defaults to every tensor with at least 2 dims (the weights). One row per tensor plus a
-        ``"TOTAL"`` row; columns ``["name", "numel", "sparsity_global", "sparsity_local",
-        "pruned_global", "pruned_local", "collapsed_global", "collapsed_local"]``. A tensor is
-        collapsed when at least ``collapse_threshold`` of it is pruned or every slice along some
-        dim is.
-        """
-        where = "Session.compare_global_local"
-        if names is None:
-            names = [n for n, info in self._known.items() if len(info.shape) >= 2]
-        names = _as_list(names)
-        if not isinstance(collapse_threshold, (int, float)) or isinstance(
-            collapse_threshold, bool
-        ) or not 0.0 < collapse_threshold <= 1.0:
-            raise InvalidStepError(
-                f"{where}: collapse_threshold must be a float in (0, 1]; "
-                f"got {collapse_threshold!r}",
-                "collapse_threshold",
-            )
-        glob = self._make_step(
-            where, "global_unstructured", names,
-            {"pruning_method": "l1_unstructured", "amount": amount}, None,
-        )
-        global_result = self._preview_step(glob, where)
-        local_result = {}
-        for name in names:
-            step = Step._build(where, "l1_unstructured", name, {"amount": amount})
-            local_result.update(self._preview_step(step, where))
-        return compare_frame(self._known, names, global_result, local_result, collapse_threshold)
+        with self._lock:
+            return shrink(self._model, example_inputs, repeats=repeats)
 
     # -- internals ------------------------------------------------------------------------------
     def _check_name(self, name: Any, where: str) -> str:
@@ -541,10 +442,6 @@ class Session:
                                    "name")
         return name
 
-    def _locate(self, name: str) -> tuple[nn.Module, str]:
-        info = self._known[name]
-        return self._model.get_submodule(info.module_name), info.tensor_name
-
     def _make_step(
         self,
         where: str,
@@ -553,7 +450,10 @@ class Session:
         settings: Mapping[str, Any],
         seed: Any,
         single: bool = False,
+        draw: bool = True,
     ) -> Step:
+        # draw=False (previews): use the seed the next action will draw, without drawing it,
+        # so previews on any thread never change the session.
         spec = check_method(method, where)
         if single and spec.name == "global_unstructured":
             raise InvalidStepError(
@@ -568,98 +468,19 @@ class Session:
             )
         clean = check_settings(spec, settings, where)
         if seed is None and is_random(spec, clean):
-            if self._pending_seed is None:
-                self._pending_seed = self._rng.randrange(SEED_LIMIT)
-            seed = self._pending_seed
+            seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
         return Step._build(where, spec.name, target, clean, seed)
 
-    def _consume_seed(self, given: int | None, step: Step) -> None:
-        # A drawn seed is used by every preview until an apply consumes it.
-        if given is None and step.is_random:
-            self._pending_seed = None
-
-    def _apply_step(
-        self, step: Step, where: str, emit: bool = True, keep_values: bool = False
-    ) -> None:
-        # keep_values: for `remove`, keep a copy of the `_orig` values so that even the commit
-        # can be rolled back until sealed (Plan.apply's all-or-nothing); costs one copy.
-        check_step(self._model, self._known, step, where)
-        located = [(name, *self._locate(name)) for name in step.targets]
-        orders = {id(m): (m, capture_order(m)) for _, m, _ in located}
-        states = []
-        for _, module, tensor_name in located:
-            state = capture(module, tensor_name)
-            data = None
-            if keep_values and step.method == "remove":
-                data = state.param.detach().clone()
-            states.append((module, state, data))
-        snapshot = _Snapshot(states, list(orders.values()))
-        try:
-            run_step(self._model, step)
-        except BaseException:
-            self._restore(snapshot)
-            raise
-        for name, module, tensor_name in located:
-            history = self._histories[name]
-            if step.method == "remove":
-                mask = history[-1].mask
-            else:
-                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
-            history.append(HistoryEntry(len(history), step, mask))
-        kind = "commit" if step.method == "remove" else "apply"
-        self._actions.append(_Action(kind, step, snapshot, step.targets))
-        if emit:
-            self._events.emit(SessionEvent(kind, step.targets, (step,)))
-
-    def _restore(self, snapshot: _Snapshot) -> None:
-        for module, state, data in reversed(snapshot.tensors):
-            if data is not None:
-                with torch.no_grad():
-                    state.param.copy_(data)
-            restore(module, state)
-        for module, order in snapshot.orders:
-            restore_order(module, order)
-
-    def _undo_last(self) -> None:
-        action = self._actions.pop()
-        if action.snapshot is None:  # callers check; never reached
-            raise NotUndoableError("Session: this action can no longer be undone")
-        self._restore(action.snapshot)
-        for name in action.names:
-            self._histories[name].pop()
-
-    def _rollback(self) -> None:
-        # Undo every action that can still be undone (commits included until sealed).
-        while self._actions and self._actions[-1].snapshot is not None:
-            self._undo_last()
-
-    def _seal(self) -> None:
-        # Nothing up to the last commit can be undone any more: drop those snapshots (and the
-        # `_orig` values a plan kept for its rollback). Later steps stay undoable.
-        last = max((i for i, a in enumerate(self._actions) if a.kind == "commit"), default=-1)
-        for action in self._actions[: last + 1]:
-            action.snapshot = None
-
+    @locked
     def __repr__(self) -> str:
         pruned = sum(1 for n in self._known if find_hook(*self._locate(n)) is not None)
         masked = sum(h[-1].mask.pruned for h in self._histories.values())
         total = sum(info.numel for info in self._known.values())
-        undoable = 0
-        for action in reversed(self._actions):
-            if action.snapshot is None or action.kind == "commit":
-                break
-            undoable += 1
-        steps = len(self._actions)
+        undoable = self._journal.undoable(outer=False)
+        steps = len(self._journal.actions)
         share = masked / total if total else 0.0
         return (
             f"Session({type(self._model).__name__}: {len(self._known)} tensors, {pruned} pruned, "
             f"{steps} step{'s' * (steps != 1)} ({undoable} undoable), "
             f"{masked:,} of {total:,} entries masked ({share:.1%}))"
         )
-
-
-def _as_list(names: Any) -> Any:
-    # Keep strings as they are (the Step check rejects them with a clear message).
-    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
-        return names
-    return list(names)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
-from matplotlib.ticker import FixedLocator, MaxNLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, ScalarFormatter
 from matplotlib.transforms import ScaledTranslation
 
 from prune_explorer.viz.png import encode_png
@@ -38,7 +38,7 @@ def make_figure(
     *,
     figsize: tuple[float, float] | None = None,
     dpi: float = 100,
-    layout: str | None = "constrained",
+    layout: Literal["constrained", "compressed", "tight"] | None = "constrained",
     **subplot_kw: Any,
 ) -> tuple[Figure, Any]:
     """Create a :class:`~matplotlib.figure.Figure` with an Agg canvas and its axes, no pyplot.
@@ -134,12 +134,12 @@ def check_choice(value: Any, choices: Sequence[str], where: str) -> None:
         raise ValueError(f"{where} must be one of {tuple(choices)}; got {value!r}")
 
 
-def _tile_locator(count: int, tile: int, max_ticks: int = 8) -> tuple[FixedLocator, list[str]]:
+def _tile_ticks(count: int, tile: int, max_ticks: int = 8) -> tuple[list[float], list[str]]:
     # One tick at the centre of every k-th tile, labelled with the tile's channel index.
     step = max(1, -(-count // max_ticks))
     index = list(range(0, count, step))
     positions = [i * (tile + 1) + (tile - 1) / 2 for i in index]
-    return FixedLocator(positions), [str(i) for i in index]
+    return positions, [str(i) for i in index]
 
 
 def set_cell_ticks(ax: Axes, view: TensorView) -> None:
@@ -157,18 +157,22 @@ def set_cell_ticks(ax: Axes, view: TensorView) -> None:
     if view.kind == "kernels" and view.tile is not None:
         n_out, n_in = view.source_shape[0], view.source_shape[1]
         kh, kw = view.tile
-        locator, labels = _tile_locator(n_out, kh)
-        ax.yaxis.set_major_locator(locator)
-        ax.set_yticks(locator.locs, labels)
-        locator, labels = _tile_locator(n_in, kw)
-        ax.xaxis.set_major_locator(locator)
-        ax.set_xticks(locator.locs, labels)
+        positions, labels = _tile_ticks(n_out, kh)
+        ax.yaxis.set_major_locator(FixedLocator(positions))
+        ax.set_yticks(positions, labels)
+        positions, labels = _tile_ticks(n_in, kw)
+        ax.xaxis.set_major_locator(FixedLocator(positions))
+        ax.set_xticks(positions, labels)
         return
+    # An axes reused after a kernel grid still holds its fixed tick labels: put back numeric
+    # formatters as well as locators, or the old labels land on the new ticks.
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     if view.shape[0] == 1:
         ax.set_yticks([])
     else:
         ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
 
 
 def draw_cells(

@@ -107,6 +107,8 @@ def block_sums(a: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray) -> n
         a = a.view(np.uint8)
     floating = np.issubdtype(a.dtype, np.floating)
     tallest = int(np.diff(row_edges).max()) if row_edges.size > 1 else 0
+    row_dtype: type[np.number[Any]]
+    out_dtype: type[np.number[Any]]
     if floating:
         row_dtype, out_dtype = np.float64, np.float64
     elif a.dtype == np.uint8 and tallest < 2**16:

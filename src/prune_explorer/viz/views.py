@@ -191,9 +191,9 @@ def dim_names_for(
     if module_type is not None:
         if rank == 1 and module_type in _VECTOR_DIM:
             return (_VECTOR_DIM[module_type],)
-        names = _WEIGHT_DIMS.get(module_type)
-        if names is not None and len(names) == rank:
-            return names
+        known = _WEIGHT_DIMS.get(module_type)
+        if known is not None and len(known) == rank:
+            return known
     return _RANK_DIMS.get(rank, tuple(f"d{i}" for i in range(rank)))
 
 

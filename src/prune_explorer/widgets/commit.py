@@ -95,7 +95,7 @@ class CommitPane:
         """The session changed: new choices, and any review is void."""
         pruned = self.pruned()
         options = [(f"all pruned tensors ({len(pruned)})", ALL), *[(n, n) for n in pruned]]
-        with self.ex._quiet():
+        with self.ex.quiet():
             old = self.target.value
             self.target.options = options
             self.target.value = old if old in [v for _, v in options] else ALL
@@ -125,17 +125,13 @@ class CommitPane:
         missing = [n for n in names if n not in pruned]
         if missing:
             raise WidgetInputError(f"Commit: {missing[0]!r} is not pruned; nothing to commit")
-        memory = self.ex.session.memory_report().set_index("name")
-        keys = set(self.ex.model.state_dict())
-        removed = [k for n in names for k in (f"{n}_orig", f"{n}_mask") if k in keys]
-        added = [n for n in names if n not in keys]
-        before = int(sum(memory.loc[n, "bytes_before"] for n in names))
-        after = int(sum(memory.loc[n, "bytes_after"] for n in names))
+        review = self.ex.session.review_commit(names)  # the numbers commit will report
+        removed, added = list(review.keys_removed), list(review.keys_added)
+        before, after = review.bytes_before, review.bytes_after
         rows = "".join(
-            f"<tr><td>{esc(n)}</td><td>{human_bytes(int(memory.loc[n, 'bytes_before']))}</td>"
-            f"<td>{human_bytes(int(memory.loc[n, 'bytes_after']))}</td>"
-            f"<td>{human_bytes(int(memory.loc[n, 'freed']))}</td></tr>"
-            for n in names
+            f"<tr><td>{esc(n)}</td><td>{human_bytes(b)}</td><td>{human_bytes(a)}</td>"
+            f"<td>{human_bytes(f)}</td></tr>"
+            for n, b, a, f in review.rows
         )
         self.details.value = (
             '<div class="pe-commit-summary">'

@@ -1,10 +1,10 @@
 """The Global vs local tab: one threshold for all tensors, or the same amount for each?
 
-Choose tensors (default: the weights of every Linear and Conv layer) and an amount; the tab
+Choose tensors (default: ``Session.default_targets()``) and an amount; the tab
 shows ``Session.compare_global_local`` as a table (``pe-compare-table``) beside its bar chart
 (``pe-compare-chart``), warns about layers that would collapse (``pe-compare-warnings``), and
 applies either choice: ``Apply global`` (``Session.apply_global``) or ``Apply local`` (one
-``l1_unstructured`` step per tensor; undone together if one fails).
+``l1_unstructured`` step per tensor, in one session transaction: all or none).
 
 Examples
 --------
@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ComparePane"]
 
-_PRUNABLE_LAYERS = ("Linear", "Conv")
-
-
 class ComparePane:
     """Targets, amount, table, chart, collapse warnings and the two apply buttons.
 
@@ -57,7 +54,8 @@ class ComparePane:
         ui = explorer.ui
         names = list(explorer.session.names)
         self.targets = ui.add("compare_targets", widgets.SelectMultiple(
-            options=names, value=tuple(self.default_targets()), rows=6, description="tensors",
+            options=names, value=tuple(explorer.session.default_targets()), rows=6,
+            description="tensors",
             layout=widgets.Layout(width="420px"),
         ))
         self.amount = ui.add("compare_amount", widgets.FloatSlider(
@@ -91,16 +89,6 @@ class ComparePane:
         self.apply_global.on_click(lambda _: self.do_apply_global())
         self.apply_local.on_click(lambda _: self.do_apply_local())
 
-    def default_targets(self) -> list[str]:
-        """Weights of every Linear and Conv layer (all tensors of rank >= 2 if none)."""
-        session = self.ex.session
-        chosen = [
-            name for name in session.names
-            if name.rsplit(".", 1)[-1] == "weight"
-            and session.info(name).module_type.startswith(_PRUNABLE_LAYERS)
-        ]
-        return chosen or [n for n in session.names if len(session.info(n).shape) >= 2]
-
     @property
     def visible(self) -> bool:
         """Whether the tab is on show (the comparison is computed only then)."""
@@ -117,7 +105,7 @@ class ComparePane:
             self._fail(WidgetInputError("Global vs local: choose at least one tensor"))
             return
         try:
-            with self.ex._lock:
+            with self.ex.session.lock:
                 frame = self.ex.session.compare_global_local(list(names), amount)
         except Exception as err:
             self._fail(err)
@@ -172,17 +160,12 @@ class ComparePane:
         def run(progress: Progress) -> Any:
             if not names:
                 raise WidgetInputError("Apply local: choose at least one tensor")
-            applied = 0
-            with self.ex.batch():
-                try:
-                    for name in names:
-                        self.ex.session.apply(name, "l1_unstructured", amount=amount)
-                        applied += 1
-                        progress(applied, len(names))
-                except Exception:
-                    for _ in range(applied):  # all or nothing
-                        self.ex.session.undo()
-                    raise
+            session = self.ex.session
+            with self.ex.batch(), session.transaction():  # all or nothing
+                for index, name in enumerate(names):
+                    session.apply(name, "l1_unstructured", amount=amount)
+                    progress(index + 1, len(names))
+            applied = len(names)
             return applied
 
         self.ex.act("Apply local", run,

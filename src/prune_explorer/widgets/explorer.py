@@ -31,12 +31,10 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import ipywidgets as widgets
-import numpy as np
 import torch
 from torch import nn
 
@@ -44,16 +42,15 @@ from prune_explorer.session import Session, SessionEvent
 
 from .commit import CommitPane
 from .compare import ComparePane
-from .controls import PruningControls
 from .errors import WidgetInputError
+from .explore_pane import ExplorePane, check_custom
 from .export import ExportPane
 from .history import HistoryPane
 from .html import esc, percent
-from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
-from .scheduler import LatestOnly
+from .preview import MaskSummary, PreviewRequest
 from .shrink import ShrinkPane
-from .status import Progress, StatusBar, describe_error
-from .tabs import COMMIT_TAB, COMPARE_TAB, HISTORY_TAB, TAB_TITLES
+from .status import Progress, StatusBar
+from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
 __all__ = ["UI", "Explorer", "explore"]
 
@@ -158,29 +155,21 @@ class Explorer:
                              "a different model")
         masks = dict(custom_masks or {})
         for name, mask in masks.items():
-            _check_custom(session, name, mask, "Explorer")
+            check_custom(session, name, mask, "Explorer")
         self.session = session
         self.debounce = debounce
-        self.preview_mask: torch.Tensor | None = None
-        self.preview_array: np.ndarray | None = None
-        self.preview_stats: PreviewStats | None = None
-        self.preview_request: PreviewRequest | None = None
-        self.preview_error: str | None = None
-        self.render_count = 0
-        self._lock = threading.RLock()  # session access: actions vs background previews
         self._quiet_depth = 0
         self._batch_depth = 0
         self._batch_dirty = False
-        self._version = 0
-        self._kept_cache: dict[tuple[str, int], MaskSummary] = {}
-        self._custom: dict[str, torch.Tensor] = {}
+        self.version = 0  #: session changes seen so far (keys the panes' caches)
         self._zeros: dict[str, int] = {}  # exact zeros per tensor, from the last report
 
         self.ui = UI()
         self.status = StatusBar()
         self.ui.add("status", self.status.html)
         self.ui.add("progress", self.status.progress)
-        self._build_explore_tab(figsize, dpi)
+        self._build_header()
+        self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi)
         self.history_pane = HistoryPane(self)
         self.compare_pane = ComparePane(self)
         self.commit_pane = CommitPane(self)
@@ -189,7 +178,7 @@ class Explorer:
         self.export_pane = ExportPane(self)
         commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
         tabs = widgets.Tab(
-            children=[self._explore_box, self.history_pane.box, self.compare_pane.box,
+            children=[self.explore_pane.box, self.history_pane.box, self.compare_pane.box,
                       commit_tab, self.export_pane.box],
             titles=TAB_TITLES,
         )
@@ -202,17 +191,13 @@ class Explorer:
         self.widget = widgets.VBox([header, tabs, self.status.widget])
         self.ui.add("explorer", self.widget)
 
-        self._runner = LatestOnly(
-            self._render_preview, debounce=debounce, on_error=self._runner_error
-        )
         self._unsubscribe = session.on_change(self._on_session_change)
-        self._custom = {name: mask.detach() for name, mask in masks.items()}
         self.refresh()
         if not session.names:
             self.status.show("warning", "This model has no parameters to prune.")
 
     # -- building ---------------------------------------------------------------------------------
-    def _build_explore_tab(self, figsize: tuple[float, float], dpi: float) -> None:
+    def _build_header(self) -> None:
         ui = self.ui
         ui.add("tensor", widgets.Dropdown(options=[], description="tensor",
                                           layout=widgets.Layout(width="460px"),
@@ -225,29 +210,8 @@ class Explorer:
                                           layout=widgets.Layout(width="180px"),
                                           style={"description_width": "50px"}))
         ui.add("summary", widgets.HTML(value=""))
-        self.controls = c = PruningControls()
-        for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
-                     "global_method", "global_targets", "custom", "layout", "pattern", "block"):
-            ui.add(name, getattr(c, name))
-        self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
-        ui.add("preview", self.preview_pane.image)
-        ui.add("preview_info", self.preview_pane.info)
-        ui.add("apply", widgets.Button(description="Apply", button_style="primary",
-                                       tooltip="prune the tensor as previewed"))
-        ui.add("undo", widgets.Button(description="Undo", tooltip="undo the last step"))
-        ui.add("reset", widgets.Button(description="Reset", button_style="warning",
-                                       tooltip="undo every step of this session"))
-        buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, ui.preview_info],
-                            layout=widgets.Layout(width="420px"))
-        self._explore_box = widgets.HBox([left, ui.preview])
-
         ui.tensor.observe(self._on_tensor, names="value")
         ui.device.observe(self._on_device, names="value")
-        c.observe_all(self._on_control)
-        ui.apply.on_click(lambda _: self.apply())
-        ui.undo.on_click(lambda _: self.undo())
-        ui.reset.on_click(lambda _: self.reset())
 
     # -- public -----------------------------------------------------------------------------------
     @property
@@ -274,16 +238,12 @@ class Explorer:
 
         The session checks shape and values when you preview or apply it.
         """
-        _check_custom(self.session, name, mask, "Explorer.set_custom_mask")
-        self._custom[name] = mask.detach()
-        self._update_custom_note()
-        if name == self.tensor and self.controls.method.value == "custom_from_mask":
-            self.request_preview()
+        self.explore_pane.set_custom_mask(name, mask)
 
     @property
     def custom_masks(self) -> dict[str, torch.Tensor]:
         """The custom masks given so far, by address (a copy)."""
-        return dict(self._custom)
+        return self.explore_pane.custom_masks
 
     def current_request(self) -> PreviewRequest:
         """The step the controls describe now.
@@ -293,63 +253,50 @@ class Explorer:
         WidgetInputError
             No tensor chosen, or "custom mask" without a mask for the chosen tensor.
         """
-        name = self.tensor
-        if name is None:
-            raise WidgetInputError("Explorer: no tensor is chosen (the model has none)")
-        c = self.controls
-        method = c.method.value
-        custom = None
-        if method == "custom_from_mask":
-            custom = self._custom.get(name)
-            if custom is None:
-                raise WidgetInputError(
-                    f"custom mask: no mask was given for {name!r}; pass "
-                    f"Explorer(model, custom_masks={{{name!r}: mask}}) or call "
-                    f"explorer.set_custom_mask({name!r}, mask)"
-                )
-        targets: tuple[str, ...] = ()
-        if method == "global_unstructured":
-            targets = tuple(c.global_targets.value)
-        return PreviewRequest(
-            target=name, method=method, settings=c.settings(custom), targets=targets,
-            layout=c.layout.value, view_dim=int(c.dim.value),
-        )
+        return self.explore_pane.current_request()
 
     def request_preview(self) -> None:
         """Ask for a new preview of the current controls (coalesced; see ``debounce``)."""
-        try:
-            request = self.current_request()
-        except WidgetInputError as err:
-            self._preview_failed(err)
-            return
-        self._runner.request(request)
+        self.explore_pane.request_preview()
+
+    # The Explore tab's state, as the explorer has always exposed it.
+    controls = property(lambda self: self.explore_pane.controls)
+    preview_pane = property(lambda self: self.explore_pane.preview_pane)
+    preview_mask = property(lambda self: self.explore_pane.preview_mask)
+    preview_array = property(lambda self: self.explore_pane.preview_array)
+    preview_stats = property(lambda self: self.explore_pane.preview_stats)
+    preview_request = property(lambda self: self.explore_pane.preview_request)
+    preview_error = property(lambda self: self.explore_pane.preview_error)
+    render_count = property(lambda self: self.explore_pane.render_count)
+    _runner = property(lambda self: self.explore_pane.runner)
+
+    def zeros(self, name: str) -> int:
+        """Entries of ``name`` that are exactly 0 (from the last report)."""
+        return self._zeros.get(name, 0)
 
     def flush(self) -> None:
         """Render every pending picture now (preview, history, comparison) and return."""
-        self._runner.flush()
+        self.explore_pane.runner.flush()
         self.history_pane.runner.flush()
         self.compare_pane.runner.flush()
 
     def refresh(self) -> None:
         """Redraw everything from the session (the session's change events call this)."""
-        with self._quiet():
+        with self.quiet():
             self._refresh_picker()
-            self._refresh_targets()
-            self._refresh_tensor_controls()
+        self.explore_pane.refresh()
         self._refresh_summary()
-        self._refresh_buttons()
-        self._update_custom_note()
         self.history_pane.invalidate()
         self.compare_pane.invalidate()
         self.commit_pane.invalidate()
-        self.export_pane.refresh()
+        self.export_pane.invalidate()
         self.request_preview()
 
     # -- actions (buttons call these) -------------------------------------------------------------
     def act(self, what: str, action: Callable[[Progress], Any], *,
             done: str | Callable[[Any], str] | None = None) -> Any:
         """Run a session action at the widget boundary: errors become a status message."""
-        with self._lock:
+        with self.session.lock:
             return self.status.run(what, action, done=done)
 
     def apply(self) -> None:
@@ -380,14 +327,11 @@ class Explorer:
 
     def kept(self, name: str) -> MaskSummary:
         """Current kept-mask of ``name`` with its counts, cached until the session changes."""
-        key = (name, self._version)
-        if key not in self._kept_cache:
-            self._kept_cache[key] = MaskSummary.of(self.session.mask(name))
-        return self._kept_cache[key]
+        return self.explore_pane.kept(name)
 
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
-        self._runner.close()
+        self.explore_pane.runner.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
         self._unsubscribe()
@@ -410,10 +354,9 @@ class Explorer:
 
     # -- session events ---------------------------------------------------------------------------
     def _on_session_change(self, event: SessionEvent) -> None:
-        self._version += 1
-        self._kept_cache.clear()
+        self.version += 1
         if event.kind == "to":
-            with self._quiet():
+            with self.quiet():
                 self.ui.device.value = _model_device(self.session.model)
         if self._batch_depth:
             self._batch_dirty = True
@@ -422,45 +365,37 @@ class Explorer:
 
     # -- control events ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _quiet(self) -> Iterator[None]:
-        # Programmatic widget changes inside this block do not trigger the observers.
+    def quiet(self) -> Iterator[None]:
+        """Widget changes made inside this block (by the explorer and its panes, to show the
+        session's state) do not trigger the control observers."""
         self._quiet_depth += 1
         try:
             yield
         finally:
             self._quiet_depth -= 1
 
-    def _on_control(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
-            return
-        c = self.controls
-        with self._quiet():
-            if change["owner"] is c.amount_mode and change["new"] == "count":
-                self._refresh_left()
-                c.sync_count()
-            elif change["owner"] in (c.method, c.dim, c.global_targets):
-                self._refresh_left()
-            c.update_visibility()
-            self._update_custom_note()
-        self.request_preview()
+    @property
+    def is_quiet(self) -> bool:
+        """True inside :meth:`quiet`: observers ignore the change."""
+        return self._quiet_depth > 0
 
     def _on_tensor(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
+        if self.is_quiet:
             return
-        with self._quiet():
-            self._refresh_tensor_controls()
-            self._update_custom_note()
+        with self.quiet():
+            self.explore_pane.refresh_tensor_controls()
+            self.explore_pane.update_custom_note()
         self.history_pane.invalidate(reset_step=True)
         self.request_preview()
 
     def _on_device(self, change: dict[str, Any]) -> None:
-        if self._quiet_depth:
+        if self.is_quiet:
             return
         device = change["new"]
         moved = self.act(f"Move to {device}", lambda _: self.session.to(device),
                          done=f"Model, masks and history moved to {device}")
         if moved is None:
-            with self._quiet():
+            with self.quiet():
                 self.ui.device.value = change["old"]
 
     def _on_tab(self, change: dict[str, Any]) -> None:
@@ -471,6 +406,8 @@ class Explorer:
             self.compare_pane.invalidate()
         elif index == COMMIT_TAB:
             self.commit_pane.invalidate()
+        elif index == EXPORT_TAB:
+            self.export_pane.invalidate()
 
     @property
     def selected_tab(self) -> int | None:
@@ -496,42 +433,7 @@ class Explorer:
             picker.value = self._default_tensor(names)
 
     def _default_tensor(self, names: list[str]) -> str:
-        for name in names:
-            if len(self.session.info(name).shape) >= 2:
-                return name
-        return names[0]
-
-    def _refresh_targets(self) -> None:
-        c = self.controls
-        names = list(self.session.names)
-        if list(c.global_targets.options) != names:
-            old = [n for n in c.global_targets.value if n in names]
-            c.global_targets.options = names
-            c.global_targets.value = tuple(old or self.compare_pane.default_targets())
-
-    def _refresh_tensor_controls(self) -> None:
-        name = self.tensor
-        if name is None:
-            return
-        c = self.controls
-        c.set_tensor(len(self.session.info(name).shape), self._left(name))
-        if c.amount_mode.value == "count":
-            count, _ = c.units_left
-            if c.count.value > count:
-                c.count.value = count
-
-    def _refresh_left(self) -> None:
-        name = self.tensor
-        if name is not None:
-            self.controls.set_tensor(len(self.session.info(name).shape), self._left(name))
-
-    def _left(self, name: str) -> dict[str, Any]:
-        summary = self.kept(name)
-        if self.controls.method.value == "global_unstructured":
-            entries = sum(self.kept(n).kept_count for n in self.controls.global_targets.value)
-        else:
-            entries = summary.kept_count
-        return {"entries": entries, "dim": list(summary.kept_slices)}
+        return (self.session.default_targets() or names)[0]
 
     def _refresh_summary(self) -> None:
         report = self.session.report(totals=True)
@@ -544,84 +446,6 @@ class Explorer:
             f"step{'s' * (steps != 1)}, {int(total['zeros']):,} of {int(total['numel']):,} "
             f"zero ({percent(total['sparsity'])})</span>"
         )
-
-    def _refresh_buttons(self) -> None:
-        has_steps = bool(self.session.steps)
-        self.ui.undo.disabled = not has_steps or self.session.steps[-1].method == "remove"
-        self.ui.reset.disabled = not has_steps
-        self.ui.apply.disabled = self.tensor is None
-
-    def _update_custom_note(self) -> None:
-        name = self.tensor
-        mask = self._custom.get(name) if name is not None else None
-        if mask is None:
-            text = (f"No custom mask for {name!r}: call explorer.set_custom_mask({name!r}, "
-                    "mask) (1 = keep, 0 = prune).")
-        else:
-            kept = int(mask.count_nonzero())
-            text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps {kept:,} of "
-                    f"{mask.numel():,}.")
-        self.controls.custom.value = f'<span class="pe-custom-text">{esc(text)}</span>'
-
-    # -- preview rendering (runs on the worker thread unless debounce is None) --------------------
-    def _render_preview(self, request: PreviewRequest) -> None:
-        with self._lock:
-            try:
-                masks = request.preview_all(self.session)
-                before = self.kept(request.target)
-                others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
-                module_type = self.session.info(request.target).module_type
-            except Exception as err:
-                self._preview_failed(err)
-                return
-        if self._runner.pending:
-            return  # a newer request is waiting: do not draw this stale one
-        mask = masks.get(request.target)
-        stats = note = None
-        if mask is None:
-            mask = before.kept
-            note = f"{request.target} is not among the global targets; showing its current mask"
-        pooled = self.preview_pane.draw(mask, request, module_type=module_type,
-                                        plain=note is not None)
-        if note is None:
-            stats = PreviewStats.measure(before, mask, request, others=others,
-                                         kept_after=pooled.kept_total)
-        unmasked_zeros = self._zeros.get(request.target, 0) - (
-            before.kept.numel() - before.kept_count
-        )
-        self.preview_array = pooled.values
-        self.preview_mask = mask
-        self.preview_stats = stats
-        self.preview_request = request
-        self.preview_error = None
-        self.render_count += 1
-        self.preview_pane.publish(request, tuple(mask.shape), note=note, stats=stats,
-                                  unmasked_zeros=unmasked_zeros)
-        self.status.clear(source="preview")
-
-    def _preview_failed(self, err: BaseException) -> None:
-        self.preview_mask = None
-        self.preview_stats = None
-        self.preview_error = describe_error(err)
-        self.preview_pane.show_error(f"No preview: {self.preview_error}")
-        self.status.error(err, "Preview", source="preview")
-
-    def _runner_error(self, err: BaseException) -> None:
-        # Drawing failed (the session part reports through _preview_failed directly).
-        self._preview_failed(err)
-
-
-def _check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
-    if name not in session.names:
-        raise WidgetInputError(
-            f"{where}: name {name!r} is not a prunable tensor of this model; choose one of "
-            f"{list(session.names)}"
-        )
-    if not isinstance(mask, torch.Tensor):
-        raise WidgetInputError(
-            f"{where}: mask must be a torch.Tensor of 0/1 values; got {type(mask).__name__}"
-        )
-
 
 def _close_tree(widget: widgets.Widget) -> None:
     for child in getattr(widget, "children", ()):

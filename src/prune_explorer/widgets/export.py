@@ -1,11 +1,14 @@
 """The Export tab: the session's plan as a Python snippet and as JSON; import a JSON plan.
 
+The tab is built when it is shown (and rebuilt on every change while it is): the snippet of a
+large custom mask is big, and nothing is computed or sent to the browser for a hidden tab.
 Both texts sit in text areas you can select and copy (``pe-snippet``, ``pe-json``) and behind
 download links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server
 round trip). To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
 (``pe-import-upload``, which fills the text area), then press *Import plan* (``pe-import``).
-The plan is parsed strictly (``Plan.from_json``), dry-run on the model (``Plan.validate``) and
-only then applied step by step on top of the current state; every problem is reported in the
+The plan is parsed strictly (``Plan.from_json``) and applied on top of the current state in one
+session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
+steps already applied are undone exactly, commits included; the error is reported in the
 status line and nothing changes.
 
 Examples
@@ -13,6 +16,11 @@ Examples
 >>> import torch
 >>> from prune_explorer.widgets import Explorer
 >>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 2)), debounce=None)
+>>> ex.ui.snippet.value  # the Export tab is not on show: nothing built
+''
+>>> ex.ui.tabs.selected_index = 4  # Export
+>>> "from torch.nn.utils import prune" in ex.ui.snippet.value
+True
 >>> ex.ui.import_text.value = '{"format": "prune-explorer-plan", "version": 1, "steps": [7]}'
 >>> ex.ui.import_plan.click()
 >>> print(ex.status.text)
@@ -30,8 +38,9 @@ from prune_explorer.session import InvalidPlanError, Plan
 from prune_explorer.session.planfile import plan_text
 
 from .errors import WidgetInputError
-from .html import download_link
+from .html import download_link, message
 from .status import Progress
+from .tabs import EXPORT_TAB
 
 if TYPE_CHECKING:
     from .explorer import Explorer
@@ -73,6 +82,7 @@ class ExportPane:
         self.json = ui.add("json", widgets.Textarea(
             value="", description="", layout=widgets.Layout(**_TEXT_LAYOUT)))
         self.downloads = ui.add("download", widgets.HTML(value=""))
+        self.note = ui.add("export_note", widgets.HTML(value=""))
         self.import_text = ui.add("import_text", widgets.Textarea(
             value="", placeholder="paste a plan (JSON) here, or upload a .json file",
             layout=widgets.Layout(width="96%", height="120px")))
@@ -82,6 +92,7 @@ class ExportPane:
             description="Import plan", button_style="primary",
             tooltip="check the plan, then apply its steps to this model"))
         self.box = widgets.VBox([
+            self.note,
             widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; binds to "
                          "<code>model</code>)"),
             self.snippet,
@@ -96,9 +107,33 @@ class ExportPane:
         self.upload.observe(self._on_upload, names="value")
         self.import_button.on_click(lambda _: self.do_import())
 
+    @property
+    def visible(self) -> bool:
+        """Whether the Export tab is on show (its content is built only then)."""
+        return self.ex.selected_tab == EXPORT_TAB
+
+    def invalidate(self) -> None:
+        """The session changed: rebuild now if on show, else empty the pane until it is shown.
+
+        The snippet and the download links can be large (custom masks), so they are not built
+        for a pane nobody looks at.
+        """
+        if self.visible:
+            self.refresh()
+            return
+        self.snippet.value = self.json.value = self.downloads.value = ""
+
     def refresh(self) -> None:
-        """Show the session's current plan."""
-        plan = self.ex.session.plan
+        """Show the session's current plan (and say when it starts from pruning found on the
+        model)."""
+        session = self.ex.session
+        plan = session.plan
+        found = session.found
+        self.note.value = "" if not found else message(
+            "warning",
+            f"The plan starts from the pruning found on the model when the session started "
+            f"({', '.join(found)}); replay it on a model in that same state.",
+        )
         snippet, text = plan.to_snippet(), plan.to_json()
         self.snippet.value = snippet
         self.json.value = text
@@ -129,19 +164,8 @@ class ExportPane:
                     "Import plan: the box is empty; paste a plan (JSON) or upload a .json file"
                 )
             plan = Plan.from_json(text)
-            session = self.ex.session
-            plan.validate(session.model)  # dry run on the current state; changes nothing
-            applied = 0
-            with self.ex.batch():
-                try:
-                    for step in plan:
-                        session.apply_step(step)
-                        applied += 1
-                        progress(applied, len(plan))
-                except Exception:
-                    for _ in range(applied):
-                        session.undo()
-                    raise
+            with self.ex.batch():  # one transaction: every step, or none of them
+                self.ex.session.apply_all(plan, where="Import plan", progress=progress)
             return plan
 
         plan = self.ex.act("Import plan", run,

@@ -94,14 +94,14 @@ class HistoryPane:
         if name is None:
             return
         last = len(self.ex.session.history(name)) - 1
-        with self.ex._quiet():
+        with self.ex.quiet():
             self.slider.max = last
             self.slider.value = last
         if self.visible:
             self._request()
 
     def _on_slider(self, change: dict[str, Any]) -> None:
-        if self.ex._quiet_depth:
+        if self.ex.is_quiet:
             return
         self._request()
 
@@ -112,7 +112,7 @@ class HistoryPane:
 
     def _render(self, what: tuple[str, int]) -> None:
         name, k = what
-        with self.ex._lock:
+        with self.ex.session.lock:
             history = self.ex.session.history(name)
             if k >= len(history):
                 return  # the history shrank (undo) since the request

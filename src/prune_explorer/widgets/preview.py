@@ -115,7 +115,10 @@ def kept_slices(kept: torch.Tensor, dim: int) -> int:
     """
     if kept.dim() == 0:
         return int(bool(kept))
-    rows = kept.movedim(dim, 0).reshape(kept.shape[dim], -1)
+    # An explicit row length: reshape(n, -1) is ambiguous for tensors with no entries.
+    rows = kept.movedim(dim, 0).reshape(kept.shape[dim], kept.numel() // max(kept.shape[dim], 1))
+    if rows.shape[1] == 0:  # slices with no entries keep nothing
+        return 0
     # For 0/1 masks "any entry kept" is "max > 0", which is several times faster than any().
     alive = rows.any(dim=1) if kept.dtype == torch.bool else rows.amax(dim=1) > 0
     return int(alive.sum())

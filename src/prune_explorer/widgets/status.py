@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,8 @@ def describe_error(err: BaseException) -> str:
     Validation errors of the session already name the call, the rule and the value, so they are
     shown as they are; other exceptions get their type name in front.
     """
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
     text = str(err).strip() or type(err).__name__
     if isinstance(err, (ValueError, TypeError, RuntimeError)) and type(err).__module__.startswith(
         "prune_explorer"
@@ -76,22 +79,27 @@ class StatusBar:
         self.text = ""
         self.source = "action"
         self.last_error: BaseException | None = None
+        # Previews write from a worker thread: each check-and-write is one locked step.
+        self._lock = threading.RLock()
 
     def show(self, kind: str, text: str, source: str = "action") -> None:
         """Replace the message."""
-        self.kind, self.text, self.source = kind, text, source
-        self.html.value = message(kind, text)
+        with self._lock:
+            self.kind, self.text, self.source = kind, text, source
+            self.html.value = message(kind, text)
 
     def error(self, err: BaseException, what: str, source: str = "action") -> None:
         """Show ``"<what> failed: <description of err>"`` and log the traceback at DEBUG."""
-        self.last_error = err
-        LOG.debug("%s failed", what, exc_info=err)
-        self.show("error", f"{what} failed: {describe_error(err)}", source)
+        with self._lock:
+            self.last_error = err
+            LOG.debug("%s failed", what, exc_info=err)
+            self.show("error", f"{what} failed: {describe_error(err)}", source)
 
     def clear(self, source: str | None = None) -> None:
         """Remove the message (only if ``source`` wrote it, when given)."""
-        if source is None or self.source == source:
-            self.show("info", "", "action")
+        with self._lock:
+            if source is None or self.source == source:
+                self.show("info", "", "action")
 
     def set_progress(self, done: int, total: int) -> None:
         """Show the progress bar at ``done`` of ``total``."""
@@ -110,14 +118,17 @@ class StatusBar:
 
         ``done`` may be a function of the action's result that returns the message.
 
-        Returns the action's result, or None when it raised (the error is shown instead).
+        Returns the action's result, or None when it raised (the error is shown instead). A
+        ``KeyboardInterrupt`` is shown too, then re-raised.
         """
         self.show("working", f"{what}: working...")
         self.set_progress(0, 1)
         try:
             result = action(self.set_progress)
-        except Exception as err:
+        except BaseException as err:
             self.error(err, what)
+            if not isinstance(err, Exception):
+                raise  # an interrupt still stops the cell; the message says what happened
             return None
         finally:
             self.progress.layout.display = "none"

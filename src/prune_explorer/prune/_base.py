@@ -1,0 +1,297 @@
+"""The machinery every pruning method shares: attaching to a module, chaining, forward hook.
+
+:class:`BasePruningMethod` computes a mask first (``compute_mask``, pure) and then hands it to
+:mod:`._module`, the only code that changes modules; :class:`PruningContainer` chains several
+methods on one tensor, each seeing only what the chain left unpruned.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+import torch.nn.utils.prune as _torch_prune
+from torch import nn
+
+from . import _module
+from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
+
+__all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
+
+
+def all_ones_like(t: torch.Tensor) -> torch.Tensor:
+    """An all-ones mask for ``t`` as a broadcast view: the default mask of a fresh tensor,
+    without allocating or filling a tensor-sized buffer (read-only)."""
+    return torch.ones((), dtype=t.dtype, device=t.device).expand(t.shape)
+
+
+def _is_all_ones_view(mask: torch.Tensor) -> bool:
+    return (mask.dim() > 0 and mask.numel() > 0 and all(s == 0 for s in mask.stride())
+            and bool(mask[(0,) * mask.dim()] == 1))
+
+
+def times_default(
+    kept: torch.Tensor, default_mask: torch.Tensor, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """New contiguous mask ``kept * default_mask`` (``kept`` 0/1, broadcastable; default dtype:
+    ``default_mask``'s). Reuses ``kept``'s buffer where the default is all ones."""
+    dtype = dtype or default_mask.dtype
+    kept = kept.to(device=default_mask.device)
+    if kept.shape == default_mask.shape and _is_all_ones_view(default_mask):
+        return kept.to(dtype=dtype, memory_format=torch.contiguous_format)
+    out = torch.empty(default_mask.shape, dtype=dtype, device=default_mask.device)
+    return torch.mul(kept.to(dtype), default_mask.to(dtype), out=out)
+
+
+class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
+    """Base class of every pruning method.
+
+    Every class here also subclasses its namesake in ``torch.nn.utils.prune`` -- for
+    ``isinstance`` only: all behaviour is defined here and overrides torch's. That keeps the two
+    interoperable both ways (torch's ``prune.remove`` and ``prune.is_pruned`` recognise our hooks,
+    ours recognise torch's, and ``isinstance(hook, torch.nn.utils.prune.PruningContainer)`` holds).
+
+    Subclasses set ``PRUNING_TYPE`` (``"unstructured"``, ``"structured"`` or ``"global"``) and
+    implement :meth:`compute_mask`. Once attached to a module (by :meth:`apply`) a method is also
+    that module's forward pre-hook: before each forward it recomputes ``name = name_mask *
+    name_orig``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> class KeepPositive(prune.BasePruningMethod):
+    ...     PRUNING_TYPE = "unstructured"
+    ...     def compute_mask(self, t, default_mask):
+    ...         return default_mask * (t > 0).to(default_mask.dtype)
+    >>> layer = torch.nn.Linear(3, 2)
+    >>> _ = KeepPositive.apply(layer, "weight")
+    >>> bool((layer.weight >= 0).all())
+    True
+    """
+
+    PRUNING_TYPE: str = "unstructured"
+    _tensor_name: str | None = None
+    #: The public call that made this method, named in its error messages.
+    _where: str | None = None
+
+    def __call__(self, module: nn.Module, inputs: Any) -> None:
+        setattr(module, self._require_name("forward pre-hook"), self.apply_mask(module))
+
+    @abstractmethod
+    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        """Return the mask for ``t``: ``default_mask`` with this method's choices zeroed.
+
+        Pure: reads ``t`` (importance scores) and ``default_mask`` (the mask so far), changes
+        neither. For a tensor pruned for the first time ``default_mask`` is an all-ones
+        broadcast view (read-only; ``default_mask.clone()`` gives a writable copy).
+        """
+
+    @property
+    def where(self) -> str:
+        return self._where or type(self).__name__
+
+    def _require_name(self, action: str) -> str:
+        if self._tensor_name is None:
+            raise _module.PruningStateError(
+                f"{type(self).__name__}.{action}: the method is not attached to a tensor yet; "
+                "attach it with apply(module, name, ...) first"
+            )
+        return self._tensor_name
+
+    def apply_mask(self, module: nn.Module) -> torch.Tensor:
+        """The pruned tensor ``name_mask * name_orig`` of ``module`` (differentiable in orig)."""
+        name = self._require_name("apply_mask")
+        mask = getattr(module, name + "_mask")
+        orig = getattr(module, name + "_orig")
+        return mask.to(dtype=orig.dtype) * orig
+
+    @classmethod
+    def apply(
+        cls,
+        module: nn.Module,
+        name: str,
+        *args: Any,
+        importance_scores: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> BasePruningMethod:
+        """Prune tensor ``name`` of ``module`` with a new ``cls(*args, **kwargs)``.
+
+        The mask is computed before the module is changed; if anything fails the module is left
+        exactly as it was. If ``name`` is pruned already the new method joins a
+        :class:`PruningContainer` and prunes only what is still unpruned.
+
+        Returns
+        -------
+        BasePruningMethod
+            The forward pre-hook now in charge of ``name`` (the new method, or the container).
+        """
+        return cls._attach(f"{cls.__name__}.apply", module, name, importance_scores,
+                           *args, **kwargs)
+
+    @classmethod
+    def _attach(
+        cls, where: str, module: nn.Module, name: str, importance_scores: Any,
+        *args: Any, **kwargs: Any,
+    ) -> BasePruningMethod:
+        """:meth:`apply` on behalf of the public call ``where`` (named in error messages)."""
+        current = _module.current_tensor(module, name, where)
+        old = _module.find_hook(module, name, where)
+        method = cls._create(where, *args, **kwargs)
+        method._tensor_name = name
+        if importance_scores is not None:
+            check_same_shape(importance_scores, current, where, "importance_scores",
+                             f"parameter {name!r}")
+        scores = current if importance_scores is None else importance_scores
+        mask = method._mask_for(module, name, scores, current, old)
+        return _module.install(module, name, method, mask, old)
+
+    @classmethod
+    def _create(cls, where: str, *args: Any, **kwargs: Any) -> BasePruningMethod:
+        """``cls(*args, **kwargs)`` made for the public call ``where``: keyword settings are
+        checked against the constraint table in its name first."""
+        for param, value in kwargs.items():
+            if param in CONSTRAINTS:
+                check(where, param, value)
+        method = cls(*args, **kwargs)
+        method._where = where
+        return method
+
+    def _mask_for(
+        self,
+        module: nn.Module,
+        name: str,
+        scores: torch.Tensor,
+        current: torch.Tensor,
+        old: tuple[int, Any] | None,
+    ) -> torch.Tensor:
+        """The mask ``apply`` would install, computed without changing anything."""
+        with torch.no_grad():
+            if old is None:
+                ones = all_ones_like(current)
+                mask = self.compute_mask(scores, default_mask=ones)
+                if mask is ones:  # nothing pruned: a real buffer, laid out as torch's would be
+                    return torch.ones_like(current)
+                if mask.numel() > 1 and 0 in mask.stride():
+                    return mask.clone(memory_format=torch.contiguous_format)
+                return mask
+            previous = old[1]
+            members = tuple(previous) if hasattr(previous, "_pruning_methods") else (previous,)
+            chain = PruningContainer(*members, self)
+            return chain.compute_mask(scores, default_mask=getattr(module, name + "_mask"))
+
+    def prune(
+        self,
+        t: torch.Tensor,
+        default_mask: torch.Tensor | None = None,
+        importance_scores: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Return ``t * mask`` without attaching anything to a module."""
+        where = f"{type(self).__name__}.prune"
+        if importance_scores is not None:
+            check_same_shape(importance_scores, t, where, "importance_scores", "tensor t")
+        else:
+            importance_scores = t
+        if default_mask is None:
+            default_mask = all_ones_like(t)
+        return t * self.compute_mask(importance_scores, default_mask=default_mask)
+
+    def remove(self, module: nn.Module) -> None:
+        """Make this method's pruning permanent on ``module`` (the hook itself is not removed;
+        use :func:`prune_explorer.prune.remove`)."""
+        _module.uninstall(module, self._require_name("remove"), keep_pruning=True)
+
+    def _settings(self) -> dict[str, Any]:
+        return {}
+
+    def __repr__(self) -> str:
+        parts = [f"{k}={v!r}" for k, v in self._settings().items()]
+        if self._tensor_name is not None:
+            parts.append(f"tensor={self._tensor_name!r}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
+    """The ordered chain of methods applied to one tensor (iterative pruning).
+
+    Each new method only sees what the chain has left unpruned: unstructured methods the
+    remaining entries (gathered in flat order, as torch does), structured ones the remaining
+    slices along their ``dim``, ``"global"`` ones the whole tensor.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> layer = torch.nn.Linear(4, 4)
+    >>> _ = prune.l1_unstructured(layer, "weight", amount=4)
+    >>> _ = prune.ln_structured(layer, "weight", amount=1, n=2, dim=0)
+    >>> hook = next(iter(layer._forward_pre_hooks.values()))
+    >>> [type(m).__name__ for m in hook]
+    ['L1Unstructured', 'LnStructured']
+    """
+
+    def __init__(self, *args: BasePruningMethod) -> None:
+        self._pruning_methods: tuple[BasePruningMethod, ...] = ()
+        if args and args[0] is not None:
+            self._tensor_name = getattr(args[0], "_tensor_name", None)
+        for method in args:
+            self.add_pruning_method(method)
+
+    def add_pruning_method(self, method: BasePruningMethod) -> None:
+        """Append ``method`` to the chain (it must act on the same tensor name)."""
+        where = "PruningContainer.add_pruning_method"
+        if method is None:
+            self._pruning_methods += (method,)  # accepted, as torch does
+            return
+        if not isinstance(method, _module.HOOK_TYPE):
+            raise TypeError(problem(where, "method", "a BasePruningMethod", type(method).__name__))
+        name = getattr(method, "_tensor_name", None)
+        if self._tensor_name is None:
+            self._tensor_name = name
+        elif name != self._tensor_name:
+            raise ValueError(problem(where, "method",
+                                     f"acting on the container's tensor {self._tensor_name!r}",
+                                     f"{type(method).__name__} acting on {name!r}"))
+        self._pruning_methods += (method,)
+
+    def __len__(self) -> int:
+        return len(self._pruning_methods)
+
+    def __iter__(self):
+        return iter(self._pruning_methods)
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        return self._pruning_methods[idx]
+
+    def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        """Apply the *last* method of the chain to what ``default_mask`` leaves unpruned."""
+        method = self._pruning_methods[-1]
+        kind = method.PRUNING_TYPE
+        new_mask = default_mask.to(dtype=t.dtype, memory_format=torch.contiguous_format,
+                                   copy=True)
+        if kind == "unstructured":
+            index: Any = default_mask == 1
+        elif kind == "structured":
+            where = getattr(method, "where", type(method).__name__)
+            if not hasattr(method, "dim"):
+                raise AttributeError(
+                    f"PruningContainer.compute_mask: a structured method needs a `dim` attribute; "
+                    f"{type(method).__name__} has none"
+                )
+            dim = check_dim(method.dim, t.dim(), where)
+            others = [d for d in range(t.dim()) if d != dim]
+            alive = default_mask.sum(dim=others) != 0
+            index = tuple(alive if d == dim else slice(None) for d in range(t.dim()))
+        elif kind == "global":
+            index = tuple(slice(None) for _ in range(t.dim()))
+        else:
+            raise ValueError(problem("PruningContainer.compute_mask", "PRUNING_TYPE",
+                                     "'unstructured', 'structured' or 'global'", kind))
+        partial = method.compute_mask(t[index], default_mask=default_mask[index])
+        new_mask[index] = partial.to(dtype=new_mask.dtype)
+        return new_mask
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(m) for m in self._pruning_methods)
+        return f"PruningContainer([{inner}], tensor={self._tensor_name!r})"

@@ -1,0 +1,264 @@
+"""The one table of parameter constraints, and the checks that read it (public: the session
+wraps these errors instead of checking again).
+
+Every pruning parameter has one entry in :data:`CONSTRAINTS`: its rule in words and a test that
+returns the exception type to raise (the type ``torch.nn.utils.prune`` raises for the same input)
+or None. Every error has one message template, ``"<where>: <param> must be <rule>; got <value>"``,
+where ``where`` names the public function or class the user called (passed explicitly). The
+session wraps these errors with the step and field instead of checking again.
+
+:data:`METHOD_PARAMETERS` says which parameters each method takes (function name -> class name
+and parameter names); the session's method table and hook reader derive from it.
+
+The three underscore names at the bottom are also importable from ``prune_explorer.prune`` because
+PyTorch's own test-suite for ``torch.nn.utils.prune`` calls them.
+
+Examples
+--------
+>>> check("l1_unstructured", "amount", 1.5)
+Traceback (most recent call last):
+...
+ValueError: l1_unstructured: amount must be a float in [0, 1] or an int >= 0; got 1.5
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._select import TIE_RULES
+
+__all__ = [
+    "CONSTRAINTS",
+    "METHOD_PARAMETERS",
+    "Constraint",
+    "ShapeMismatchError",
+    "check",
+    "check_dim",
+    "check_norm_rank",
+    "check_same_shape",
+    "check_structured",
+    "count_to_prune",
+    "nparams_to_prune",
+    "parse_pattern",
+    "problem",
+]
+
+
+class ShapeMismatchError(AssertionError, ValueError):
+    """Two tensors that must have the same shape do not.
+
+    torch raises ``AssertionError`` here; this class is also a ``ValueError`` so that callers can
+    catch it the way they catch every other bad argument.
+    """
+
+
+def problem(where: str, argument: str, rule: str, value: Any) -> str:
+    """Format the one error message template used across the package."""
+    return f"{where}: {argument} must be {rule}; got {_show(value)}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return repr(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _amount_error(value: Any) -> type[Exception] | None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return TypeError
+    if _is_int(value):
+        return ValueError if value < 0 else None
+    f = float(value)
+    return ValueError if math.isnan(f) or not 0.0 <= f <= 1.0 else None
+
+
+def _n_error(value: Any) -> type[Exception] | None:
+    if value is None:  # passed through to torch.norm, as torch does
+        return None
+    if isinstance(value, str):
+        return None if value in ("fro", "nuc") else RuntimeError
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return RuntimeError
+    return RuntimeError if math.isnan(float(value)) else None
+
+
+_PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def parse_pattern(pattern: Any) -> tuple[int, int] | None:
+    """``"N:M"`` as ``(N, M)``, or None when it is not a valid pattern string."""
+    if not isinstance(pattern, str):
+        return None
+    match = _PATTERN.fullmatch(pattern)
+    if match is None:
+        return None
+    n, m = int(match.group(1)), int(match.group(2))
+    return (n, m) if m >= 1 and 0 <= n <= m else None
+
+
+def _pattern_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, str):
+        return TypeError
+    return None if parse_pattern(value) is not None else ValueError
+
+
+def _block_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, (tuple, list)):
+        return TypeError
+    ok = len(value) >= 1 and all(_is_int(b) and b >= 1 for b in value)
+    return None if ok else ValueError
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One parameter's rule (in words, for the message) and its test.
+
+    ``error(value)`` returns the exception type to raise for a bad ``value``, or None.
+    """
+
+    rule: str
+    error: Callable[[Any], type[Exception] | None]
+
+
+#: Each constrained parameter of the pruning methods, with its rule and test.
+CONSTRAINTS: dict[str, Constraint] = {
+    "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
+    "n": Constraint("a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'", _n_error),
+    "dim": Constraint("an int", lambda v: None if _is_int(v) else TypeError),
+    "mask": Constraint("a torch.Tensor",
+                       lambda v: None if isinstance(v, torch.Tensor) else TypeError),
+    "generator": Constraint(
+        "a torch.Generator or None",
+        lambda v: None if v is None or isinstance(v, torch.Generator) else TypeError),
+    "pattern": Constraint("a string 'N:M' with integers M >= 1 and 0 <= N <= M",
+                          _pattern_error),
+    "block": Constraint("a tuple of one or more ints >= 1", _block_error),
+    "ties": Constraint(f"None or one of {TIE_RULES}",
+                       lambda v: None if v is None or v in TIE_RULES else ValueError),
+}
+
+#: function name -> (class name, parameters it takes, in torch's order). ``generator`` and
+#: ``ties`` are our keyword-only additions.
+METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "identity": ("Identity", ()),
+    "random_unstructured": ("RandomUnstructured", ("amount", "generator", "ties")),
+    "l1_unstructured": ("L1Unstructured", ("amount", "ties")),
+    "random_structured": ("RandomStructured", ("amount", "dim", "generator")),
+    "ln_structured": ("LnStructured", ("amount", "n", "dim")),
+    "custom_from_mask": ("CustomFromMask", ("mask",)),
+    # our hardware patterns (prune/patterns.py), not in torch.nn.utils.prune
+    "semi_structured": ("SemiStructured", ("pattern", "dim")),
+    "block_structured": ("BlockStructured", ("amount", "block", "n")),
+}
+
+
+def check(where: str, param: str, value: Any) -> Any:
+    """Check ``value`` against the constraint of ``param``; return it unchanged.
+
+    Raises the type torch raises for that input, with the package's message template.
+    """
+    c = CONSTRAINTS[param]
+    error = c.error(value)
+    if error is not None:
+        shown = type(value).__name__ if param in ("mask", "generator") else value
+        raise error(problem(where, param, c.rule, shown))
+    return value
+
+
+def nparams_to_prune(amount: numbers.Real, size: int) -> int:
+    """How many of ``size`` units ``amount`` prunes: ints are counts, floats round half to even."""
+    if isinstance(amount, numbers.Integral):
+        return int(amount)
+    return round(float(amount) * size)
+
+
+def count_to_prune(amount: Any, size: int, where: str, what: str = "units") -> int:
+    """How many of ``size`` units to prune; an int ``amount`` must not exceed ``size``."""
+    if _is_int(amount) and amount > size:
+        raise ValueError(
+            problem(where, "amount", f"at most the number of prunable {what} ({size})", amount)
+        )
+    return nparams_to_prune(amount, size)
+
+
+def check_structured(t: torch.Tensor, where: str, name: str | None = None) -> None:
+    """Structured pruning removes slices along ``dim``, so it needs at least two dimensions."""
+    if t.dim() <= 1:
+        what = f"tensor {name!r}" if name else "the pruned tensor"
+        raise ValueError(
+            problem(where, what, "at least 2-D for structured pruning (use an unstructured "
+                    "method for 1-D tensors such as biases)", f"shape {tuple(t.shape)}")
+        )
+
+
+def check_dim(dim: Any, ndim: int, where: str, of: str | None = None) -> int:
+    """Check ``dim`` against a rank; return it as a non-negative index.
+
+    ``of`` describes the tensor in the message (default: "a <ndim>-D tensor").
+    """
+    check(where, "dim", dim)
+    if not -ndim <= dim < ndim:
+        of = of or f"a {ndim}-D tensor"
+        raise IndexError(problem(where, "dim", f"in [{-ndim}, {ndim - 1}] for {of}", dim))
+    return int(dim) % ndim
+
+
+def check_norm_rank(n: Any, ndim: int, where: str, of: str | None = None) -> None:
+    """Check a named norm against the rank of the pruned tensor.
+
+    The norm of a slice runs over the other ``ndim - 1`` dims: 'nuc' (a matrix norm) needs
+    exactly two of them (3-D tensors), 'fro' at most two. ``of`` describes the tensor in the
+    message (default: "a <ndim>-D tensor").
+    """
+    of = of or f"a {ndim}-D tensor"
+    if n == "nuc" and ndim != 3:
+        raise RuntimeError(problem(
+            where, "n", f"a number or 'fro' for {of} ('nuc' is a matrix norm: only for 3-D "
+            "tensors, whose slices are matrices)", n))
+    if n == "fro" and ndim > 3:
+        raise RuntimeError(problem(
+            where, "n", f"a number for {of} ('fro' runs over at most two dims: only for "
+            "tensors of at most 3-D; n=2 is the same norm)", n))
+
+
+def check_same_shape(
+    scores: torch.Tensor, reference: torch.Tensor, where: str, argument: str, of: str
+) -> None:
+    """``scores`` must have the shape of ``reference`` (the tensor being pruned)."""
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(problem(where, argument, "a torch.Tensor", type(scores).__name__))
+    if scores.shape != reference.shape:
+        raise ShapeMismatchError(
+            problem(where, argument, f"the same shape as {of} {tuple(reference.shape)}",
+                    tuple(scores.shape))
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Names that PyTorch's own tests import from the prune module.
+
+
+def _validate_pruning_amount_init(amount: Any) -> None:
+    """Check an amount when a pruning method is created (no tensor known yet)."""
+    check("amount check", "amount", amount)
+
+
+def _validate_pruning_amount(amount: Any, tensor_size: int) -> None:
+    """Check that an integer amount fits into ``tensor_size`` units."""
+    count_to_prune(amount, tensor_size, "amount check")
+
+
+def _compute_nparams_toprune(amount: Any, tensor_size: int) -> int:
+    """Number of units to prune: an int amount is a count, a float one a rounded fraction."""
+    return nparams_to_prune(amount, tensor_size)

@@ -1,0 +1,103 @@
+"""Reports of a session: per-tensor table, memory, global-vs-local comparison, commit review.
+
+A mixin of :class:`~prune_explorer.session.Session`: every method reads the model through the
+session's lock and changes nothing (the frames are built by :mod:`.reports`).
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import Session
+>>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+>>> list(s.report()["name"])
+['0.weight', '0.bias']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from .errors import InvalidStepError
+from .reports import compare_frame, memory_report, tensor_report, with_total
+from .step import Step
+from .transaction import Transactional, locked
+
+__all__ = ["Reporting"]
+
+
+class Reporting(Transactional):
+    """Read-only questions about the session (a mixin of ``Session``)."""
+
+    _found_methods: dict[str, tuple[str, ...]]
+
+    # -- reports --------------------------------------------------------------------------------
+    @locked
+    def methods(self, name: str) -> tuple[str, ...]:
+        """Method names applied to ``name`` in order: those found on it, then the session's."""
+        name = self._check_name(name, "Session.methods")
+        return self._found_methods[name] + tuple(
+            e.step.method for e in self._histories[name][1:] if e.step is not None
+        )
+
+    @locked
+    def report(self, totals: bool = False) -> pd.DataFrame:
+        """One row per tensor; columns
+        ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
+        "methods"]`` (see :mod:`prune_explorer.session.reports`).
+
+        With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
+        model.
+        """
+        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known})
+        return with_total(frame) if totals else frame
+
+    @locked
+    def memory_report(self) -> pd.DataFrame:
+        """Bytes that :meth:`commit` would free, per pruned tensor plus a ``"TOTAL"`` row."""
+        return memory_report(self._model, self._known)
+
+    @locked
+    def compare_global_local(
+        self,
+        names: Sequence[str] | None = None,
+        amount: float | int = 0.5,
+        *,
+        collapse_threshold: float = 0.99,
+    ) -> pd.DataFrame:
+        """Global vs uniform per-tensor ``l1_unstructured`` at the same ``amount``, side by side.
+
+        Computed with previews (on top of the current state), so nothing changes. ``names``
+        defaults to :meth:`default_targets`. One row per tensor plus a ``"TOTAL"`` row; columns
+        ``["name", "numel", "sparsity_global", "sparsity_local", "pruned_global",
+        "pruned_local", "collapsed_global", "collapsed_local"]``. A tensor is collapsed when at
+        least ``collapse_threshold`` of it is pruned or every slice along some dim is.
+        """
+        where = "Session.compare_global_local"
+        names = _as_list(self.default_targets() if names is None else names)
+        if not isinstance(collapse_threshold, (int, float)) or isinstance(
+            collapse_threshold, bool
+        ) or not 0.0 < collapse_threshold <= 1.0:
+            raise InvalidStepError(
+                f"{where}: collapse_threshold must be a float in (0, 1]; "
+                f"got {collapse_threshold!r}",
+                "collapse_threshold",
+            )
+        glob = self._make_step(
+            where, "global_unstructured", names,
+            {"pruning_method": "l1_unstructured", "amount": amount}, None, draw=False,
+        )
+        global_result = self._preview_step(glob, where)
+        local_result = {}
+        for name in names:
+            step = Step._build(where, "l1_unstructured", name, {"amount": amount})
+            local_result.update(self._preview_step(step, where))
+        return compare_frame(self._known, names, global_result, local_result, collapse_threshold)
+
+
+def _as_list(names: Any) -> Any:
+    # Keep strings as they are (the Step check rejects them with a clear message).
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        return names
+    return list(names)

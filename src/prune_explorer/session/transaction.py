@@ -1,0 +1,329 @@
+"""The session's record of what it did, and the one way to take it back exactly.
+
+A :class:`Journal` holds a session's actions (each with a
+:class:`~prune_explorer.prune._module.ModuleSnapshot` of the modules it changed), its commits,
+the generator that draws seeds, and the change events not yet sent. A *savepoint*
+(:meth:`Journal.begin`) remembers how long each of those was; :meth:`Journal.rollback` undoes every
+action taken since, in reverse, and cuts everything back to the savepoint. That is the whole of
+"all or nothing": ``Session.transaction`` wraps it, and every public action of the session (one
+step, a plan, a sweep, a commit of several tensors) runs inside one.
+
+Commits (``prune.remove``) write the pruned values into the original parameter in place, so their
+snapshot keeps a copy of those values until the outermost transaction ends (:meth:`Journal.seal`);
+from then on they are permanent.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import Session
+>>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+>>> with s.transaction(dry_run=True):  # apply, look, and leave no trace
+...     _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+...     int(s.mask("0.weight").sum())
+4
+>>> s.steps
+()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from torch import nn
+
+from prune_explorer.prune._module import ModuleSnapshot, snapshot
+
+from .checks import check_step
+from .errors import NotUndoableError
+from .events import EventEmitter, SessionEvent
+from .execute import run_step
+from .history import HistoryEntry
+from .methods import SEED_LIMIT
+from .packed import PackedMask
+from .registry import TensorInfo
+from .step import Step
+from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
+
+__all__ = ["Action", "Journal", "Transactional", "locked"]
+
+
+
+def _packed(mask: Any) -> Any:
+    # Masks kept for undo are stored as bits (32x smaller than a float32 mask).
+    packed, dtype, device = PackedMask.from_tensor(mask), mask.dtype, mask.device
+    return lambda: packed.unpack(dtype, device)
+
+
+def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool) -> list[ModuleSnapshot]:
+    """Snapshots of ``(module, tensor name)`` pairs as the session keeps them (masks as bits)."""
+    return snapshot(pairs, keep_values=keep_values, store=_packed)
+
+
+@dataclass
+class Action:
+    """One step the session took: ``kind`` is ``"apply"`` or ``"commit"``; ``snapshots`` is
+    None once sealed (no way back)."""
+
+    kind: str
+    step: Step
+    snapshots: list[ModuleSnapshot] | None
+    names: tuple[str, ...]
+
+    def restore(self) -> None:
+        if self.snapshots is None:  # callers check; never reached
+            raise NotUndoableError("Session: this action can no longer be undone")
+        for snap in reversed(self.snapshots):
+            snap.restore()
+
+
+@dataclass(frozen=True)
+class _Savepoint:
+    actions: int
+    histories: dict[str, int]
+    commits: int
+    rng: Any
+    events: int
+
+
+class Journal:
+    """Actions, commits, seed generator and pending events of one session, with savepoints.
+
+    ``histories`` is the session's per-tensor history (shared, not copied): a rollback cuts it
+    back too.
+    """
+
+    def __init__(self, histories: dict[str, list[HistoryEntry]], seed: int | None) -> None:
+        self.histories = histories
+        self.actions: list[Action] = []
+        self.commits: list[Any] = []
+        self.events = EventEmitter()
+        self._rng = random.Random(seed)
+        self._pending: list[SessionEvent] = []
+        self._savepoints: list[_Savepoint] = []
+
+    # -- seeds ------------------------------------------------------------------------------------
+    def peek_seed(self) -> int:
+        """The seed :meth:`draw_seed` will return next; changes nothing (safe from any thread)."""
+        twin = random.Random()
+        twin.setstate(self._rng.getstate())
+        return twin.randrange(SEED_LIMIT)
+
+    def draw_seed(self) -> int:
+        """Draw the next seed (only actions do this, on the caller's thread)."""
+        return self._rng.randrange(SEED_LIMIT)
+
+    # -- events -----------------------------------------------------------------------------------
+    def emit(self, event: SessionEvent) -> None:
+        """Queue ``event``; it is sent when the outermost transaction succeeds."""
+        self._pending.append(event)
+
+    # -- savepoints -------------------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        """How many transactions are open."""
+        return len(self._savepoints)
+
+    @property
+    def floor(self) -> int:
+        """Actions below this index belong to before the innermost open transaction."""
+        return self._savepoints[-1].actions if self._savepoints else 0
+
+    @property
+    def outer_floor(self) -> int:
+        """:attr:`floor` as seen from inside an action's own transaction (the one around it)."""
+        return self._savepoints[-2].actions if len(self._savepoints) > 1 else 0
+
+    def begin(self) -> _Savepoint:
+        """Open a transaction: remember where everything stands."""
+        point = _Savepoint(
+            len(self.actions), {n: len(h) for n, h in self.histories.items()},
+            len(self.commits), self._rng.getstate(), len(self._pending),
+        )
+        self._savepoints.append(point)
+        return point
+
+    def rollback(self, point: _Savepoint) -> None:
+        """Undo every action since ``point`` and cut everything back to it; close it."""
+        try:
+            while len(self.actions) > point.actions:
+                self.actions[-1].restore()
+                self.actions.pop()
+            for name, length in point.histories.items():
+                del self.histories[name][length:]
+            del self.commits[point.commits:]
+            self._rng.setstate(point.rng)
+            del self._pending[point.events:]
+        finally:
+            self._close(point)
+
+    def end(self, point: _Savepoint) -> list[SessionEvent]:
+        """Close ``point`` after success; the outermost one seals commits and returns the
+        events to send."""
+        self._close(point)
+        if self._savepoints:
+            return []
+        self.seal()
+        events, self._pending = self._pending, []
+        return events
+
+    def _close(self, point: _Savepoint) -> None:
+        if self._savepoints and self._savepoints[-1] is point:
+            self._savepoints.pop()
+
+    def seal(self) -> None:
+        """Nothing up to the last commit can be undone any more: drop those snapshots (and the
+        values they kept). Later steps stay undoable."""
+        last = max((i for i, a in enumerate(self.actions) if a.kind == "commit"), default=-1)
+        for action in self.actions[: last + 1]:
+            action.snapshots = None
+
+    # -- undo -------------------------------------------------------------------------------------
+    def undoable(self, *, outer: bool) -> int:
+        """How many of the last actions can be undone one by one now (``outer``: asked from
+        inside an action's own transaction)."""
+        count = 0
+        for action in reversed(self.actions[self.outer_floor if outer else self.floor:]):
+            if action.snapshots is None or action.kind == "commit":
+                break
+            count += 1
+        return count
+
+    def undo_last(self) -> Action:
+        """Undo the last action exactly and drop its history entries; returns it."""
+        action = self.actions[-1]
+        action.restore()
+        self.actions.pop()
+        for name in action.names:
+            self.histories[name].pop()
+        return action
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def locked(method: _F) -> _F:
+    # Every public method holds the session's lock: a background preview and a notebook cell
+    # never see the model half-changed.
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Transactional:
+    """The session's consistency: its lock, its transaction, and running one step inside it.
+
+    A mixin of :class:`~prune_explorer.session.Session`, which sets the attributes below.
+    """
+
+    _model: nn.Module
+    _known: dict[str, TensorInfo]
+    _histories: dict[str, list[HistoryEntry]]
+    _journal: Journal
+    _lock: threading.RLock
+    _seen: dict[str, Seen]
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The session's re-entrant lock; hold it to make several calls one atomic read."""
+        return self._lock
+
+
+    def _locate(self, name: str) -> tuple[nn.Module, str]:
+        info = self._known[name]
+        return self._model.get_submodule(info.module_name), info.tensor_name
+
+    # -- the transaction ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self, *, dry_run: bool = False) -> Iterator[Any]:
+        """Everything in the block happens, or nothing does.
+
+        If the block raises anything (``KeyboardInterrupt`` included), every step taken in it is
+        undone exactly -- tensors, hooks, buffers, history, plan, commits, the seed generator --
+        and no change event is sent. On success the events are sent once the outermost
+        transaction ends. Commits in the block stay undoable by the rollback until then (their
+        original values are copied meanwhile). ``dry_run=True`` always rolls back: apply, look,
+        leave no trace. Holds :attr:`lock` throughout; transactions nest.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)))
+        >>> try:
+        ...     with s.transaction():
+        ...         _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        ...         _ = s.apply("1.weight", "l1_unstructured", amount=99)  # too many: fails
+        ... except ValueError:
+        ...     pass
+        >>> s.steps, sorted(s.model.state_dict())  # the first step was undone too
+        ((), ['0.bias', '0.weight', '1.bias', '1.weight'])
+        """
+        with self._lock:
+            point = self._journal.begin()
+            try:
+                yield self
+                if dry_run:
+                    raise _DryRun
+            except BaseException as err:
+                undone = self._journal.actions[point.actions:]
+                self._journal.rollback(point)
+                self._resee(n for a in undone for n in a.names)
+                if not isinstance(err, _DryRun):
+                    raise
+                events: list[SessionEvent] = []
+            else:
+                events = self._journal.end(point)
+        for event in events:
+            self._journal.events.emit(event)
+
+    def _check_in_sync(self, names: Iterable[str], where: str) -> None:
+        for name in dict.fromkeys(names):
+            now = seen(*self._locate(name))
+            change = describe_change(self._seen[name], now)
+            if change == MASK_REPLACED and PackedMask.from_tensor(now[1]) == (
+                self._histories[name][-1].mask
+            ):
+                self._seen[name] = now  # same mask, new buffer (model.to, .half...): fine
+                continue
+            if change is not None:
+                raise ModelChangedError(
+                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
+                    "session's history no longer describes it, so it refuses to act on it. "
+                    "Start a new Session(model) to continue from the model as it is"
+                )
+
+    def _resee(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._seen[name] = seen(*self._locate(name))
+
+    def _run(self, step: Step, where: str) -> None:
+        # One step inside the current transaction: check, snapshot, run, record.
+        check_step(self._model, self._known, step, where)
+        self._check_in_sync(step.targets, where)
+        located = [(name, *self._locate(name)) for name in step.targets]
+        pairs = [(module, tensor_name) for _, module, tensor_name in located]
+        kind = "commit" if step.method == "remove" else "apply"
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit")
+        self._journal.actions.append(Action(kind, step, snapshots, step.targets))
+        run_step(self._model, step)
+        for name, module, tensor_name in located:
+            history = self._histories[name]
+            if kind == "commit":
+                mask = history[-1].mask
+            else:
+                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
+            history.append(HistoryEntry(len(history), step, mask))
+        self._resee(step.targets)
+
+
+class _DryRun(Exception):
+    """Raised inside a dry-run transaction to roll it back (never escapes)."""

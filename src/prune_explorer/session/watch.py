@@ -1,0 +1,82 @@
+"""Noticing pruning changed behind the session's back.
+
+The session records, for each tensor, the objects it last left on the module: the parameter (or
+``_orig`` parameter), the ``_mask`` buffer, the pruning hook and the methods in it. Pruning calls
+made on the model directly (``prune.remove``, another ``prune.l1_unstructured``...) replace at
+least one of them. Before acting on a tensor, the session compares; a difference raises
+:class:`ModelChangedError` naming the tensor.
+
+The session refuses rather than adopting the change into its history: an external ``remove`` has
+already destroyed the original values, so undo could no longer restore them, and an external
+prune has no recorded settings or seed, so the plan could no longer reproduce the model. Refusing
+keeps the rule that the session never reports a state that is not the model's; start a new
+``Session(model)`` to continue from the model as it is (it recognises the pruning found on it).
+
+Pruning found on the model when a session starts is not a change behind its back but its
+starting point, and it is said so rather than hidden: ``Session.found`` lists it, entry 0 of each
+history holds its mask, ``reset()`` returns to it, and the explorer's Export tab warns that the
+plan starts from it. It is not turned into steps: its settings and seeds are unknown, so a plan
+could only fake them.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer import Session, prune
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 2))
+>>> s = Session(model)
+>>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+>>> _ = prune.remove(model[0], "weight")
+>>> try:
+...     s.undo()
+... except RuntimeError as err:
+...     print(str(err)[:63])
+Session.undo: tensor '0.weight' was changed outside the session
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from .errors import NotUndoableError
+from .hooks import find_hook, hook_methods
+
+__all__ = ["MASK_REPLACED", "ModelChangedError", "Seen", "describe_change", "seen"]
+
+
+class ModelChangedError(NotUndoableError):
+    """The model's pruning of a tensor is no longer what the session left there."""
+
+
+#: What :func:`describe_change` says when only the mask buffer object differs (the caller then
+#: compares the mask's values: ``model.to`` and ``model.half`` replace buffers too).
+MASK_REPLACED = "its mask buffer was replaced"
+
+Seen = tuple[Any, Any, Any, tuple[Any, ...]]
+
+
+def seen(module: nn.Module, tensor_name: str) -> Seen:
+    """The objects that make up ``module.<tensor_name>``'s pruning state now."""
+    found = find_hook(module, tensor_name)
+    if found is None:
+        return (module._parameters.get(tensor_name), None, None, ())
+    hook = found[1]
+    return (module._parameters.get(tensor_name + "_orig"),
+            module._buffers.get(tensor_name + "_mask"), hook, hook_methods(hook))
+
+
+def describe_change(before: Seen, now: Seen) -> str | None:
+    """What differs between two :func:`seen` records, or None if nothing does."""
+    (p0, m0, h0, c0), (p1, m1, h1, c1) = before, now
+    if h0 is not None and h1 is None:
+        return "it is no longer pruned: prune.remove or a direct edit made it a plain parameter"
+    if h0 is None and h1 is not None:
+        return "it was pruned by a call that did not go through the session"
+    if p0 is not p1:
+        return "its parameter was replaced"
+    if h0 is not h1 or len(c0) != len(c1) or any(a is not b for a, b in zip(c0, c1, strict=True)):
+        return "its pruning hook changed: it was pruned again by a call outside the session"
+    if m0 is not m1:
+        return MASK_REPLACED
+    return None

@@ -1,0 +1,279 @@
+"""The Explore tab: pruning controls, the live preview and the Apply/Undo/Reset buttons.
+
+Controls become a :class:`~prune_explorer.widgets.preview.PreviewRequest`; the session computes
+its preview (on a background thread unless ``debounce`` is None, under the session's lock) and,
+on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the counts
+of the current masks that the controls need (entries and channels still unpruned).
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(8, 4)), debounce=None)
+>>> ex.ui.amount.value = 0.25
+>>> ex.explore_pane.preview_stats.newly_pruned
+8
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+
+from prune_explorer.session import Session
+
+from .controls import PruningControls
+from .errors import WidgetInputError
+from .html import esc
+from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
+from .scheduler import LatestOnly
+from .status import describe_error
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["ExplorePane", "check_custom"]
+
+
+def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
+    """Refuse a custom mask for an unknown tensor or that is not a tensor (the session checks
+    shape and values when it previews or applies it)."""
+    if name not in session.names:
+        raise WidgetInputError(
+            f"{where}: name {name!r} is not a prunable tensor of this model; choose one of "
+            f"{list(session.names)}"
+        )
+    if not isinstance(mask, torch.Tensor):
+        raise WidgetInputError(
+            f"{where}: mask must be a torch.Tensor of 0/1 values; got {type(mask).__name__}"
+        )
+
+
+class ExplorePane:
+    """Controls, preview picture and counts, and the Apply/Undo/Reset buttons.
+
+    Attributes
+    ----------
+    controls : PruningControls
+    preview_pane : PreviewPane
+    preview_mask, preview_array, preview_stats, preview_request, preview_error, render_count
+        What the last preview showed (see :class:`~prune_explorer.widgets.Explorer`).
+    runner : LatestOnly
+        Runs previews (coalesced, on a worker thread unless ``debounce`` is None).
+    """
+
+    def __init__(self, explorer: Explorer, custom_masks: Mapping[str, torch.Tensor], *,
+                 figsize: tuple[float, float], dpi: float) -> None:
+        self.ex = explorer
+        ui = explorer.ui
+        self.preview_mask: torch.Tensor | None = None
+        self.preview_array: np.ndarray | None = None
+        self.preview_stats: PreviewStats | None = None
+        self.preview_request: PreviewRequest | None = None
+        self.preview_error: str | None = None
+        self.render_count = 0
+        self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
+        self._kept_cache: dict[tuple[str, int], MaskSummary] = {}
+
+        self.controls = c = PruningControls()
+        for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
+                     "global_method", "global_targets", "custom", "layout", "pattern", "block"):
+            ui.add(name, getattr(c, name))
+        self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
+        ui.add("preview", self.preview_pane.image)
+        ui.add("preview_info", self.preview_pane.info)
+        ui.add("apply", widgets.Button(description="Apply", button_style="primary",
+                                       tooltip="prune the tensor as previewed"))
+        ui.add("undo", widgets.Button(description="Undo", tooltip="undo the last step"))
+        ui.add("reset", widgets.Button(description="Reset", button_style="warning",
+                                       tooltip="undo every step of this session"))
+        buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
+        left = widgets.VBox([c.box, buttons, ui.preview_info],
+                            layout=widgets.Layout(width="420px"))
+        self.box = widgets.HBox([left, ui.preview])
+        c.observe_all(self._on_control)
+        ui.apply.on_click(lambda _: explorer.apply())
+        ui.undo.on_click(lambda _: explorer.undo())
+        ui.reset.on_click(lambda _: explorer.reset())
+        self.runner = LatestOnly(self._render, debounce=explorer.debounce,
+                                 on_error=self._failed)
+
+    # -- custom masks -----------------------------------------------------------------------------
+    def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
+        """Keep ``mask`` for the method "custom mask" on ``name``; re-preview if on show."""
+        check_custom(self.ex.session, name, mask, "Explorer.set_custom_mask")
+        self._custom[name] = mask.detach()
+        self.update_custom_note()
+        if name == self.ex.tensor and self.controls.method.value == "custom_from_mask":
+            self.request_preview()
+
+    @property
+    def custom_masks(self) -> dict[str, torch.Tensor]:
+        """The custom masks given so far, by address (a copy)."""
+        return dict(self._custom)
+
+    def update_custom_note(self) -> None:
+        """Say whether the chosen tensor has a custom mask."""
+        name = self.ex.tensor
+        mask = self._custom.get(name) if name is not None else None
+        if mask is None:
+            text = (f"No custom mask for {name!r}: call explorer.set_custom_mask({name!r}, "
+                    "mask) (1 = keep, 0 = prune).")
+        else:
+            kept = int(mask.count_nonzero())
+            text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps {kept:,} of "
+                    f"{mask.numel():,}.")
+        self.controls.custom.value = f'<span class="pe-custom-text">{esc(text)}</span>'
+
+    # -- requests ---------------------------------------------------------------------------------
+    def current_request(self) -> PreviewRequest:
+        """The step the controls describe now (see :meth:`Explorer.current_request`)."""
+        name = self.ex.tensor
+        if name is None:
+            raise WidgetInputError("Explorer: no tensor is chosen (the model has none)")
+        c = self.controls
+        method = c.method.value
+        custom = None
+        if method == "custom_from_mask":
+            custom = self._custom.get(name)
+            if custom is None:
+                raise WidgetInputError(
+                    f"custom mask: no mask was given for {name!r}; pass "
+                    f"Explorer(model, custom_masks={{{name!r}: mask}}) or call "
+                    f"explorer.set_custom_mask({name!r}, mask)"
+                )
+        targets: tuple[str, ...] = ()
+        if method == "global_unstructured":
+            targets = tuple(c.global_targets.value)
+        return PreviewRequest(
+            target=name, method=method, settings=c.settings(custom), targets=targets,
+            layout=c.layout.value, view_dim=int(c.dim.value),
+        )
+
+    def request_preview(self) -> None:
+        """Ask for a new preview of the current controls (coalesced)."""
+        try:
+            request = self.current_request()
+        except WidgetInputError as err:
+            self._failed(err)
+            return
+        self.runner.request(request)
+
+    def kept(self, name: str) -> MaskSummary:
+        """Current kept-mask of ``name`` with its counts, cached until the session changes."""
+        key = (name, self.ex.version)
+        if key not in self._kept_cache:
+            if len(self._kept_cache) > 64:
+                self._kept_cache.clear()
+            self._kept_cache[key] = MaskSummary.of(self.ex.session.mask(name))
+        return self._kept_cache[key]
+
+    # -- refreshing -------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Show the session's state: targets, the chosen tensor's counts, buttons, note."""
+        self._kept_cache.clear()
+        with self.ex.quiet():
+            self.refresh_targets()
+            self.refresh_tensor_controls()
+        ui, session = self.ex.ui, self.ex.session
+        ui.undo.disabled = not session.can_undo
+        ui.reset.disabled = not session.steps
+        ui.apply.disabled = self.ex.tensor is None
+        self.update_custom_note()
+
+    def refresh_targets(self) -> None:
+        """Offer every tensor as a global target (default: ``Session.default_targets()``)."""
+        c = self.controls
+        names = list(self.ex.session.names)
+        if list(c.global_targets.options) != names:
+            old = [n for n in c.global_targets.value if n in names]
+            c.global_targets.options = names
+            c.global_targets.value = tuple(old or self.ex.session.default_targets())
+
+    def refresh_tensor_controls(self) -> None:
+        """Bounds of the controls for the chosen tensor (what is still unpruned)."""
+        name = self.ex.tensor
+        if name is None:
+            return
+        c = self.controls
+        c.set_tensor(len(self.ex.session.info(name).shape), self._left(name))
+        if c.amount_mode.value == "count":
+            count, _ = c.units_left
+            if c.count.value > count:
+                c.count.value = count
+
+    def _refresh_left(self) -> None:
+        name = self.ex.tensor
+        if name is not None:
+            self.controls.set_tensor(len(self.ex.session.info(name).shape), self._left(name))
+
+    def _left(self, name: str) -> dict[str, Any]:
+        summary = self.kept(name)
+        if self.controls.method.value == "global_unstructured":
+            entries = sum(self.kept(n).kept_count for n in self.controls.global_targets.value)
+        else:
+            entries = summary.kept_count
+        return {"entries": entries, "dim": list(summary.kept_slices)}
+
+    def _on_control(self, change: dict[str, Any]) -> None:
+        if self.ex.is_quiet:
+            return
+        c = self.controls
+        with self.ex.quiet():
+            if change["owner"] is c.amount_mode and change["new"] == "count":
+                self._refresh_left()
+                c.sync_count()
+            elif change["owner"] in (c.method, c.dim, c.global_targets):
+                self._refresh_left()
+            c.update_visibility()
+            self.update_custom_note()
+        self.request_preview()
+
+    # -- rendering (on the worker thread unless debounce is None) ---------------------------------
+    def _render(self, request: PreviewRequest) -> None:
+        session = self.ex.session
+        with session.lock:  # one consistent reading of the session
+            try:
+                masks = request.preview_all(session)
+                before = self.kept(request.target)
+                others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
+                module_type = session.info(request.target).module_type
+            except Exception as err:
+                self._failed(err)
+                return
+        if self.runner.pending:
+            return  # a newer request is waiting: do not draw this stale one
+        mask = masks.get(request.target)
+        stats = note = None
+        if mask is None:
+            mask = before.kept
+            note = f"{request.target} is not among the global targets; showing its current mask"
+        pooled = self.preview_pane.draw(mask, request, module_type=module_type,
+                                        plain=note is not None)
+        if note is None:
+            stats = PreviewStats.measure(before, mask, request, others=others,
+                                         kept_after=pooled.kept_total)
+        unmasked_zeros = self.ex.zeros(request.target) - (
+            before.kept.numel() - before.kept_count
+        )
+        self.preview_array = pooled.values
+        self.preview_mask = mask
+        self.preview_stats = stats
+        self.preview_request = request
+        self.preview_error = None
+        self.render_count += 1
+        self.preview_pane.publish(request, tuple(mask.shape), note=note, stats=stats,
+                                  unmasked_zeros=unmasked_zeros)
+        self.ex.status.clear(source="preview")
+
+    def _failed(self, err: BaseException) -> None:
+        self.preview_mask = None
+        self.preview_stats = None
+        self.preview_error = describe_error(err)
+        self.preview_pane.show_error(f"No preview: {self.preview_error}")
+        self.ex.status.error(err, "Preview", source="preview")
