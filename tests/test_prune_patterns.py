@@ -89,6 +89,12 @@ def test_ties_prune_the_lowest_index_first():
     assert mask.tolist() == [[0, 0, 0, 1] * 2] * 2
 
 
+def test_nan_is_kept_first_as_a_sort_would():
+    t = torch.tensor([[float("nan"), 1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 2.0]])
+    mask = prune.SemiStructured("2:4").compute_mask(t, _ones(t))
+    assert mask.tolist() == [[1, 0, 0, 1, 1, 0, 0, 1]]
+
+
 def test_blocks_by_hand():
     t = torch.tensor([[1.0, 1.0, 9.0, 9.0, 0.0, 0.0],
                       [1.0, 1.0, 9.0, 9.0, 0.0, 0.1],
@@ -113,6 +119,7 @@ def test_block_ties_prune_the_lowest_block_first_and_short_block_takes_whole_dim
 @pytest.mark.parametrize(("shape", "pattern", "dim"), [
     ((6, 8), "2:4", -1), ((8, 6), "2:4", 0), ((3, 4, 6), "1:3", 2), ((4, 6, 2, 2), "2:3", 1),
     ((5, 12), "3:4", 1), ((2, 8), "0:4", -1), ((2, 8), "4:4", -1), ((3, 10), "1:1", 0),
+    ((4, 20), "3:10", -1), ((6, 16), "5:8", 1),  # sorted rows (m > 8) and the largest pairwise m
 ])
 def test_semi_structured_matches_brute_force_on_random_tensors(shape, pattern, dim):
     gen = torch.Generator().manual_seed(sum(shape))

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ._base import _is_all_ones_view, times_default
 from .methods import BasePruningMethod
 from .validation import check, check_dim, count_to_prune, parse_pattern, problem
 
@@ -67,11 +68,40 @@ __all__ = [
 def _keys(t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
     """``|t|`` as floats, with entries ``default_mask`` already prunes set to -inf."""
     keys = t.abs() if t.is_floating_point() else t.abs().to(torch.float)
-    return keys.masked_fill(default_mask == 0, float("-inf"))
+    if _is_all_ones_view(default_mask):  # a fresh tensor: nothing pruned yet
+        return keys
+    return keys.masked_fill_(default_mask == 0, float("-inf"))
 
 
-def _times_default(keep: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-    return default_mask * keep.to(device=default_mask.device, dtype=default_mask.dtype)
+#: Up to this group size the rank of each entry is counted by pairwise comparisons (fast);
+#: larger groups are sorted.
+_PAIRWISE_MAX = 8
+
+
+def _keep_largest(groups: torch.Tensor, keep_n: int, dtype: torch.dtype) -> torch.Tensor:
+    """``(G, m)`` 0/1 of ``dtype``: the ``keep_n`` largest keys of each row are 1; among equal
+    keys the lower index ranks lower (is dropped first) -- the order of a stable ascending sort.
+
+    For small ``m`` the rank of each entry (how many entries of its row come before it in that
+    order) is counted with ``m (m - 1) / 2`` comparisons of whole columns, much cheaper than
+    sorting millions of tiny rows. Keys with a NaN (which a sort puts last) take the sorting
+    path; so does an inf + -inf row sum, harmlessly.
+    """
+    n_groups, m = groups.shape
+    drop = m - keep_n
+    out = torch.empty(groups.shape, dtype=dtype, device=groups.device)
+    if m > _PAIRWISE_MAX or bool(torch.isnan(groups.sum())):
+        order = torch.argsort(groups, dim=-1, stable=True)[:, :drop]
+        return out.fill_(1).scatter_(-1, order, 0)
+    # rank[j] starts at j (every i < j comes first) ... unless k_j < k_i, which swaps them
+    rank = torch.arange(m, dtype=torch.int8, device=groups.device).view(m, 1).repeat(
+        1, n_groups)
+    for i in range(m):
+        for j in range(i + 1, m):
+            before = (groups[:, j] < groups[:, i]).view(torch.int8)
+            rank[i].add_(before)
+            rank[j].sub_(before)
+    return torch.ge(rank.t(), drop, out=out)
 
 
 class SemiStructured(BasePruningMethod):
@@ -105,12 +135,9 @@ class SemiStructured(BasePruningMethod):
         keep_n, m = parse_pattern(self.pattern)  # type: ignore[misc]
         dim = check_group_dim(t, self.dim, m, self.where)
         moved = _keys(t, default_mask).movedim(dim, -1)
-        groups = moved.reshape(*moved.shape[:-1], moved.shape[-1] // m, m)
-        # a stable sort puts the lowest index first among equal keys: it is pruned first
-        order = torch.argsort(groups, dim=-1, stable=True)[..., : m - keep_n]
-        keep = torch.ones(groups.shape, dtype=torch.bool, device=t.device)
-        keep.scatter_(-1, order, False)
-        return _times_default(keep.reshape(moved.shape).movedim(-1, dim), default_mask)
+        groups = moved.reshape(-1, m)  # one row per group of m neighbours
+        keep = _keep_largest(groups, keep_n, default_mask.dtype)
+        return times_default(keep.reshape(moved.shape).movedim(-1, dim), default_mask)
 
     def _settings(self) -> dict[str, Any]:
         return {"pattern": self.pattern, "dim": self.dim}
@@ -222,7 +249,7 @@ class BlockStructured(BasePruningMethod):
         keep = keep_blocks.view(grid)
         for d, b in enumerate(block):
             keep = keep.repeat_interleave(b, dim=d)
-        return _times_default(keep, default_mask)
+        return times_default(keep, default_mask)
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "block": self.block, "n": self.n}
