@@ -236,19 +236,22 @@ class BlockStructured(BasePruningMethod):
         where = self.where
         block = check_block(t, self.block, where)
         scores = block_view(t.abs() if t.is_floating_point() else t.abs().float(), block)
-        alive = block_view(default_mask != 0, block)
         norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=-1)
-        live = alive.any(dim=-1).reshape(-1)
+        if _is_all_ones_view(default_mask):  # a fresh tensor: every block is alive
+            live = torch.ones(norms.numel(), dtype=torch.bool, device=t.device)
+        else:
+            live = block_view(default_mask != 0, block).any(dim=-1).reshape(-1)
         n_live = int(live.sum())
         k = count_to_prune(self.amount, n_live, where, "blocks")
         keys = norms.reshape(-1).masked_fill(~live, float("-inf"))
         pruned = torch.argsort(keys, stable=True)[: k + live.numel() - n_live]
-        keep_blocks = torch.ones(keys.shape, dtype=torch.bool, device=t.device)
-        keep_blocks[pruned] = False
+        keep_blocks = torch.ones(keys.shape, dtype=default_mask.dtype, device=t.device)
+        keep_blocks[pruned] = 0
+        # (g0, 1, g1, 1, ...) expanded to (g0, b0, g1, b1, ...) is the mask in one copy
         grid = [size // b for size, b in zip(t.shape, block, strict=True)]
-        keep = keep_blocks.view(grid)
-        for d, b in enumerate(block):
-            keep = keep.repeat_interleave(b, dim=d)
+        spread = [x for g in grid for x in (g, 1)]
+        full = [x for g, b in zip(grid, block, strict=True) for x in (g, b)]
+        keep = keep_blocks.view(spread).expand(full).reshape(t.shape)
         return times_default(keep, default_mask)
 
     def _settings(self) -> dict[str, Any]:
