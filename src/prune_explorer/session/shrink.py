@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -67,7 +67,7 @@ _LAYERS = (nn.Linear, *_CONV, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTra
 
 def _torch_pruning() -> Any:
     try:
-        import torch_pruning
+        import torch_pruning  # type: ignore[import-untyped]
     except ImportError as error:  # pragma: no cover - exercised by monkeypatching sys.modules
         raise ImportError(install_hint) from error
     return torch_pruning
@@ -94,7 +94,7 @@ def _bias_zero(module: nn.Module, idx: int) -> bool:
 
 def _out_weight(module: nn.Module) -> torch.Tensor:
     """Weight with output channels along dim 0 (transposed convs keep them on dim 1)."""
-    weight = module.weight.detach()
+    weight = cast(torch.Tensor, module.weight).detach()
     return weight.transpose(0, 1) if getattr(module, "transposed", False) else weight
 
 

@@ -71,7 +71,7 @@ class InvalidDescriptionError(ValueError):
 
 
 def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:
-    out = dict(module.named_parameters(recurse=False))
+    out: dict[str, torch.Tensor] = dict(module.named_parameters(recurse=False))
     out.update({k: v for k, v in module.named_buffers(recurse=False) if v is not None})
     return out
 
@@ -101,10 +101,12 @@ def _fail(message: str) -> InvalidDescriptionError:
 
 def _is_count(value: Any, minimum: int) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and (
-        value >= minimum)
+        int(value) >= minimum)
 
 
-def _checked_layers(model: nn.Module, description: Any) -> list[tuple[nn.Module, dict, dict]]:
+def _checked_layers(
+    model: nn.Module, description: Any
+) -> list[tuple[nn.Module, dict[str, Any], dict[str, Any]]]:
     if not isinstance(description, dict):
         raise _fail(f"must be a JSON object; got {type(description).__name__}")
     if description.get("format") != FORMAT or description.get("version") != VERSION:

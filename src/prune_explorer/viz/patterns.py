@@ -81,7 +81,6 @@ def draw_pattern_lines(
     if not full_resolution:
         return []
     row_lines, col_lines = pattern_bounds(shape, method, settings)
-    style = {"color": _COLOR, "linewidth": 0.6, "alpha": 0.9}
-    drawn = [ax.axhline(r - 0.5, **style) for r in row_lines]
-    drawn += [ax.axvline(c - 0.5, **style) for c in col_lines]
+    drawn = [ax.axhline(r - 0.5, color=_COLOR, linewidth=0.6, alpha=0.9) for r in row_lines]
+    drawn += [ax.axvline(c - 0.5, color=_COLOR, linewidth=0.6, alpha=0.9) for c in col_lines]
     return drawn
