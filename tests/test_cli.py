@@ -35,6 +35,7 @@ EXPECTED_NOTEBOOKS = [
     "02_pruning_concepts.ipynb",
     "03_global_vs_local.ipynb",
     "04_plan_export.ipynb",
+    "05_patterns_and_shrink.ipynb",
 ]
 
 PLAN_STEPS = [

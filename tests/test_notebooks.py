@@ -25,6 +25,7 @@ EXPECTED_NOTEBOOKS = [
     "02_pruning_concepts.ipynb",
     "03_global_vs_local.ipynb",
     "04_plan_export.ipynb",
+    "05_patterns_and_shrink.ipynb",
 ]
 STRIP_HINT = (
     "clear the outputs before committing: Edit -> Clear Outputs of All Cells in JupyterLab, or "

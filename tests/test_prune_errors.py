@@ -262,13 +262,15 @@ def test_rollback_in_global_unstructured(monkeypatch):
 # --------------------------------------------------------------------------- constraint table
 #: a valid value of every constrained parameter, and bad ones with the exception torch raises
 GOOD = {"amount": 0.5, "n": 2, "dim": 0, "mask": torch.ones(5, 6), "generator": None,
-        "ties": "index"}
+        "ties": "index", "pattern": "1:1", "block": (1, 1)}
 BAD = {"amount": [(1.5, ValueError), (-1, ValueError), ("x", TypeError)],
        "n": [("x", RuntimeError), (float("nan"), RuntimeError)],
        "dim": [(1.0, TypeError), ("0", TypeError)],
        "mask": [([1, 0], TypeError)],
        "generator": [(3, TypeError)],
-       "ties": [("fast", ValueError)]}
+       "ties": [("fast", ValueError)],
+       "pattern": [("2-4", ValueError), ("5:4", ValueError), (24, TypeError)],
+       "block": [((0, 4), ValueError), ((), ValueError), (4, TypeError)]}
 SHOWN_AS_TYPE = ("mask", "generator")  # messages name their type, not their value
 
 CONSTRAINT_CASES = [

@@ -182,16 +182,19 @@ VISIBLE = {
     "ln_structured": {"amount_mode", "amount", "left", "n", "dim"},
     "global_unstructured": {"amount_mode", "amount", "left", "global_method", "global_targets"},
     "custom_from_mask": {"custom"},
+    "semi_structured": {"pattern", "dim"},
+    "block_structured": {"amount_mode", "amount", "left", "block", "n"},
 }
 OPTIONAL = ["amount_mode", "amount", "count", "left", "n", "dim", "global_method",
-            "global_targets", "custom"]
+            "global_targets", "custom", "pattern", "block"]
 
 
 @pytest.mark.parametrize("method", list(VISIBLE))
 def test_method_shows_only_the_controls_it_uses(ex, method):
     assert [v for _, v in ex.ui.method.options] == [
         "identity", "random_unstructured", "l1_unstructured", "random_structured",
-        "ln_structured", "custom_from_mask", "global_unstructured",
+        "ln_structured", "custom_from_mask", "semi_structured", "block_structured",
+        "global_unstructured",
     ]
     ex.ui.method.value = method
     visible = {name for name in OPTIONAL if shown(ex, name)}

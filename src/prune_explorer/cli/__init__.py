@@ -7,7 +7,7 @@
 ``prune-explorer report CHECKPOINT [--model M] [--plan PLAN] [--csv OUT]``
     Print the sparsity report (:meth:`Session.report`) of a saved ``state_dict``, after
     applying a JSON plan if one is given.
-``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M]``
+``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M] [--shrink [--input-shape S]]``
     Apply a JSON plan to a saved ``state_dict`` and save the resulting ``state_dict``.
 
 Checkpoints are ``.safetensors`` files (read with the ``safetensors`` library) or ``torch.save``
@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--commit", action="store_true",
                        help="make pruning permanent (prune.remove) before saving")
     apply.add_argument("--model", help=_MODEL_HELP)
+    apply.add_argument("--shrink", action="store_true",
+                       help="remove the channels pruning made dead (Torch-Pruning) and save the "
+                       "smaller state_dict plus OUTPUT.shrunk.json, the JSON description of the "
+                       "layers to resize before loading it")
+    apply.add_argument("--input-shape",
+                       help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
+                       "(the demo models know theirs)")
     return parser
 
 

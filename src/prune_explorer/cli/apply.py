@@ -35,6 +35,11 @@ def cmd_apply(args: argparse.Namespace, out: IO[str]) -> int:
         committed = session.commit().names
     totals = session.report(totals=True).iloc[-1]
     fmt = output_format(args.output, loaded.format)
+    if getattr(args, "shrink", False):
+        from .shrink import write_shrunk
+
+        write_shrunk(args, session.model, output, fmt, inputs, out)
+        return 0
     files.write(output, checkpoint_bytes(loaded.model.state_dict(), fmt), "-o/--output", inputs)
     steps = len(plan)
     print(f"Applied {steps} step{'s' * (steps != 1)} of {plan_path} to {checkpoint}; "

@@ -52,6 +52,13 @@ from .methods import (
     RandomStructured,
     RandomUnstructured,
 )
+from .patterns import (
+    BlockStructured,
+    SemiStructured,
+    block_structured,
+    satisfies_pattern,
+    semi_structured,
+)
 from .validation import (
     ShapeMismatchError,
     _compute_nparams_toprune,
@@ -61,6 +68,7 @@ from .validation import (
 
 __all__ = [
     "BasePruningMethod",
+    "BlockStructured",
     "CustomFromMask",
     "Identity",
     "L1Unstructured",
@@ -69,10 +77,12 @@ __all__ = [
     "PruningStateError",
     "RandomStructured",
     "RandomUnstructured",
+    "SemiStructured",
     "ShapeMismatchError",
     "_compute_nparams_toprune",
     "_validate_pruning_amount",
     "_validate_pruning_amount_init",
+    "block_structured",
     "custom_from_mask",
     "get_tie_break",
     "global_masks",
@@ -87,5 +97,7 @@ __all__ = [
     "random_unstructured",
     "remove",
     "remove_all",
+    "satisfies_pattern",
+    "semi_structured",
     "tie_break",
 ]

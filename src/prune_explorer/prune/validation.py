@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "count_to_prune",
     "is_int",
     "nparams_to_prune",
+    "parse_pattern",
     "problem",
     "show_value",
 ]
@@ -95,6 +97,33 @@ def _n_error(value: Any) -> type[Exception] | None:
     return RuntimeError if math.isnan(float(value)) else None
 
 
+_PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
+
+
+def parse_pattern(pattern: Any) -> tuple[int, int] | None:
+    """``"N:M"`` as ``(N, M)``, or None when it is not a valid pattern string."""
+    if not isinstance(pattern, str):
+        return None
+    match = _PATTERN.fullmatch(pattern)
+    if match is None:
+        return None
+    n, m = int(match.group(1)), int(match.group(2))
+    return (n, m) if m >= 1 and 0 <= n <= m else None
+
+
+def _pattern_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, str):
+        return TypeError
+    return None if parse_pattern(value) is not None else ValueError
+
+
+def _block_error(value: Any) -> type[Exception] | None:
+    if not isinstance(value, (tuple, list)):
+        return TypeError
+    ok = len(value) >= 1 and all(is_int(b) and b >= 1 for b in value)
+    return None if ok else ValueError
+
+
 @dataclass(frozen=True)
 class Constraint:
     """One parameter's rule (in words, for the message) and its test.
@@ -116,6 +145,9 @@ CONSTRAINTS: dict[str, Constraint] = {
     "generator": Constraint(
         "a torch.Generator or None",
         lambda v: None if v is None or isinstance(v, torch.Generator) else TypeError),
+    "pattern": Constraint("a string 'N:M' with integers M >= 1 and 0 <= N <= M",
+                          _pattern_error),
+    "block": Constraint("a tuple of one or more ints >= 1", _block_error),
     "ties": Constraint(f"None or one of {TIE_RULES}",
                        lambda v: None if v is None or v in TIE_RULES else ValueError),
 }
@@ -129,6 +161,9 @@ METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "random_structured": ("RandomStructured", ("amount", "dim", "generator")),
     "ln_structured": ("LnStructured", ("amount", "n", "dim")),
     "custom_from_mask": ("CustomFromMask", ("mask",)),
+    # our hardware patterns (prune/patterns.py), not in torch.nn.utils.prune
+    "semi_structured": ("SemiStructured", ("pattern", "dim")),
+    "block_structured": ("BlockStructured", ("amount", "block", "n")),
 }
 
 

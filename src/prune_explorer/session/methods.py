@@ -85,6 +85,10 @@ METHODS: dict[str, MethodSpec] = {
         _core_spec("random_structured", random=True, structured=True),
         _core_spec("ln_structured", structured=True),
         _core_spec("custom_from_mask"),
+        # hardware patterns (prune_explorer.prune.patterns; not in torch.nn.utils.prune, so
+        # snippets build their masks with plain torch, see session/patterncode.py)
+        _core_spec("semi_structured"),
+        _core_spec("block_structured"),
         MethodSpec("global_unstructured", ("pruning_method", "amount"), "global_unstructured",
                    None),
         MethodSpec("remove", (), "remove", None),
@@ -180,7 +184,20 @@ def check_pruning_method(value: Any, where: str) -> str:
     return value
 
 
+def check_pattern(value: Any, where: str) -> str:
+    """Validate an ``"N:M"`` pattern (the core's rule; whether M fits the tensor is checked
+    when the step is previewed or applied)."""
+    return str(_core_check("pattern", value, where))
+
+
+def check_block(value: Any, where: str) -> tuple[int, ...]:
+    """Validate a block shape (the core's rule); a JSON list becomes a tuple."""
+    return tuple(int(b) for b in _core_check("block", value, where))
+
+
 _CHECKS = {
+    "pattern": check_pattern,
+    "block": check_block,
     "amount": check_amount,
     "n": check_n,
     "dim": check_dim,

@@ -22,13 +22,16 @@ File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
        {"method": "remove", "target": "fc.bias"}]}
 
 - ``format`` must be ``"prune-explorer-plan"``; ``version`` the integer 2 (or 1, below).
-- Each step has ``method`` (a ``torch.nn.utils.prune`` function name), ``target`` (a tensor
+- Each step has ``method`` (a ``torch.nn.utils.prune`` function name, or one of our two
+  patterns ``semi_structured`` / ``block_structured``), ``target`` (a tensor
   address: module name, dot, parameter name) or ``targets`` (a list, for
   ``global_unstructured``), exactly the method's settings, and ``seed`` (an int in
   ``[0, 2**63)``) if and only if it draws random numbers.
 - ``amount`` is ``{"fraction": f}`` (share of the entries, ``0 <= f <= 1``) or ``{"count": k}``
   (number of entries), so a writer that prints ``1.0`` as ``1`` cannot change its meaning.
 - ``n`` is a number or ``"inf"``, ``"-inf"``, ``"fro"``, ``"nuc"``; ``dim`` an int.
+- ``pattern`` is ``"N:M"`` (``semi_structured``); ``block`` a list of ints >= 1
+  (``block_structured``, with ``amount`` counting blocks).
 - ``mask`` is the shape and the bits, 8 entries a byte, row-major, first entry in the high bit,
   zero padding, base64.
 

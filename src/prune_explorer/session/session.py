@@ -367,6 +367,23 @@ class Session(Reporting, Committing):
         self._journal.events.emit(SessionEvent("to", (), ()))
         return self
 
+    # -- shrink ---------------------------------------------------------------------------------
+    def shrink(self, example_inputs: Any, *, repeats: int = 20) -> Any:
+        """A new, smaller model without the channels pruning made dead, and its savings.
+
+        Outside undo and history: the session's model is not changed (adopt ``report.model``
+        yourself, e.g. in a new Session). See :mod:`prune_explorer.session.shrink`.
+
+        Returns
+        -------
+        prune_explorer.session.shrink.ShrinkReport
+            ``.model``, parameters/FLOPs/state_dict bytes/CPU latency before and after.
+        """
+        from .shrink import shrink
+
+        with self._lock:
+            return shrink(self._model, example_inputs, repeats=repeats)
+
     # -- internals ------------------------------------------------------------------------------
     @locked
     def __repr__(self) -> str:

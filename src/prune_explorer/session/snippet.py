@@ -42,6 +42,7 @@ import torch
 from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .methods import METHODS
 from .packed import PackedMask
+from .patterncode import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
 from .snippet_ties import HELPER, global_lines, local_lines
 from .step import Step, split_address
@@ -100,6 +101,8 @@ def _step_lines(step: Step) -> list[str]:
         return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
         return _mask_call(step)
+    if step.method in PATTERN_METHODS:
+        return pattern_lines(step)
     module_name, tensor_name = split_address(step.targets[0])  # a single-tensor step
     if step.ties:
         return local_lines(step, _module_expr(module_name), tensor_name)

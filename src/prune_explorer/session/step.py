@@ -77,7 +77,8 @@ class Step:
     method : str
         One of ``"identity"``, ``"random_unstructured"``, ``"l1_unstructured"``,
         ``"random_structured"``, ``"ln_structured"``, ``"custom_from_mask"``,
-        ``"global_unstructured"`` or ``"remove"`` (the names of ``torch.nn.utils.prune``).
+        ``"global_unstructured"`` or ``"remove"`` (the names of ``torch.nn.utils.prune``), or
+        ``"semi_structured"`` / ``"block_structured"`` (our two hardware patterns).
     target : str or sequence of str
         Tensor address, e.g. ``"features.0.weight"``; a list of addresses for
         ``global_unstructured``.
@@ -87,7 +88,8 @@ class Step:
     **settings
         Exactly the method's settings: ``amount``; ``amount, dim``; ``amount, n, dim``; ``mask``
         (tensor of 0/1, stored bit-packed); ``pruning_method, amount`` (global, where
-        ``pruning_method`` is ``"l1_unstructured"`` or ``"random_unstructured"``).
+        ``pruning_method`` is ``"l1_unstructured"`` or ``"random_unstructured"``);
+        ``pattern, dim`` (semi_structured); ``amount, block, n`` (block_structured).
 
     Raises
     ------

@@ -38,6 +38,7 @@ from prune_explorer.viz.figures import (
     label_axes,
     legend_below,
 )
+from prune_explorer.viz.patterns import draw_pattern_lines
 from prune_explorer.viz.pooling import (
     MaxCells,
     PooledView,
@@ -238,5 +239,8 @@ def plot_mask(
     )
     if view.kind == "channels":
         text += "\n" + _channel_summary(view)
+    elif view.kind in ("matrix", "flat") and isinstance(settings, Mapping):
+        draw_pattern_lines(ax, view.source_shape, method, settings,
+                           full_resolution=pooled.full_resolution)
     ax.set_title(text, fontsize="medium")
     return MaskPlot(image, bar, legend, view, pooled, mode)

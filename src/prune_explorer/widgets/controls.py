@@ -2,7 +2,8 @@
 
 Which controls a method uses comes from the session's method table
 (:data:`prune_explorer.session.methods.METHODS`): ``amount``, ``n`` and ``dim`` settings show
-their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note.
+their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note;
+``pattern`` (``"N:M"``) and ``block`` (e.g. ``4,4``) those of the two hardware patterns.
 The others are hidden and disabled.
 
 Examples
@@ -25,7 +26,8 @@ import ipywidgets as widgets
 
 from prune_explorer.session.methods import GLOBAL_METHODS, METHODS
 
-__all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PruningControls", "parse_n"]
+__all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "PruningControls",
+           "parse_block", "parse_n"]
 
 #: Methods offered, in the order of the session's table (``remove`` is the Commit tab).
 METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
@@ -33,6 +35,8 @@ METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
     for name in METHODS
     if name != "remove"
 )
+#: Suggestions for the N:M pattern of ``semi_structured``; any "N:M" can be typed.
+PATTERN_CHOICES = ("2:4", "1:4", "4:8", "1:2")
 #: Suggestions for the norm order ``n``; any number can be typed.
 N_CHOICES = ("1", "2", "inf", "-inf", "fro", "nuc")
 LAYOUT_CHOICES = (("matrix", "auto"), ("kernels", "kernels"), ("channels", "channels"))
@@ -60,6 +64,16 @@ def parse_n(text: str) -> int | float | str:
         return float(text)
     except ValueError:
         return text
+
+
+def parse_block(text: str) -> tuple[int, ...] | str:
+    """The block shape typed in the ``block`` box ("4,4" or "4x4"), or the text if it is not
+    one (the session's validation then names what is accepted)."""
+    parts = str(text).replace("x", ",").split(",")
+    try:
+        return tuple(int(part) for part in parts)
+    except ValueError:
+        return str(text)
 
 
 def uses(method: str) -> set[str]:
@@ -117,6 +131,12 @@ class PruningControls:
             options=[], value=[], rows=5, description="targets", layout=_wide(), style=_STYLE,
         )
         self.custom = widgets.HTML(value="")
+        self.pattern = widgets.Combobox(
+            options=PATTERN_CHOICES, value="2:4", ensure_option=False, description="pattern",
+            placeholder="N:M, e.g. 2:4", layout=_wide(), style=_STYLE,
+        )
+        self.block = widgets.Text(value="4,4", description="block", placeholder="e.g. 4,4",
+                                  layout=_wide(), style=_STYLE)
         self.layout = widgets.Dropdown(
             options=LAYOUT_CHOICES, value="auto", description="view", layout=_wide(), style=_STYLE
         )
@@ -130,10 +150,13 @@ class PruningControls:
             "global_method": self.global_method,
             "global_targets": self.global_targets,
             "custom": self.custom,
+            "pattern": self.pattern,
+            "block": self.block,
         }
         self.box = widgets.VBox([
-            self.method, self.amount_mode, self.amount, self.count, self.left, self.n, self.dim,
-            self.global_method, self.global_targets, self.custom, self.layout,
+            self.method, self.amount_mode, self.amount, self.count, self.left, self.pattern,
+            self.block, self.n, self.dim, self.global_method, self.global_targets, self.custom,
+            self.layout,
         ])
         self.rank = 2
         self._left: Mapping[str, Any] = {"entries": 0, "dim": []}
@@ -190,6 +213,8 @@ class PruningControls:
         _show(self.global_method, "global" in used)
         _show(self.global_targets, "global" in used)
         _show(self.custom, "custom" in used)
+        _show(self.pattern, "pattern" in used)
+        _show(self.block, "block" in used)
         count, unit = self.units_left
         self.left.value = f'<span class="pe-left-text">{count:,} {unit} left to prune</span>'
 
@@ -218,10 +243,15 @@ class PruningControls:
             out["dim"] = int(self.dim.value)
         if "custom" in used:
             out["mask"] = custom_mask
+        if "pattern" in used:
+            out["pattern"] = str(self.pattern.value).strip()
+        if "block" in used:
+            out["block"] = parse_block(self.block.value)
         return out
 
     def observe_all(self, callback: Any) -> None:
         """Call ``callback(change)`` when any control's value changes."""
         for widget in (self.method, self.amount_mode, self.amount, self.count, self.n, self.dim,
-                       self.global_method, self.global_targets, self.layout):
+                       self.global_method, self.global_targets, self.layout, self.pattern,
+                       self.block):
             widget.observe(callback, names="value")

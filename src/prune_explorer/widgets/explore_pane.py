@@ -82,7 +82,7 @@ class ExplorePane:
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
-                     "global_method", "global_targets", "custom", "layout"):
+                     "global_method", "global_targets", "custom", "layout", "pattern", "block"):
             ui.add(name, getattr(c, name))
         self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
         ui.add("preview", self.preview_pane.image)

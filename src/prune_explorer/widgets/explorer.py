@@ -48,6 +48,7 @@ from .export import ExportPane
 from .history import HistoryPane
 from .html import esc, percent
 from .preview import MaskSummary, PreviewRequest
+from .shrink import ShrinkPane
 from .status import Progress, StatusBar
 from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
@@ -172,10 +173,13 @@ class Explorer:
         self.history_pane = HistoryPane(self)
         self.compare_pane = ComparePane(self)
         self.commit_pane = CommitPane(self)
+        self.example_inputs: Any = None  # one input batch, for Shrink (demo models: own)
+        self.shrink_pane = ShrinkPane(self)
         self.export_pane = ExportPane(self)
+        commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
         tabs = widgets.Tab(
             children=[self.explore_pane.box, self.history_pane.box, self.compare_pane.box,
-                      self.commit_pane.box, self.export_pane.box],
+                      commit_tab, self.export_pane.box],
             titles=TAB_TITLES,
         )
         self.ui.add("tabs", tabs)

@@ -1,0 +1,82 @@
+"""The Shrink action of the Commit tab: a physically smaller copy of the model, measured.
+
+*Shrink* (``pe-shrink``) calls :meth:`Session.shrink` on example inputs -- the explorer's
+``example_inputs``, or one zero batch in the demo models' own input layout -- and shows the
+report (parameters, FLOPs, state_dict bytes, CPU latency, before and after; channels removed and
+kept). The new model is :attr:`ShrinkPane.report` ``.model``; the session's model and its history
+are unchanged, and shrinking is not an undoable step, which the pane says.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)),
+...               debounce=None)
+>>> ex.example_inputs = torch.zeros(1, 4)
+>>> ex.ui.shrink.click()
+>>> type(ex.shrink_pane.report).__name__
+'ShrinkReport'
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from .errors import WidgetInputError
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["ShrinkPane", "example_inputs_for"]
+
+_DEMO_SHAPES = {"flat": (1, 64), "image": (1, 1, 8, 8)}
+
+
+def example_inputs_for(explorer: Explorer) -> Any:
+    """The explorer's ``example_inputs``, else a zero batch for a demo model's layout."""
+    given = getattr(explorer, "example_inputs", None)
+    if given is not None:
+        return given
+    layout = getattr(explorer.model, "input_layout", None)
+    if layout in _DEMO_SHAPES:
+        import torch
+
+        device = next(explorer.model.parameters()).device
+        return torch.zeros(_DEMO_SHAPES[layout], device=device)
+    raise WidgetInputError("Shrink: set explorer.example_inputs to one input batch of the model "
+                           "(e.g. torch.zeros(1, 3, 32, 32)) so that it can be traced")
+
+
+class ShrinkPane:
+    """The Shrink button and its report."""
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.ex = explorer
+        self.button = explorer.ui.add("shrink", widgets.Button(
+            description="Shrink", tooltip="remove the channels pruning made dead, in a new "
+            "model (the session's model is unchanged)"))
+        self.details = explorer.ui.add("shrink_details", widgets.HTML(value=""))
+        hint = widgets.HTML(
+            "<b>Shrink</b> builds a new, smaller model without the channels the structured "
+            "masks made dead (Torch-Pruning removes them with their dependent layers) and "
+            "measures both. The session's model is unchanged and shrink is <b>not</b> part of "
+            "undo; the new model is <code>explorer.shrink_pane.report.model</code>."
+        )
+        self.box = widgets.VBox([hint, self.button, self.details])
+        self.report: Any = None
+        self.button.on_click(lambda _: self.do_shrink())
+
+    def do_shrink(self) -> None:
+        """Shrink a copy of the model and show the report."""
+        def run(_: Any) -> Any:
+            report = self.ex.session.shrink(example_inputs_for(self.ex), repeats=5)
+            self.report = report
+            self.details.value = report._repr_html_()
+            return report
+
+        self.ex.act("Shrink", run,
+                    done=lambda r: f"Shrink: removed {sum(r.removed.values())} channels in a "
+                                   "new model (the session's model is unchanged)")
