@@ -11,7 +11,7 @@ import torch.nn.utils.prune as theirs
 from torch import nn
 
 from prune_explorer import prune
-from prune_explorer.prune.validation import CONSTRAINTS, METHOD_PARAMETERS
+from prune_explorer.prune.validation import CONSTRAINTS, METHOD_PARAMETERS, pattern_counts
 
 
 # --------------------------------------------------------------------------- references
@@ -273,3 +273,10 @@ def test_constraint_table_covers_every_pattern_parameter():
 ])
 def test_satisfies_pattern(mask, pattern, dim, ok):
     assert prune.satisfies_pattern(mask, pattern, dim) is ok
+
+
+def test_pattern_counts_reads_an_accepted_pattern_and_refuses_any_other():
+    assert pattern_counts(" 2 : 4 ") == (2, 4)
+    for bad in ("5:4", "2-4", None):
+        with pytest.raises(ValueError, match=r"pattern_counts: pattern must be a string 'N:M'"):
+            pattern_counts(bad)

@@ -53,7 +53,7 @@ from torch import nn
 
 from ._base import _is_all_ones_view, times_default
 from .methods import BasePruningMethod
-from .validation import check, check_dim, count_to_prune, parse_pattern, problem
+from .validation import check, check_dim, count_to_prune, parse_pattern, pattern_counts, problem
 
 __all__ = [
     "BlockStructured",
@@ -132,7 +132,7 @@ class SemiStructured(BasePruningMethod):
         self.dim = dim
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        keep_n, m = parse_pattern(self.pattern)  # type: ignore[misc]
+        keep_n, m = pattern_counts(self.pattern)
         dim = check_group_dim(t, self.dim, m, self.where)
         moved = _keys(t, default_mask).movedim(dim, -1)
         groups = moved.reshape(-1, m)  # one row per group of m neighbours
@@ -324,7 +324,7 @@ def satisfies_pattern(mask: torch.Tensor, pattern: str = "2:4", dim: int = -1) -
     False
     """
     check("satisfies_pattern", "pattern", pattern)
-    keep_n, m = parse_pattern(pattern)  # type: ignore[misc]
+    keep_n, m = pattern_counts(pattern)
     if mask.dim() == 0:
         return False
     d = check_dim(dim, mask.dim(), "satisfies_pattern")

@@ -48,6 +48,7 @@ __all__ = [
     "is_int",
     "nparams_to_prune",
     "parse_pattern",
+    "pattern_counts",
     "problem",
     "show_value",
 ]
@@ -109,6 +110,16 @@ def parse_pattern(pattern: Any) -> tuple[int, int] | None:
         return None
     n, m = int(match.group(1)), int(match.group(2))
     return (n, m) if m >= 1 and 0 <= n <= m else None
+
+
+def pattern_counts(pattern: Any) -> tuple[int, int]:
+    """``(N, M)`` of an ``"N:M"`` pattern that the ``"pattern"`` constraint accepts (callers check
+    it first; anything else raises ``ValueError``)."""
+    parsed = parse_pattern(pattern)
+    if parsed is None:
+        raise ValueError(problem("pattern_counts", "pattern", CONSTRAINTS["pattern"].rule,
+                                 pattern))
+    return parsed
 
 
 def _pattern_error(value: Any) -> type[Exception] | None:

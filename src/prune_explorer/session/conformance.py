@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from prune_explorer.prune.patterns import parse_pattern
+from prune_explorer.prune.validation import pattern_counts
 
 from .methods import check_pattern
 
@@ -56,7 +56,7 @@ def _group_max(tensor: torch.Tensor, m: int, dim: int) -> int | None:
 def pattern_report(session: Any, pattern: str = "2:4", dim: int = -1) -> pd.DataFrame:
     """One row per tensor of ``session``: does it satisfy ``pattern`` along ``dim``?"""
     check_pattern(pattern, "pattern_report")
-    keep_n, m = parse_pattern(pattern)  # type: ignore[misc]
+    keep_n, m = pattern_counts(pattern)
     rows = []
     for name in session.names:
         tensor = session.tensor(name)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from prune_explorer.prune.patterns import parse_pattern
+from prune_explorer.prune.validation import pattern_counts
 
 from .pysource import py_attribute, py_str
 from .step import Step, split_address
@@ -67,7 +67,7 @@ def _prelude(tensor_name: str) -> tuple[str, str, list[str]]:
 
 
 def _semi_lines(step: Step, tensor_name: str) -> list[str]:
-    keep_n, m = parse_pattern(step.settings["pattern"])  # type: ignore[misc]
+    keep_n, m = pattern_counts(step.settings["pattern"])
     dim = int(step.settings["dim"])
     weight, _, prelude = _prelude(tensor_name)
     return [
@@ -123,7 +123,7 @@ def _block_lines(step: Step, tensor_name: str) -> list[str]:
 
 def pattern_lines(step: Step) -> list[str]:
     """Snippet lines that prune ``step.target`` as ``step`` (a pattern step) does."""
-    module_name, tensor_name = split_address(step.target)  # type: ignore[arg-type]
+    module_name, tensor_name = split_address(step.targets[0])  # a single-tensor step
     lines = [_module_line(module_name)]
     if step.method == "semi_structured":
         return lines + _semi_lines(step, tensor_name)
