@@ -56,12 +56,11 @@ class MethodSpec:
     """What the session knows about one pruning method.
 
     ``settings`` are the required keyword settings, in the order torch's function takes them;
-    ``function`` and ``cls`` are the names in ``torch.nn.utils.prune``.
+    ``name`` is also the function's name in ``torch.nn.utils.prune`` and ``cls`` its class's.
     """
 
     name: str
     settings: tuple[str, ...]
-    function: str
     cls: str | None
     random: bool = False
     structured: bool = False
@@ -73,7 +72,7 @@ def _core_spec(name: str, random: bool = False, structured: bool = False) -> Met
     supplies)."""
     cls, params = METHOD_PARAMETERS[name]
     settings = tuple(p for p in params if p not in ("generator", "ties"))
-    return MethodSpec(name, settings, name, cls, random=random, structured=structured)
+    return MethodSpec(name, settings, cls, random=random, structured=structured)
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -89,9 +88,8 @@ METHODS: dict[str, MethodSpec] = {
         # snippets build their masks with plain torch, see session/patterncode.py)
         _core_spec("semi_structured"),
         _core_spec("block_structured"),
-        MethodSpec("global_unstructured", ("pruning_method", "amount"), "global_unstructured",
-                   None),
-        MethodSpec("remove", (), "remove", None),
+        MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
+        MethodSpec("remove", (), None),
     )
 }
 
