@@ -251,8 +251,8 @@ def test_a_step_that_is_not_an_object_names_its_index():
          r"Plan.apply: steps\[2\]: dim must be in \[-4, 3\] for 'features.0.weight' of shape "
          r"\(4, 3, 3, 3\); got 4"),
         (Step("l1_unstructured", "classifier.bias", amount=6),
-         r"Plan.apply: steps\[2\]: amount 6 is more than the 5 entries of 'classifier.bias' "
-         r"still unpruned"),
+         r"Plan.apply: steps\[2\]: amount must be at most the number of entries of "
+         r"'classifier.bias' still unpruned \(5\); got 6"),
         (Step("custom_from_mask", "classifier.bias", mask=torch.ones(4)),
          r"Plan.apply: steps\[2\]: mask must have the shape of 'classifier.bias', \(5,\); got "
          r"shape \(4,\)"),

@@ -145,6 +145,7 @@ def test_compare_rejects_bad_input_naming_the_call():
     with pytest.raises(ValueError, match=r"Session.compare_global_local: amount must be a float "
                                          r"in \[0, 1\] or an int >= 0; got 1.5"):
         s.compare_global_local(["0.weight"], 1.5)
-    with pytest.raises(ValueError, match=r"Session.compare_global_local: amount 31 is more than "
-                                         r"the 30 entries still unpruned in targets"):
+    with pytest.raises(ValueError, match=r"Session.compare_global_local: amount must be at most "
+                                         r"the number of entries still unpruned in targets "
+                                         r"\(30\); got 31"):
         s.compare_global_local(["0.weight"], 31)

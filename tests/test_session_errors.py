@@ -34,8 +34,8 @@ CASES = [
     ("apply", (W, "l1_unstructured"), {"amount": True},
      "Session.apply: amount must be a float in [0, 1] or an int >= 0; got True"),
     ("apply", (W, "l1_unstructured"), {"amount": lambda left: left + 1},
-     "Session.apply: amount {over} is more than the {left} entries of 'features.2.weight' still "
-     "unpruned"),
+     "Session.apply: amount must be at most the number of entries of 'features.2.weight' still "
+     "unpruned ({left}); got {over}"),
     ("apply", (W, "l1_unstructured"), {},
      "Session.apply: missing setting 'amount' for l1_unstructured; it needs: amount"),
     ("apply", (W, "l1_unstructured"), {"amount": 0.5, "dim": 0},
@@ -49,8 +49,8 @@ CASES = [
     ("apply", (W, "ln_structured"), {"amount": 0.5, "n": 2, "dim": 1.0},
      "Session.apply: dim must be an int; got 1.0"),
     ("apply", (W, "ln_structured"), {"amount": 6, "n": 2, "dim": 0},
-     "Session.apply: amount 6 is more than the 5 channels of 'features.2.weight' along dim 0 "
-     "still unpruned"),
+     "Session.apply: amount must be at most the number of channels of 'features.2.weight' "
+     "along dim 0 still unpruned (5); got 6"),
     ("apply", (W, "ln_structured"), {"amount": 1, "n": "fro", "dim": 0},
      "Session.apply: n must be a number for 'features.2.weight' of shape (6, 4, 3, 3) ('fro' "
      "runs over at most two dims: only for tensors of at most 3-D; n=2 is the same norm); "
@@ -60,8 +60,8 @@ CASES = [
      "(6, 4, 3, 3) ('nuc' is a matrix norm: only for 3-D tensors, whose slices are matrices); "
      "got 'nuc'"),
     ("apply", ("features.2.bias", "random_structured"), {"amount": 1, "dim": 0},
-     "Session.apply: random_structured prunes whole slices along dim and needs a tensor with "
-     "at least 2 dims; 'features.2.bias' has shape (6,)"),
+     "Session.apply: tensor 'features.2.bias' must be at least 2-D for structured pruning "
+     "(use an unstructured method for 1-D tensors such as biases); got shape (6,)"),
     ("apply", (W, "custom_from_mask"), {"mask": torch.ones(6, 4)},
      "Session.apply: mask must have the shape of 'features.2.weight', (6, 4, 3, 3); got shape "
      "(6, 4)"),
@@ -96,8 +96,8 @@ CASES = [
      "Session.apply_global: pruning_method must be one of 'l1_unstructured', "
      "'random_unstructured'; got 'ln_structured'"),
     ("apply_global", ([W, "classifier.weight"],), {"amount": lambda left: left + 31},
-     "Session.apply_global: amount {over} is more than the {left_30} entries still unpruned in "
-     "targets"),
+     "Session.apply_global: amount must be at most the number of entries still unpruned in "
+     "targets ({left_30}); got {over}"),
     ("preview", (W, "ln_structured"), {"amount": 0.5, "n": 2, "dim": -5},
      "Session.preview: dim must be in [-4, 3] for 'features.2.weight' of shape (6, 4, 3, 3); "
      "got -5"),

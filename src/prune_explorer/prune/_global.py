@@ -124,7 +124,8 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     alive = [None if e.old_mask is None else (e.old_mask.reshape(-1) == 1) for e in entries]
     counts = [e.current.numel() if a is None else int(torch.count_nonzero(a))
               for e, a in zip(entries, alive, strict=True)]
-    k = count_to_prune(method.amount, sum(counts), method.where, "entries left across tensors")
+    k = count_to_prune(method.amount, sum(counts), method.where,
+                       "prunable entries left across tensors")
     if k == 0:
         return [torch.ones_like(e.current) if e.old_mask is None else e.old_mask.clone()
                 for e in entries]

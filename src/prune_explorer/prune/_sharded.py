@@ -217,7 +217,7 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
         totals = [t if a is None else int(c) for t, a, c in
                   zip(totals, alive, _radix.all_reduce(counts, group).tolist(), strict=True)]
     k = _count(method, sum(totals), where,
-               "entries left across tensors" if len(parts) > 1 else "entries")
+               "prunable entries left across tensors" if len(parts) > 1 else "prunable entries")
     if k == 0:
         return [torch.ones(p.layout.local_shape, dtype=p.dtype, device=p.scores.device)
                 if p.default is None else p.default.to(p.dtype, copy=True) for p in parts]
@@ -297,7 +297,7 @@ def _structured(layout: Layout, method: Any, kind: str, scores: torch.Tensor,
         sums[lo:lo + n] = default.sum(dim=others)
         alive = _radix.all_reduce(sums, layout.group) != 0
     n_alive = int(torch.count_nonzero(alive))
-    k = _count(method, n_alive, where, f"slices along dim {method.dim}")
+    k = _count(method, n_alive, where, f"prunable slices along dim {method.dim}")
     keep_alive: torch.Tensor | None = None
     if kind == "ln" and k > 0:
         norms = _slice_norms(layout, scores, method.n, dim, others)[alive]

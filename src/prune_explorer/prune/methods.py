@@ -95,7 +95,7 @@ class _Unstructured(BasePruningMethod):
         raise NotImplementedError
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
-        k = count_to_prune(self.amount, t.nelement(), self.where, "entries")
+        k = count_to_prune(self.amount, t.nelement(), self.where, "prunable entries")
         if k == 0:
             return default_mask.clone(memory_format=torch.contiguous_format)
         with torch.no_grad():
@@ -219,7 +219,7 @@ class _Structured(BasePruningMethod):
         check_structured(t, self.where, self._tensor_name)
         dim = check_dim(self.dim, t.dim(), self.where)
         return dim, count_to_prune(self.amount, t.shape[dim], self.where,
-                                   f"slices along dim {self.dim}")
+                                   f"prunable slices along dim {self.dim}")
 
     @staticmethod
     def _mask(t: torch.Tensor, dim: int, keep: torch.Tensor, default_mask: torch.Tensor

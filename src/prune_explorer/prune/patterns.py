@@ -242,7 +242,7 @@ class BlockStructured(BasePruningMethod):
         else:
             live = block_view(default_mask != 0, block).any(dim=-1).reshape(-1)
         n_live = int(live.sum())
-        k = count_to_prune(self.amount, n_live, where, "blocks")
+        k = count_to_prune(self.amount, n_live, where, "prunable blocks")
         keys = norms.reshape(-1).masked_fill(~live, float("-inf"))
         pruned = torch.argsort(keys, stable=True)[: k + live.numel() - n_live]
         keep_blocks = torch.ones(keys.shape, dtype=default_mask.dtype, device=t.device)

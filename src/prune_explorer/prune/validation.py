@@ -198,11 +198,11 @@ def nparams_to_prune(amount: numbers.Real, size: int) -> int:
     return round(float(amount) * size)
 
 
-def count_to_prune(amount: Any, size: int, where: str, what: str = "units") -> int:
+def count_to_prune(amount: Any, size: int, where: str, what: str = "prunable units") -> int:
     """How many of ``size`` units to prune; an int ``amount`` must not exceed ``size``."""
     if is_int(amount) and amount > size:
         raise ValueError(
-            problem(where, "amount", f"at most the number of prunable {what} ({size})", amount)
+            problem(where, "amount", f"at most the number of {what} ({size})", amount)
         )
     return nparams_to_prune(amount, size)
 
@@ -211,9 +211,10 @@ def check_structured(t: torch.Tensor, where: str, name: str | None = None) -> No
     """Structured pruning removes slices along ``dim``, so it needs at least two dimensions."""
     if t.dim() <= 1:
         what = f"tensor {name!r}" if name else "the pruned tensor"
+        # the template of problem(), with the shape shown as a shape rather than a quoted string
         raise ValueError(
-            problem(where, what, "at least 2-D for structured pruning (use an unstructured "
-                    "method for 1-D tensors such as biases)", f"shape {tuple(t.shape)}")
+            f"{where}: {what} must be at least 2-D for structured pruning (use an unstructured "
+            f"method for 1-D tensors such as biases); got shape {tuple(t.shape)}"
         )
 
 

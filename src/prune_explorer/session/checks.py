@@ -17,8 +17,8 @@ Examples
 ...     check_step(model, discover(model), step, "Session.apply")
 ... except ValueError as err:
 ...     print(err)  # doctest: +NORMALIZE_WHITESPACE
-Session.apply: ln_structured prunes whole slices along dim and needs a tensor with at least 2
-dims; '0.bias' has shape (3,)
+Session.apply: tensor '0.bias' must be at least 2-D for structured pruning (use an unstructured
+method for 1-D tensors such as biases); got shape (3,)
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ def unpruned_channels(module: nn.Module, tensor_name: str, dim: int) -> int:
     return int(torch.count_nonzero(mask.sum(dim=others) != 0))
 
 
+def _fits(amount: int, left: int, where: str, what: str) -> None:
+    # The core's count rule (one template), worded with what the session knows is left.
+    with core_errors("amount"):
+        validation.count_to_prune(amount, left, where, what)
+
+
 def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where: str) -> None:
     """Raise :class:`InvalidStepError` if ``step`` cannot run on ``model`` as it is now."""
     field = "targets" if step.is_global else "target"
@@ -86,24 +92,15 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
             )
         if isinstance(amount, int):
             left = sum(unpruned_entries(m, t) for m, t in pairs)
-            if amount > left:
-                raise InvalidStepError(
-                    f"{where}: amount {amount} is more than the {left} entries still unpruned "
-                    f"in targets",
-                    "amount",
-                )
+            _fits(amount, left, where, "entries still unpruned in targets")
         return
 
     module, tensor_name = pairs[0]
     tensor = getattr(module, tensor_name)
     shape = tuple(tensor.shape)
     if step.spec.structured:
-        if tensor.dim() < 2:
-            raise InvalidStepError(
-                f"{where}: {step.method} prunes whole slices along dim and needs a tensor with "
-                f"at least 2 dims; {step.target!r} has shape {shape}",
-                "target",
-            )
+        with core_errors("target"):
+            validation.check_structured(tensor, where, step.targets[0])
         dim = step.settings["dim"]
         of = f"{step.target!r} of shape {shape}"
         with core_errors("dim"):
@@ -113,20 +110,11 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
                 validation.check_norm_rank(step.settings["n"], tensor.dim(), where, of)
         if isinstance(amount, int):
             left = unpruned_channels(module, tensor_name, dim)
-            if amount > left:
-                raise InvalidStepError(
-                    f"{where}: amount {amount} is more than the {left} channels of "
-                    f"{step.target!r} along dim {dim} still unpruned",
-                    "amount",
-                )
+            _fits(amount, left, where,
+                  f"channels of {step.targets[0]!r} along dim {dim} still unpruned")
     elif isinstance(amount, int):
         left = unpruned_entries(module, tensor_name)
-        if amount > left:
-            raise InvalidStepError(
-                f"{where}: amount {amount} is more than the {left} entries of {step.target!r} "
-                "still unpruned",
-                "amount",
-            )
+        _fits(amount, left, where, f"entries of {step.targets[0]!r} still unpruned")
     elif step.method == "custom_from_mask":
         mask_shape = step.settings["mask"].shape
         if mask_shape != shape:
