@@ -594,11 +594,38 @@ def test_unexpected_errors_become_messages_with_their_type(ex, monkeypatch):
 def test_preview_mentions_zeros_left_by_a_commit(ex):
     ex.ui.apply.click()  # 29 of 96 masked
     ex.session.commit()
-    stats = ex.preview_stats
-    assert stats.pruned_before == 0  # no mask any more
-    assert "29 unmasked entries are already exactly 0" in ex.ui.preview_info.value
+    assert ex.preview_stats.pruned_before == 29  # no mask any more, but 29 zeros
+    assert "29 entries are exactly 0 without a mask" in ex.ui.preview_info.value
     ex.ui.tensor.value = "2.weight"
-    assert "unmasked entries" not in ex.ui.preview_info.value
+    assert "without a mask" not in ex.ui.preview_info.value
+
+
+def test_after_a_commit_the_picture_and_counts_include_the_committed_zeros(ex):
+    ex.ui.method.value = "global_unstructured"
+    ex.ui.global_targets.value = ("0.weight", "2.weight")
+    ex.ui.amount.value = 0.6
+    ex.ui.apply.click()
+    ex.session.commit()
+    zeros = int((ex.model[0].weight == 0).sum())
+    assert zeros == ex.session.report()["zeros"][0] > 0
+    # A non-target tensor shows its committed zeros, not an all-kept picture.
+    ex.ui.global_targets.value = ("2.weight",)
+    assert "not among the global targets" in ex.ui.preview_info.value
+    assert ex.preview_array.mean() == pytest.approx(1 - zeros / 96)
+    assert "sparsity 0.0%" not in ex.preview_pane.picture.ax.get_title()
+    # An L1 step smaller than what is already zero selects only zeros: it prunes nothing more.
+    ex.ui.method.value = "l1_unstructured"
+    ex.ui.amount.value = 0.25
+    stats = ex.preview_stats
+    assert stats.pruned_before == stats.pruned_after == zeros
+    assert stats.newly_pruned == 0
+    assert f"already pruned: {zeros:,}" in ex.ui.preview_info.value
+    assert "this step prunes 0 more entries" in ex.ui.preview_info.value
+    assert ex.preview_array.mean() == pytest.approx(1 - zeros / 96)
+    # More than what is zero: the new entries are counted once.
+    ex.ui.amount.value = 0.9
+    assert ex.preview_stats.pruned_after == int((ex.preview_mask == 0).sum())
+    assert ex.preview_stats.newly_pruned == int((ex.preview_mask == 0).sum()) - zeros
 
 
 class _Odd(nn.Module):

@@ -319,7 +319,7 @@ class PreviewPane:
         """Render the picture into the Image and write the counts next to it.
 
         ``unmasked_zeros`` counts entries that are exactly 0 without being masked (committed
-        pruning, or zero weights); they are mentioned because magnitude methods take them first.
+        pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
         numel = math.prod(shape)
@@ -335,8 +335,8 @@ class PreviewPane:
             body += "".join(f'<div class="{c}">{esc(t)}</div>' for c, t in stats.lines())
         if unmasked_zeros > 0:
             body += (
-                f'<div class="pe-info-zeros">{unmasked_zeros:,} unmasked entries are already '
-                "exactly 0 (committed pruning or zero weights)</div>"
+                f'<div class="pe-info-zeros">{unmasked_zeros:,} entries are exactly 0 without '
+                "a mask (committed pruning or zero weights); they count as pruned</div>"
             )
         self.info.value = head + body
 
