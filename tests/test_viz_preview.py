@@ -37,7 +37,7 @@ def test_update_puts_the_exact_pooled_fractions_behind_the_same_image():
     # no new figure, axes or image per frame
     assert preview.image is image
     assert preview.figure is figure
-    assert len(preview.ax.images) == 1
+    assert len(preview.ax.images) == 2  # the mask and the overlay of what a step prunes
     assert len(figure.axes) == 2  # the picture and its colour bar
 
 
@@ -67,9 +67,35 @@ def test_title_states_tensor_method_settings_and_sparsity():
         settings={"amount": 0.35}, module_type="Linear",
     )
     title = preview.ax.get_title()
-    assert title.startswith("fc.weight\nl1_unstructured(amount=0.35) · sparsity 35.0%")
+    assert title.startswith(
+        "fc.weight · current state\nl1_unstructured(amount=0.35) · sparsity 35.0%"
+    )
     assert title.endswith(f"cell = {pooled.block_text()}")
     assert preview.ax.get_xlabel() == "in features (dim 1)"
+
+
+def test_a_step_is_drawn_as_kept_pruned_before_and_pruned_by_this_step():
+    before = torch.ones(4, 6, dtype=torch.bool)
+    before[0] = False  # 6 pruned before
+    after = before.clone()
+    after[1, :3] = False  # 3 pruned by the step
+    preview = MaskPreview(figsize=(4, 3), dpi=80)
+    preview.update(after, name="fc.weight", method="l1_unstructured", settings={"amount": 3},
+                   before=before)
+    base = np.asarray(preview.image.get_array())
+    new = preview.new_image.get_array()
+    assert base[0].tolist() == [0.0] * 6 and base[1, :3].tolist() == [0.0] * 3
+    assert new.mask[0].all() and not new.mask[1, :3].any() and new.mask[1, 3:].all()
+    assert new[1, :3].tolist() == [1.0] * 3
+    title = preview.ax.get_title()
+    assert title.startswith("fc.weight · preview of the next step\n")
+    assert "sparsity 25.0% now → 37.5% after" in title
+    labels = [t.get_text() for t in preview.legend.get_texts()]
+    assert labels == ["kept", "pruned before", "pruned by this step"]
+    # The same picture without a step: the current state, nothing marked as new.
+    preview.update(after, name="fc.weight")
+    assert preview.new_image.get_array().mask.all()
+    assert preview.ax.get_title() == "fc.weight · current state\nsparsity 37.5%"
 
 
 def test_png_matches_a_full_render_of_the_figure():

@@ -271,7 +271,8 @@ class ExplorePane:
         if mask is None:
             note = f"{request.target} is not among the global targets; showing its current mask"
         pooled = self.preview_pane.draw(shown, request, module_type=module_type,
-                                        plain=note is not None, kept_cells=cells)
+                                        plain=note is not None, kept_cells=cells,
+                                        before=None if mask is None else now.kept)
         if mask is not None:
             stats = PreviewStats.measure(before, mask, request, others=others,
                                          kept_after=pooled.kept_total if exact else None)

@@ -286,12 +286,14 @@ class PreviewPane:
         self.info.add_class("pe-preview-info")
 
     def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
-             plain: bool = False, kept_cells: Any = None) -> PooledView:
+             plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
 
         ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
         ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
         session knows them (:meth:`PreviewRequest.kept_cells`), so the mask is not pooled.
+        ``before``: the state before the step, when ``mask`` is a preview (drawn as three
+        classes: kept, pruned before, pruned by this step).
         """
         layout = request.layout
         if layout == "kernels" and mask.dim() < 3:
@@ -305,6 +307,7 @@ class PreviewPane:
             settings=None if plain else request.title_settings(),
             module_type=module_type,
             kept_cells=kept_cells,
+            before=before,
         )
 
     def publish(
