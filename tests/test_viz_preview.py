@@ -84,8 +84,11 @@ def test_a_step_is_drawn_as_kept_pruned_before_and_pruned_by_this_step():
                    before=before)
     base = np.asarray(preview.image.get_array())
     new = preview.new_image.get_array()
-    assert base[0].tolist() == [0.0] * 6 and base[1, :3].tolist() == [0.0] * 3
-    assert new.mask[0].all() and not new.mask[1, :3].any() and new.mask[1, 3:].all()
+    assert base[0].tolist() == [0.0] * 6
+    assert base[1, :3].tolist() == [0.0] * 3
+    assert new.mask[0].all()
+    assert not new.mask[1, :3].any()
+    assert new.mask[1, 3:].all()
     assert new[1, :3].tolist() == [1.0] * 3
     title = preview.ax.get_title()
     assert title.startswith("fc.weight · preview of the next step\n")
