@@ -89,9 +89,9 @@ class MaskPreview:
     >>> _ = p.update(torch.ones(300, 200), name="fc.weight", method="l1_unstructured",
     ...              settings={"amount": 0.0})
     >>> p.max_cells, p.pooled.shape
-    ((163, 201), (163, 200))
+    ((141, 201), (141, 200))
     >>> repr(p)[:42]
-    'MaskPreview(320x240 px, cells (163, 201), '
+    'MaskPreview(320x240 px, cells (141, 201), '
     """
 
     def __init__(
