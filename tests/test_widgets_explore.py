@@ -319,9 +319,11 @@ def test_count_larger_than_what_is_left_is_an_error_and_changes_nothing():
     assert ex.status.text.startswith("Preview failed: Session.preview: amount")
     assert "97" in ex.status.text
     assert "96" in ex.status.text
-    assert "No preview" in ex.ui.preview_info.value
+    assert ex.preview_pane.stale  # the old picture is dimmed, the message is in one place
+    assert "97" not in ex.ui.preview_info.value
+    assert ex.ui.apply.disabled
     original = state(model)
-    ex.ui.apply.click()
+    ex.apply()  # from code (the button is disabled): refused, nothing changes
     assert ex.status.text.startswith("Apply failed: Session.apply: amount")
     assert_same_state(model, original)
     assert ex.session.steps == ()
@@ -329,8 +331,44 @@ def test_count_larger_than_what_is_left_is_an_error_and_changes_nothing():
     ex.ui.count.value = 96  # a good value brings the preview back
     assert ex.preview_error is None
     assert int((ex.preview_mask == 0).sum()) == 96
-    assert ex.status.text.startswith("Apply failed")  # an action's message stays until the next
+    assert not ex.preview_pane.stale
+    assert not ex.ui.apply.disabled
+    assert ex.status.text == ""  # the Apply error was about the bad value: cleared
     ex.close()
+
+
+def test_an_error_is_shown_once_and_an_ok_message_outlives_later_previews(ex):
+    ex.ui.amount_mode.value = "count"
+    ex.ui.count.value = 500
+    texts = [w.value for w in ex.ui.values() if isinstance(w, type(ex.ui.preview_info))]
+    assert sum("500" in t for t in texts) == 1  # the status line only
+    ex.ui.count.value = 5
+    ex.ui.apply.click()
+    assert ex.status.text.startswith("Applied")
+    ex.ui.count.value = 4
+    assert ex.status.text.startswith("Applied")  # a success is not an error to clear
+
+
+def test_a_busy_indicator_shows_while_an_action_or_a_first_visit_runs(ex, monkeypatch):
+    ex.status.busy_delay = 0  # at once (the explorer waits 0.3 s; no timing in unit tests)
+    seen = []
+    read = ex.session.mask
+
+    def slow_mask(name):
+        seen.append((ex.ui.busy.layout.display, ex.ui.busy.value))
+        return read(name)
+
+    monkeypatch.setattr(ex.session, "mask", slow_mask)
+    ex.ui.tensor.value = "2.weight"  # first visit: its mask is counted
+    assert seen
+    assert seen[0][0] == ""
+    assert "working: reading 2.weight" in seen[0][1]
+    assert ex.ui.busy.layout.display == "none"
+    seen.clear()
+    ex.ui.apply.click()  # apply, then the refresh reads the new masks
+    assert seen
+    assert all(display == "" for display, _ in seen)
+    assert ex.ui.busy.layout.display == "none"
 
 
 def test_a_good_value_clears_the_preview_error():

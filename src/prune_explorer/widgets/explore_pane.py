@@ -94,9 +94,10 @@ class ExplorePane:
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, ui.preview_info],
-                            layout=widgets.Layout(width="420px"))
-        self.box = widgets.HBox([left, ui.preview])
+        left = widgets.VBox([c.box, buttons, ui.preview_info])
+        left.add_class("pe-explore-controls")
+        self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
+        self.box.add_class("pe-explore-row")
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
         ui.undo.on_click(lambda _: explorer.undo())
@@ -246,6 +247,10 @@ class ExplorePane:
 
     # -- rendering (on the worker thread unless debounce is None) ---------------------------------
     def _render(self, request: PreviewRequest) -> None:
+        with self.ex.status.working("preview"):
+            self._draw(request)
+
+    def _draw(self, request: PreviewRequest) -> None:
         session = self.ex.session
         with session.lock:  # one consistent reading of the session
             try:
@@ -288,11 +293,13 @@ class ExplorePane:
         self.render_count += 1
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
-        self.ex.status.clear(source="preview")
+        self.ex.ui.apply.disabled = False
+        self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
 
     def _failed(self, err: BaseException) -> None:
         self.preview_mask = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
-        self.preview_pane.show_error(f"No preview: {self.preview_error}")
+        self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")

@@ -49,6 +49,7 @@ from .history import HistoryPane
 from .html import esc, percent
 from .preview import MaskSummary, PreviewRequest
 from .status import Progress, StatusBar
+from .stylesheet import stylesheet
 from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
 __all__ = ["UI", "Explorer", "explore"]
@@ -184,7 +185,9 @@ class Explorer:
             self.ui.add(name, child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
-        self.widget = widgets.VBox([header, tabs, self.status.widget])
+        self.ui.add("busy", self.status.busy)
+        self.ui.add("stylesheet", stylesheet())
+        self.widget = widgets.VBox([self.ui.stylesheet, header, tabs, self.status.widget])
         self.ui.add("explorer", self.widget)
 
         self._unsubscribe = session.on_change(self._on_session_change)
@@ -290,15 +293,16 @@ class Explorer:
 
     # -- actions (buttons call these) -------------------------------------------------------------
     def act(self, what: str, action: Callable[[Progress], Any], *,
-            done: str | Callable[[Any], str] | None = None) -> Any:
+            done: str | Callable[[Any], str] | None = None, source: str = "action") -> Any:
         """Run a session action at the widget boundary: errors become a status message."""
         with self.session.lock:
-            return self.status.run(what, action, done=done)
+            return self.status.run(what, action, done=done, source=source)
 
     def apply(self) -> None:
-        """Apply the previewed step (the Apply button)."""
+        """Apply the previewed step (the Apply button). Its error is about these controls: the
+        next valid preview clears it."""
         self.act("Apply", lambda _: self.current_request().apply(self.session),
-                 done=lambda step: f"Applied {step!r}")
+                 done=lambda step: f"Applied {step!r}", source="apply")
 
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
@@ -378,8 +382,8 @@ class Explorer:
     def _on_tensor(self, change: dict[str, Any]) -> None:
         if self.is_quiet:
             return
-        with self.quiet():
-            self.explore_pane.refresh_tensor_controls()
+        with self.quiet(), self.status.working(f"reading {change['new']}"):
+            self.explore_pane.refresh_tensor_controls()  # the first visit counts its mask
             self.explore_pane.update_custom_note()
         self.history_pane.invalidate(reset_step=True)
         self.request_preview()

@@ -325,6 +325,8 @@ class PreviewPane:
         pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
+        for widget in (self.image, self.info):
+            widget.remove_class("pe-stale")
         numel = math.prod(shape)
         shape_text = "×".join(str(s) for s in shape) or "scalar"
         head = (
@@ -343,6 +345,13 @@ class PreviewPane:
             )
         self.info.value = head + body
 
-    def show_error(self, text: str) -> None:
-        """Keep the last picture, and say why there is no new preview."""
-        self.info.value = f'<div class="pe-info-error" style="color:#b2182b">{esc(text)}</div>'
+    @property
+    def stale(self) -> bool:
+        """True while the picture and counts are of older settings (see :meth:`mark_stale`)."""
+        return "pe-stale" in self.image._dom_classes
+
+    def mark_stale(self) -> None:
+        """Dim the last picture and strike its counts: they are not of the current controls
+        (the status line says why). The next :meth:`publish` restores them."""
+        for widget in (self.image, self.info):
+            widget.add_class("pe-stale")
