@@ -13,6 +13,7 @@ import torch.nn.utils.prune as torch_prune
 from prune_explorer.viz import MaskPreview, auto_cells, block_edges, render_png
 from prune_explorer.viz.figures import _MIN_AUTO_CELLS
 from prune_explorer.viz.pooling import DEFAULT_MAX_CELLS
+from prune_explorer.viz.preview import MAX_STRETCH
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -22,11 +23,11 @@ def decode(png: bytes) -> np.ndarray:
 def test_update_puts_the_exact_pooled_fractions_behind_the_same_image():
     preview = MaskPreview(figsize=(4, 3), dpi=50)
     image, figure = preview.image, preview.figure
-    rows, cols = preview.max_cells
     rng = np.random.default_rng(0)
     for density in (0.2, 0.7):
         mask = torch.from_numpy(rng.random((1000, 900)) < density)
         pooled = preview.update(mask)
+        rows, cols = preview.max_cells  # one cell per pixel of the axes, shaped to the tensor
         data = np.asarray(preview.image.get_array())
         np.testing.assert_array_equal(data, pooled.values)
         r_edges, c_edges = block_edges(1000, rows), block_edges(900, cols)
@@ -170,3 +171,24 @@ def test_tick_labels_after_the_kernel_grid_are_the_new_views_own(layout):
 
     assert labels(reused.ax) == labels(fresh.ax)
     assert all(text for text in labels(reused.ax)[1])  # every y tick keeps a label
+
+
+@pytest.mark.parametrize(("shape", "layout"), [
+    ((10, 64), "auto"), ((64, 10), "auto"), ((300, 200), "auto"), ((16, 6, 3, 3), "kernels"),
+])
+def test_cells_are_square_and_one_per_pixel_whatever_the_shape(shape, layout):
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(shape, dtype=torch.bool), layout=layout)
+    rows, cols = preview.view.shape
+    box = preview.ax.get_window_extent()
+    # square cells: the axes have the data's aspect (within a pixel of rounding)
+    assert box.width / cols == pytest.approx(box.height / rows, rel=0.02)
+    assert preview.pooled.shape[0] <= box.height + 1
+    assert preview.pooled.shape[1] <= box.width + 1
+
+
+def test_an_extreme_shape_is_stretched_to_a_bounded_ratio_not_a_sliver():
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(2, 4096, dtype=torch.bool))
+    box = preview.ax.get_window_extent()
+    assert box.width / box.height == pytest.approx(MAX_STRETCH, rel=0.02)

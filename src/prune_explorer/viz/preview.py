@@ -29,9 +29,11 @@ from matplotlib.figure import Figure
 
 from prune_explorer.viz import style
 from prune_explorer.viz.diffs import diff_legend_handles
+from prune_explorer.viz.figures import _MIN_AUTO_CELLS as _MIN_CELLS
 from prune_explorer.viz.figures import auto_cells, set_cell_ticks
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
+    DEFAULT_MAX_CELLS,
     MaxCells,
     PooledView,
     _parse_max_cells,
@@ -45,6 +47,10 @@ from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
 # legend of the three classes sits under the axes.
 _AXES_RECT = (0.15, 0.22, 0.63, 0.59)
 _CBAR_RECT = (0.81, 0.22, 0.03, 0.59)
+
+# Square cells wherever the picture is at most this many times taller than wide (or wider than
+# tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
+MAX_STRETCH = 8.0
 
 CURRENT = "current state"
 NEXT_STEP = "preview of the next step"
@@ -89,9 +95,9 @@ class MaskPreview:
     >>> _ = p.update(torch.ones(300, 200), name="fc.weight", method="l1_unstructured",
     ...              settings={"amount": 0.0})
     >>> p.max_cells, p.pooled.shape
-    ((141, 201), (141, 200))
+    ((141, 94), (141, 94))
     >>> repr(p)[:42]
-    'MaskPreview(320x240 px, cells (141, 201), '
+    'MaskPreview(320x240 px, cells (141, 94), s'
     """
 
     def __init__(
@@ -106,6 +112,8 @@ class MaskPreview:
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_axes(_AXES_RECT)
         cax = self.figure.add_axes(_CBAR_RECT)
+        self._auto_cells = max_cells is None
+        self._cap = DEFAULT_MAX_CELLS
         if max_cells is None:  # one cell per pixel of the axes, as the static plots do
             max_cells = auto_cells(self.ax)
         self.max_cells: tuple[int, int] = _parse_max_cells(max_cells, "MaskPreview")
@@ -176,6 +184,7 @@ class MaskPreview:
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
         view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+        self._fit(*view.shape)
         if kept_cells is not None and view.kind in ("matrix", "flat"):
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
@@ -212,7 +221,8 @@ class MaskPreview:
         text += ("\n" if "\n" not in text else " · ") + sparsity
         if not pooled.full_resolution:
             text += f" · cell = {pooled.block_text()}"
-        self.ax.set_title(text, fontsize="small")
+        # Left-aligned from the axes' left edge: a narrow picture does not clip its title.
+        self.ax.set_title(text, fontsize="small", horizontalalignment="left", x=0.0)
         self.pooled = pooled
         self.view = view
         return pooled
@@ -232,7 +242,31 @@ class MaskPreview:
         layout: ``shape[0]`` rows, the other dims flattened into columns; rank >= 2)."""
         rows = shape[0]
         cols = int(np.prod(shape[1:]))
-        return block_edges(rows, self.max_cells[0]), block_edges(cols, self.max_cells[1])
+        cells = self._box(rows, cols)[1]
+        return block_edges(rows, cells[0]), block_edges(cols, cells[1])
+
+    def _box(self, rows: int, cols: int) -> tuple[tuple[float, ...], tuple[int, int]]:
+        # Axes rectangle (figure fractions) for a rows x cols picture -- square cells, top-left
+        # in the room of _AXES_RECT -- and the display cells (one per pixel) that fit it.
+        left, bottom, width, height = _AXES_RECT
+        fig_w, fig_h = self.figure.get_size_inches() * self.figure.dpi
+        room_w, room_h = width * fig_w, height * fig_h
+        ratio = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
+        if ratio > room_h / room_w:
+            box_w, box_h = room_h / ratio, room_h
+        else:
+            box_w, box_h = room_w, room_w * ratio
+        rect = (left, bottom + height - box_h / fig_h, box_w / fig_w, box_h / fig_h)
+        if not self._auto_cells:
+            return rect, self.max_cells
+        cap = _parse_max_cells(self._cap, "MaskPreview")
+        return rect, (max(_MIN_CELLS, min(cap[0], int(box_h))),
+                      max(_MIN_CELLS, min(cap[1], int(box_w))))
+
+    def _fit(self, rows: int, cols: int) -> None:
+        rect, self.max_cells = self._box(rows, cols)
+        if tuple(self.ax.get_position().bounds) != rect:
+            self.ax.set_position(rect)
 
     def _dynamic_artists(self) -> list[Artist]:
         return [self.image, self.new_image, *self.ax.spines.values(), self.ax.title]
