@@ -59,6 +59,8 @@ def test_history_slider_walks_the_steps_and_highlights_what_each_pruned(ex):
     assert len(set(pictures.values())) == 3  # each step draws its own picture
     assert int(ex.history_pane.newly_pruned.sum()) == 24  # step 1: 0.25 * 96
     assert "step 1: l1_unstructured(amount=0.25)" in ex.ui.history_label.value
+    title = ex.history_pane.plot.base.axes.get_title()
+    assert title.startswith("0.weight · state after step 1: l1_unstructured")  # not a preview
     ex.ui.history.value = 2
     assert "ln_structured(amount=0.25, n=2, dim=0)" in ex.ui.history_label.value
     table = ex.ui.history_steps.value
