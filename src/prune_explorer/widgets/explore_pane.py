@@ -94,7 +94,8 @@ class ExplorePane:
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, ui.preview_info])
+        left = widgets.VBox([c.box, buttons, ui.preview_info]
+                            + ([ui.metric] if "metric" in ui else []))
         left.add_class("pe-explore-controls")
         self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
@@ -295,6 +296,8 @@ class ExplorePane:
                                   unmasked_zeros=unmasked_zeros)
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
+        if self.ex.metric is not None:  # off the slider path (background, superseded)
+            self.ex.metric.request(self.ex.version, None if mask is None else masks)
 
     def _failed(self, err: BaseException) -> None:
         self.preview_mask = None

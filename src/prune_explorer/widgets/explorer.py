@@ -47,6 +47,7 @@ from .explore_pane import ExplorePane, check_custom
 from .export import ExportPane
 from .history import HistoryPane
 from .html import esc, percent
+from .metric import Evaluate, MetricReadout
 from .preview import MaskSummary, PreviewRequest
 from .status import Progress, StatusBar
 from .stylesheet import stylesheet
@@ -110,7 +111,12 @@ class Explorer:
         without a newer change; requests superseded meanwhile are dropped, so dragging a slider
         never queues stale pictures. :meth:`flush` waits for the newest one.
     figsize, dpi : optional
-        Size of the preview picture.
+        Size of the preview picture; a larger ``dpi`` (say 120) enlarges picture and fonts
+        alike, for a projector.
+    evaluate : callable, optional
+        ``fn(model) -> float`` or a dict of named floats (test accuracy, say). Shown for the
+        current state and for the previewed step (``pe-metric``), computed in the background
+        on a trial copy of the model; the model is never touched (see :mod:`.metric`).
 
     Attributes
     ----------
@@ -143,6 +149,7 @@ class Explorer:
         debounce: float | None = 0.0,
         figsize: tuple[float, float] = (4.8, 4.0),
         dpi: float = 80,
+        evaluate: Evaluate | None = None,
     ) -> None:
         if session is None:
             if model is None:
@@ -169,6 +176,10 @@ class Explorer:
         self.ui.add("status", self.status.html)
         self.ui.add("progress", self.status.progress)
         self._build_header()
+        self.metric = None if evaluate is None else MetricReadout(session, evaluate,
+                                                                  debounce=debounce)
+        if self.metric is not None:
+            self.ui.add("metric", self.metric.html)
         self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi)
         self.history_pane = HistoryPane(self)
         self.compare_pane = ComparePane(self)
@@ -278,6 +289,8 @@ class Explorer:
         self.explore_pane.runner.flush()
         self.history_pane.runner.flush()
         self.compare_pane.runner.flush()
+        if self.metric is not None:
+            self.metric.runner.flush()
 
     def refresh(self) -> None:
         """Redraw everything from the session (the session's change events call this)."""
@@ -334,6 +347,8 @@ class Explorer:
         self.explore_pane.runner.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
+        if self.metric is not None:
+            self.metric.close()
         self._unsubscribe()
         _close_tree(self.widget)
         for widget in self.ui.values():  # also those not on show (none today, but cheap)
