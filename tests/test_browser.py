@@ -102,6 +102,11 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
         time.sleep(0.2)
     shot(page, "explorer_2_slider_moved.png")
 
+    # 2b. The accuracy readout (explore(model, evaluate=evaluate)): now, and after the step.
+    accuracy = re.search(r"test accuracy before pruning: ([\d.]+%)", joined).group(1)
+    metric = explorer.locator(".pe-metric").first
+    expect(metric).to_contain_text(f"score: now {accuracy} → after this step", timeout=30_000)
+
     # 3. Apply: the picker shows the new sparsity and the status line says what happened.
     before = selected_option(page)
     assert "0.0% pruned" in before
