@@ -24,7 +24,7 @@ def test_readout_shows_now_and_after_the_previewed_step_and_leaves_the_model_alo
     ex.ui.amount.value = 0.25
     assert ex.metric.now == {"zeros": 0.0}
     assert ex.metric.after == {"zeros": 0.25}
-    assert "zeros: now 0.0% → after this step 25.0%" in ex.ui.metric.value
+    assert "zeros: now 0.0% → after this step 25.0% (+25.0 points)" in ex.ui.metric.value
     assert_same_state(model, before)
     ex.ui.apply.click()
     ex.ui.amount.value = 0.5  # half of what is left

@@ -103,8 +103,11 @@ class MetricReadout:
         for key, value in (self.now or {}).items():
             text = f"{esc(key)}: now {_text(value)}"
             if self.after is not None and key in self.after:
-                change = self.after[key] - value
-                text += f" → after this step {_text(self.after[key])} ({change:+.3g})"
+                after = self.after[key]
+                change = after - value
+                shift = (f"{100 * change:+.1f} points" if 0 <= min(value, after)
+                         and max(value, after) <= 1 else f"{change:+.4g}")
+                text += f" → after this step {_text(after)} ({shift})"
             rows.append(f"<div>{text}</div>")
         self.html.value = "".join(rows)
 
