@@ -105,7 +105,7 @@ class MetricReadout:
             if self.after is not None and key in self.after:
                 after = self.after[key]
                 change = after - value
-                shift = (f"{100 * change:+.1f} points" if 0 <= min(value, after)
+                shift = (f"{100 * change:+.1f} points" if min(value, after) >= 0
                          and max(value, after) <= 1 else f"{change:+.4g}")
                 text += f" → after this step {_text(after)} ({shift})"
             rows.append(f"<div>{text}</div>")
