@@ -259,10 +259,13 @@ class ExplorePane:
                 before = self.kept(request.target)
                 now = self.alive(request.target)  # committed zeros count as pruned
                 mask = masks.get(request.target)
-                shown = now.kept if mask is None else session.alive(request.target, mask)
+                # No unmasked zeros (the usual case): what the mask keeps is what is alive, and
+                # the slider path skips a pass over the tensor.
+                exact = now.kept_count == before.kept_count
+                shown = now.kept if mask is None else (
+                    mask if exact else session.alive(request.target, mask))
                 cells = None
                 # The session's cell counts follow the mask; with unmasked zeros, pool instead.
-                exact = now.kept_count == before.kept_count
                 if mask is not None and mask.dim() >= 2 and exact:
                     edges = self.preview_pane.picture.cell_edges(tuple(mask.shape))
                     cells = request.kept_cells(session, edges)
