@@ -192,3 +192,16 @@ def test_an_extreme_shape_is_stretched_to_a_bounded_ratio_not_a_sliver():
     preview.update(torch.ones(2, 4096, dtype=torch.bool))
     box = preview.ax.get_window_extent()
     assert box.width / box.height == pytest.approx(MAX_STRETCH, rel=0.02)
+
+
+def test_the_colour_bar_is_only_for_fractions():
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(10, 64, dtype=torch.bool))  # one entry per cell: legend only
+    assert not preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(2000, 2000, dtype=torch.bool))  # pooled: kept fraction per cell
+    assert preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(10, 64, dtype=torch.bool), layout="channels")  # per slice
+    assert preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(10, 64, dtype=torch.bool))
+    assert not preview.colorbar.ax.get_visible()
+    assert preview.png()[:4] == b"\x89PNG"

@@ -200,6 +200,9 @@ class MaskPreview:
             set_cell_ticks(self.ax, view)
             self.ax.set_xlabel(view.col_label, fontsize="small")
             self.ax.set_ylabel(view.row_label, fontsize="small")
+            # Single entries per cell are kept or pruned: the legend says it all. The colour bar
+            # is for fractions (pooled cells, channel summaries).
+            self.colorbar.ax.set_visible(not pooled.full_resolution or view.kind == "channels")
             self._layout_key = layout_key
         self.pooled_before = None
         if before is not None:
