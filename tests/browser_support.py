@@ -206,14 +206,16 @@ def browser_skip_reason() -> str | None:
 
 
 @contextlib.contextmanager
-def chromium_page(record: list[str]):
-    """A fresh headless Chromium page; non-localhost requests aborted; JS errors in ``record``."""
+def chromium_page(record: list[str], viewport: tuple[int, int] = (1400, 1000)):
+    """A fresh headless Chromium page of ``viewport`` (width, height) pixels; non-localhost
+    requests aborted; JS errors in ``record``."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]})
             context.route(NON_LOCAL, lambda route: route.abort())
             page = context.new_page()
             page.on("pageerror", lambda exc: record.append(str(exc)))

@@ -102,6 +102,11 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
         time.sleep(0.2)
     shot(page, "explorer_2_slider_moved.png")
 
+    # 2b. The accuracy readout (explore(model, evaluate=evaluate)): now, and after the step.
+    accuracy = re.search(r"test accuracy before pruning: ([\d.]+%)", joined).group(1)
+    metric = explorer.locator(".pe-metric").first
+    expect(metric).to_contain_text(f"score: now {accuracy} → after this step", timeout=30_000)
+
     # 3. Apply: the picker shows the new sparsity and the status line says what happened.
     before = selected_option(page)
     assert "0.0% pruned" in before
@@ -139,3 +144,68 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
     with open(SHOT_DIR / "timings.jsonl", "a", encoding="utf-8") as file:
         file.write(json.dumps({"test": "quickstart_explorer", "server_ready_s": lab.ready_s,
                                "test_s": round(time.monotonic() - t0, 2)}) + "\n")
+
+
+# Buttons and the slider must read in full: the text fits its box (no "A…" ellipsis).
+_TRUNCATED = """root => [...root.querySelectorAll(
+    '.pe-apply, .pe-undo, .pe-reset, .pe-amount .widget-label, .pe-method .widget-label')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth)
+  .map(e => e.className + ': ' + e.textContent)"""
+
+
+@pytest.mark.parametrize("size", [(1024, 768), (1400, 1000)], ids=["1024x768", "1400x1000"])
+def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
+    """The projector case: nothing truncated, the slider visible, the picture not stretched, a
+    stale picture marked and its error cleared once the controls are valid again."""
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    with chromium_page(errors, viewport=size) as page:
+        open_and_run_all(page, lab, NOTEBOOK)
+        if not page.locator(".jp-FileBrowser").first.is_visible():
+            page.keyboard.press("Control+Shift+F")  # open the file browser
+        expect(page.locator(".jp-FileBrowser").first).to_be_visible(timeout=30_000)
+        explorer = page.locator(".jp-OutputArea .pe-explorer").first
+        expect(explorer).to_be_visible(timeout=90_000)
+        preview = explorer.locator(".pe-preview").first
+        expect(preview).to_have_attribute("src", re.compile(r"^(blob:|data:image/png)"))
+        explorer.scroll_into_view_if_needed()
+        shot(page, f"explorer_layout_{size[0]}x{size[1]}.png")
+
+        assert explorer.evaluate(_TRUNCATED) == []
+        for name in ("Apply", "Undo", "Reset"):
+            button = explorer.locator(f".pe-{name.lower()}").first
+            expect(button).to_have_text(name)
+            assert button.bounding_box()["width"] >= 60
+        slider = explorer.locator(".pe-amount .slider-container, .pe-amount .noUi-target").first
+        expect(slider).to_be_visible()
+        box = slider.bounding_box()
+        assert box["width"] >= 100, box
+        assert box["x"] + box["width"] <= size[0]
+        # The PNG keeps its aspect ratio (drawn at its natural size or scaled evenly).
+        natural, shown = preview.evaluate(
+            "img => [img.naturalWidth / img.naturalHeight, img.clientWidth / img.clientHeight]")
+        assert shown == pytest.approx(natural, rel=0.03)
+        # Controls and picture share the row when there is room, else the picture goes below.
+        controls = explorer.locator(".pe-explore-controls").first.bounding_box()
+        picture = preview.bounding_box()
+        assert picture["x"] >= controls["x"] + controls["width"] - 1 or (
+            picture["y"] >= controls["y"] + controls["height"] - 1)
+
+        # A bad count: the stale picture is marked, Apply disabled, one error message.
+        explorer.locator(".pe-amount-mode button", has_text="count").first.click()
+        count = explorer.locator(".pe-count input").first
+        count.fill("999999")
+        count.press("Enter")
+        expect(preview).to_have_class(re.compile(r"\bpe-stale\b"), timeout=30_000)
+        expect(explorer.locator(".pe-apply").first).to_be_disabled()
+        status = explorer.locator(".pe-status").first
+        expect(status).to_contain_text("Preview failed", timeout=30_000)
+        assert explorer.inner_text().count("999999") <= 2  # the input and the one message
+        shot(page, f"explorer_stale_{size[0]}x{size[1]}.png")
+        count.fill("10")
+        count.press("Enter")
+        expect(preview).not_to_have_class(re.compile(r"\bpe-stale\b"), timeout=30_000)
+        expect(status).not_to_contain_text("failed", timeout=30_000)
+        expect(explorer.locator(".pe-apply").first).to_be_enabled()
+    assert not errors, errors

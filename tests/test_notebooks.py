@@ -72,7 +72,7 @@ def test_quickstart_opens_the_explorer_on_the_demo_model():
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "from prune_explorer import explore" in source
     assert "model = load_mlp()" in source
-    assert "explorer = explore(model)" in source
+    assert "explorer = explore(model, evaluate=evaluate)" in source  # accuracy readout
 
 
 def collected(*args: str) -> str:

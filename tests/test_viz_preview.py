@@ -13,6 +13,7 @@ import torch.nn.utils.prune as torch_prune
 from prune_explorer.viz import MaskPreview, auto_cells, block_edges, render_png
 from prune_explorer.viz.figures import _MIN_AUTO_CELLS
 from prune_explorer.viz.pooling import DEFAULT_MAX_CELLS
+from prune_explorer.viz.preview import MAX_STRETCH
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -22,11 +23,11 @@ def decode(png: bytes) -> np.ndarray:
 def test_update_puts_the_exact_pooled_fractions_behind_the_same_image():
     preview = MaskPreview(figsize=(4, 3), dpi=50)
     image, figure = preview.image, preview.figure
-    rows, cols = preview.max_cells
     rng = np.random.default_rng(0)
     for density in (0.2, 0.7):
         mask = torch.from_numpy(rng.random((1000, 900)) < density)
         pooled = preview.update(mask)
+        rows, cols = preview.max_cells  # one cell per pixel of the axes, shaped to the tensor
         data = np.asarray(preview.image.get_array())
         np.testing.assert_array_equal(data, pooled.values)
         r_edges, c_edges = block_edges(1000, rows), block_edges(900, cols)
@@ -37,7 +38,7 @@ def test_update_puts_the_exact_pooled_fractions_behind_the_same_image():
     # no new figure, axes or image per frame
     assert preview.image is image
     assert preview.figure is figure
-    assert len(preview.ax.images) == 1
+    assert len(preview.ax.images) == 2  # the mask and the overlay of what a step prunes
     assert len(figure.axes) == 2  # the picture and its colour bar
 
 
@@ -67,9 +68,38 @@ def test_title_states_tensor_method_settings_and_sparsity():
         settings={"amount": 0.35}, module_type="Linear",
     )
     title = preview.ax.get_title()
-    assert title.startswith("fc.weight\nl1_unstructured(amount=0.35) · sparsity 35.0%")
+    assert title.startswith(
+        "fc.weight · current state\nl1_unstructured(amount=0.35) · sparsity 35.0%"
+    )
     assert title.endswith(f"cell = {pooled.block_text()}")
     assert preview.ax.get_xlabel() == "in features (dim 1)"
+
+
+def test_a_step_is_drawn_as_kept_pruned_before_and_pruned_by_this_step():
+    before = torch.ones(4, 6, dtype=torch.bool)
+    before[0] = False  # 6 pruned before
+    after = before.clone()
+    after[1, :3] = False  # 3 pruned by the step
+    preview = MaskPreview(figsize=(4, 3), dpi=80)
+    preview.update(after, name="fc.weight", method="l1_unstructured", settings={"amount": 3},
+                   before=before)
+    base = np.asarray(preview.image.get_array())
+    new = preview.new_image.get_array()
+    assert base[0].tolist() == [0.0] * 6
+    assert base[1, :3].tolist() == [0.0] * 3
+    assert new.mask[0].all()
+    assert not new.mask[1, :3].any()
+    assert new.mask[1, 3:].all()
+    assert new[1, :3].tolist() == [1.0] * 3
+    title = preview.ax.get_title()
+    assert title.startswith("fc.weight · preview of the next step\n")
+    assert "sparsity 25.0% now → 37.5% after" in title
+    labels = [t.get_text() for t in preview.legend.get_texts()]
+    assert labels == ["kept", "pruned before", "pruned by this step"]
+    # The same picture without a step: the current state, nothing marked as new.
+    preview.update(after, name="fc.weight")
+    assert preview.new_image.get_array().mask.all()
+    assert preview.ax.get_title() == "fc.weight · current state\nsparsity 37.5%"
 
 
 def test_png_matches_a_full_render_of_the_figure():
@@ -141,3 +171,37 @@ def test_tick_labels_after_the_kernel_grid_are_the_new_views_own(layout):
 
     assert labels(reused.ax) == labels(fresh.ax)
     assert all(text for text in labels(reused.ax)[1])  # every y tick keeps a label
+
+
+@pytest.mark.parametrize(("shape", "layout"), [
+    ((10, 64), "auto"), ((64, 10), "auto"), ((300, 200), "auto"), ((16, 6, 3, 3), "kernels"),
+])
+def test_cells_are_square_and_one_per_pixel_whatever_the_shape(shape, layout):
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(shape, dtype=torch.bool), layout=layout)
+    rows, cols = preview.view.shape
+    box = preview.ax.get_window_extent()
+    # square cells: the axes have the data's aspect (within a pixel of rounding)
+    assert box.width / cols == pytest.approx(box.height / rows, rel=0.02)
+    assert preview.pooled.shape[0] <= box.height + 1
+    assert preview.pooled.shape[1] <= box.width + 1
+
+
+def test_an_extreme_shape_is_stretched_to_a_bounded_ratio_not_a_sliver():
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(2, 4096, dtype=torch.bool))
+    box = preview.ax.get_window_extent()
+    assert box.width / box.height == pytest.approx(MAX_STRETCH, rel=0.02)
+
+
+def test_the_colour_bar_is_only_for_fractions():
+    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview.update(torch.ones(10, 64, dtype=torch.bool))  # one entry per cell: legend only
+    assert not preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(2000, 2000, dtype=torch.bool))  # pooled: kept fraction per cell
+    assert preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(10, 64, dtype=torch.bool), layout="channels")  # per slice
+    assert preview.colorbar.ax.get_visible()
+    preview.update(torch.ones(10, 64, dtype=torch.bool))
+    assert not preview.colorbar.ax.get_visible()
+    assert preview.png()[:4] == b"\x89PNG"

@@ -322,9 +322,11 @@ def test_count_larger_than_what_is_left_is_an_error_and_changes_nothing():
     assert ex.status.text.startswith("Preview failed: Session.preview: amount")
     assert "97" in ex.status.text
     assert "96" in ex.status.text
-    assert "No preview" in ex.ui.preview_info.value
+    assert ex.preview_pane.stale  # the old picture is dimmed, the message is in one place
+    assert "97" not in ex.ui.preview_info.value
+    assert ex.ui.apply.disabled
     original = state(model)
-    ex.ui.apply.click()
+    ex.apply()  # from code (the button is disabled): refused, nothing changes
     assert ex.status.text.startswith("Apply failed: Session.apply: amount")
     assert_same_state(model, original)
     assert ex.session.steps == ()
@@ -332,8 +334,44 @@ def test_count_larger_than_what_is_left_is_an_error_and_changes_nothing():
     ex.ui.count.value = 96  # a good value brings the preview back
     assert ex.preview_error is None
     assert int((ex.preview_mask == 0).sum()) == 96
-    assert ex.status.text.startswith("Apply failed")  # an action's message stays until the next
+    assert not ex.preview_pane.stale
+    assert not ex.ui.apply.disabled
+    assert ex.status.text == ""  # the Apply error was about the bad value: cleared
     ex.close()
+
+
+def test_an_error_is_shown_once_and_an_ok_message_outlives_later_previews(ex):
+    ex.ui.amount_mode.value = "count"
+    ex.ui.count.value = 500
+    texts = [w.value for w in ex.ui.values() if isinstance(w, type(ex.ui.preview_info))]
+    assert sum("500" in t for t in texts) == 1  # the status line only
+    ex.ui.count.value = 5
+    ex.ui.apply.click()
+    assert ex.status.text.startswith("Applied")
+    ex.ui.count.value = 4
+    assert ex.status.text.startswith("Applied")  # a success is not an error to clear
+
+
+def test_a_busy_indicator_shows_while_an_action_or_a_first_visit_runs(ex, monkeypatch):
+    ex.status.busy_delay = 0  # at once (the explorer waits 0.3 s; no timing in unit tests)
+    seen = []
+    read = ex.session.mask
+
+    def slow_mask(name):
+        seen.append((ex.ui.busy.layout.display, ex.ui.busy.value))
+        return read(name)
+
+    monkeypatch.setattr(ex.session, "mask", slow_mask)
+    ex.ui.tensor.value = "2.weight"  # first visit: its mask is counted
+    assert seen
+    assert seen[0][0] == ""
+    assert "working: reading 2.weight" in seen[0][1]
+    assert ex.ui.busy.layout.display == "none"
+    seen.clear()
+    ex.ui.apply.click()  # apply, then the refresh reads the new masks
+    assert seen
+    assert all(display == "" for display, _ in seen)
+    assert ex.ui.busy.layout.display == "none"
 
 
 def test_a_good_value_clears_the_preview_error():
@@ -597,11 +635,38 @@ def test_unexpected_errors_become_messages_with_their_type(ex, monkeypatch):
 def test_preview_mentions_zeros_left_by_a_commit(ex):
     ex.ui.apply.click()  # 29 of 96 masked
     ex.session.commit()
-    stats = ex.preview_stats
-    assert stats.pruned_before == 0  # no mask any more
-    assert "29 unmasked entries are already exactly 0" in ex.ui.preview_info.value
+    assert ex.preview_stats.pruned_before == 29  # no mask any more, but 29 zeros
+    assert "29 entries are exactly 0 without a mask" in ex.ui.preview_info.value
     ex.ui.tensor.value = "2.weight"
-    assert "unmasked entries" not in ex.ui.preview_info.value
+    assert "without a mask" not in ex.ui.preview_info.value
+
+
+def test_after_a_commit_the_picture_and_counts_include_the_committed_zeros(ex):
+    ex.ui.method.value = "global_unstructured"
+    ex.ui.global_targets.value = ("0.weight", "2.weight")
+    ex.ui.amount.value = 0.6
+    ex.ui.apply.click()
+    ex.session.commit()
+    zeros = int((ex.model[0].weight == 0).sum())
+    assert zeros == ex.session.report()["zeros"][0] > 0
+    # A non-target tensor shows its committed zeros, not an all-kept picture.
+    ex.ui.global_targets.value = ("2.weight",)
+    assert "not among the global targets" in ex.ui.preview_info.value
+    assert ex.preview_array.mean() == pytest.approx(1 - zeros / 96)
+    assert "sparsity 0.0%" not in ex.preview_pane.picture.ax.get_title()
+    # An L1 step smaller than what is already zero selects only zeros: it prunes nothing more.
+    ex.ui.method.value = "l1_unstructured"
+    ex.ui.amount.value = 0.25
+    stats = ex.preview_stats
+    assert stats.pruned_before == stats.pruned_after == zeros
+    assert stats.newly_pruned == 0
+    assert f"already pruned: {zeros:,}" in ex.ui.preview_info.value
+    assert "this step prunes 0 more entries" in ex.ui.preview_info.value
+    assert ex.preview_array.mean() == pytest.approx(1 - zeros / 96)
+    # More than what is zero: the new entries are counted once.
+    ex.ui.amount.value = 0.9
+    assert ex.preview_stats.pruned_after == int((ex.preview_mask == 0).sum())
+    assert ex.preview_stats.newly_pruned == int((ex.preview_mask == 0).sum()) - zeros
 
 
 class _Odd(nn.Module):
@@ -659,3 +724,23 @@ def test_bad_custom_masks_in_the_constructor_leave_the_session_untouched():
     with pytest.raises(WidgetInputError, match=r"^Explorer: mask must be a torch\.Tensor"):
         Explorer(session=session, custom_masks={"0.weight": "ones"})
     assert len(session._events) == 0  # no half-built explorer is still listening
+
+
+def test_after_apply_the_picture_shows_state_and_step_apart_and_says_which_it_is(ex):
+    ex.ui.amount.value = 0.5
+    ex.ui.apply.click()  # 48 of 96 pruned; the controls now preview the next 0.5
+    picture = ex.preview_pane.picture
+    title = picture.ax.get_title()
+    assert "preview of the next step" in title
+    assert "sparsity 50.0% now → 75.0% after" in title
+    new = picture.new_image.get_array()
+    pruned_now = ~ex.session.mask("0.weight").numpy()
+    pruned_next = (ex.preview_mask == 0).numpy()
+    # vermillion exactly on what this step prunes; pruned-before cells stay pale yellow
+    assert np.array_equal(~new.mask, pruned_next & ~pruned_now)
+    assert np.array_equal(ex.preview_array == 0, pruned_next)
+    # a tensor outside the global targets is the current state, with no step drawn
+    ex.ui.method.value = "global_unstructured"
+    ex.ui.global_targets.value = ("2.weight",)
+    assert "current state" in picture.ax.get_title()
+    assert picture.new_image.get_array().mask.all()

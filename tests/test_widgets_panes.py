@@ -59,6 +59,8 @@ def test_history_slider_walks_the_steps_and_highlights_what_each_pruned(ex):
     assert len(set(pictures.values())) == 3  # each step draws its own picture
     assert int(ex.history_pane.newly_pruned.sum()) == 24  # step 1: 0.25 * 96
     assert "step 1: l1_unstructured(amount=0.25)" in ex.ui.history_label.value
+    title = ex.history_pane.plot.base.axes.get_title()
+    assert title.startswith("0.weight · state after step 1: l1_unstructured")  # not a preview
     ex.ui.history.value = 2
     assert "ln_structured(amount=0.25, n=2, dim=0)" in ex.ui.history_label.value
     table = ex.ui.history_steps.value
@@ -427,3 +429,17 @@ def test_upload_that_is_not_utf8_is_an_error(ex):
         "(0xff) is not valid UTF-8; a plan is JSON in UTF-8"
     )
     assert ex.ui.import_text.value == ""
+
+
+def test_compare_after_a_step_draws_what_was_pruned_before_and_says_it_previews(ex):
+    ex.session.apply("0.weight", "l1_unstructured", amount=0.5)
+    ex.ui.tabs.selected_index = 2
+    ex.flush()
+    frame, plot = ex.compare_pane.frame, ex.compare_pane.plot
+    # local = same amount of what is left: 0.5 + 0.5 * 0.5 on the tensor pruned before
+    assert frame.loc[frame["name"] == "0.weight", "sparsity_local"].item() == 0.75
+    assert [b.get_height() for b in plot.before_bars[1]] == [0.5, 0.0]
+    assert "preview of the next step" in plot.global_bars[0].axes.get_title()
+    labels = [t.get_text() for t in plot.legend.get_texts()]
+    assert "pruned before" in labels
+    assert "local (same amount of what is left, per tensor)" in labels

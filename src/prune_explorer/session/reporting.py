@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import torch
 
 from .arguments import as_list
 from .errors import InvalidStepError
+from .hooks import find_hook
 from .previewing import Previewing
 from .reports import compare_frame, memory_report, tensor_report, with_total
 from .step import Step
@@ -45,6 +47,35 @@ class Reporting(Previewing):
         return self._found_methods[name] + tuple(
             e.step.method for e in self._histories[name][1:] if e.step is not None
         )
+
+    @locked
+    def alive(self, name: str, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """What the forward pass keeps of ``name``: a bool tensor, True where the entry is
+        neither masked nor exactly 0 (so committed pruning counts as pruned).
+
+        With ``mask`` (e.g. a :meth:`preview`), what it would keep once that mask is installed.
+        The :meth:`report` counts ``zeros`` the same way: ``zeros = numel - alive.sum()``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=3)
+        >>> _ = s.commit()
+        >>> int(s.mask("0.weight").sum()), int(s.alive("0.weight").sum())  # no mask, 3 zeros
+        (8, 5)
+        >>> int(s.alive("0.weight", s.preview("0.weight", "l1_unstructured", amount=4)).sum())
+        4
+        """
+        name = self._check_name(name, "Session.alive")
+        module, tensor_name = self._locate(name)
+        pruned = find_hook(module, tensor_name) is not None
+        values = getattr(module, tensor_name + "_orig" if pruned else tensor_name).detach()
+        if mask is None:
+            mask = getattr(module, tensor_name + "_mask") if pruned else None
+        kept = values != 0
+        return kept if mask is None else kept & (mask != 0)
 
     @locked
     def report(self, totals: bool = False) -> pd.DataFrame:

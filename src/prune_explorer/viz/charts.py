@@ -16,9 +16,9 @@ SensitivityPlot(1 curves: fc.weight/local)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -69,6 +69,8 @@ class GlobalLocalPlot:
         Markers over bars of layers that collapsed (everything pruned).
     legend : Legend
     names : list of str
+    before_bars : list of BarContainer
+        The part of each bar pruned before the step (global, local), when ``before`` was given.
     """
 
     global_bars: BarContainer
@@ -77,6 +79,7 @@ class GlobalLocalPlot:
     collapsed: list[Line2D]
     legend: Legend
     names: list[str]
+    before_bars: list[BarContainer] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (
@@ -86,7 +89,8 @@ class GlobalLocalPlot:
 
 
 def plot_global_vs_local(
-    ax: Axes, df: pd.DataFrame, *, amount: float | None = None, title: str | None = None
+    ax: Axes, df: pd.DataFrame, *, amount: float | None = None, title: str | None = None,
+    before: Mapping[str, float] | None = None,
 ) -> GlobalLocalPlot:
     """Grouped bars: per-tensor sparsity under global vs local pruning at the same amount.
 
@@ -101,6 +105,10 @@ def plot_global_vs_local(
         Stated in the title.
     title : str, optional
         Replaces the default title.
+    before : mapping of str to float, optional
+        Sparsity of each tensor now. The table is then a preview of the next step: the part of
+        each bar pruned before is drawn pale and hatched, and the title says so. Both scopes
+        take ``amount`` of what is still unpruned, so a tensor pruned before ends higher.
 
     Returns
     -------
@@ -143,8 +151,17 @@ def plot_global_vs_local(
         edgecolor="black",
         linewidth=0.5,
         hatch="//",
-        label="local (same amount per tensor)",
+        label="local (same amount of what is left, per tensor)",
     )
+    before_bars: list[Any] = []
+    if before is not None:
+        heights = np.array([float(before.get(n, 0.0)) for n in names])
+        for offset in (-width / 2, width / 2):
+            before_bars.append(ax.bar(
+                x + offset, heights, width, color=style.PRUNED_COLOR, edgecolor="black",
+                linewidth=0.5, hatch="..",
+                label="pruned before" if not before_bars else "_nolegend_",
+            ))
     collapsed: list[Line2D] = []
     for scope, bars in (("global", global_bars), ("local", local_bars)):
         flags = layers[f"collapsed_{scope}"].to_numpy(dtype=bool)
@@ -176,14 +193,17 @@ def plot_global_vs_local(
         title = "Global vs local pruning: sparsity per tensor"
         if amount is not None:
             title += f"\namount={amount:g}"
+        if before is not None:
+            title += (" · " if amount is not None else "\n") + "preview of the next step"
     ax.set_title(title, fontsize="medium")
     # Outside the axes, on the right: bars reach 100% and must not hide under the legend.
-    handles = [global_bars, local_bars, *totals.values(), *collapsed[:1]]
+    handles = [global_bars, local_bars, *before_bars[:1], *totals.values(), *collapsed[:1]]
     legend = ax.legend(
         handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0),
         frameon=False,
     )
-    return GlobalLocalPlot(global_bars, local_bars, totals, collapsed, legend, names)
+    return GlobalLocalPlot(global_bars, local_bars, totals, collapsed, legend, names,
+                           before_bars)
 
 
 @dataclass(repr=False)

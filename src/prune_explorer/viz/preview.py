@@ -28,9 +28,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from prune_explorer.viz import style
+from prune_explorer.viz.diffs import diff_legend_handles
+from prune_explorer.viz.figures import _MIN_AUTO_CELLS as _MIN_CELLS
 from prune_explorer.viz.figures import auto_cells, set_cell_ticks
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
+    DEFAULT_MAX_CELLS,
     MaxCells,
     PooledView,
     _parse_max_cells,
@@ -40,10 +43,26 @@ from prune_explorer.viz.pooling import (
 )
 from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
 
-# Axes and colour-bar rectangles in figure fractions (fixed: no layout engine per frame).
-_AXES_RECT = (0.15, 0.14, 0.63, 0.68)
-_CBAR_RECT = (0.81, 0.14, 0.03, 0.68)
+# Axes and colour-bar rectangles in figure fractions (fixed: no layout engine per frame); the
+# legend of the three classes sits under the axes.
+_AXES_RECT = (0.15, 0.22, 0.63, 0.59)
+_CBAR_RECT = (0.81, 0.22, 0.03, 0.59)
 
+# Square cells wherever the picture is at most this many times taller than wide (or wider than
+# tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
+MAX_STRETCH = 8.0
+
+CURRENT = "current state"
+NEXT_STEP = "preview of the next step"
+
+
+
+_Rect = tuple[float, float, float, float]  # left, bottom, width, height (figure fractions)
+
+
+def _nothing(shape: tuple[int, ...]) -> np.ma.MaskedArray:
+    # An all-masked array: an overlay that draws nothing (numpy's masked_all is unannotated).
+    return np.ma.MaskedArray(np.zeros(shape), mask=True)
 
 class MaskPreview:
     """One figure that redraws a mask quickly, for a slider callback.
@@ -65,9 +84,16 @@ class MaskPreview:
     ax : Axes
     image : AxesImage
         Updated in place; ``image.get_array()`` is the pooled kept fraction.
+    new_image : AxesImage
+        Overlay of the entries the step prunes (vermillion; masked where none), over the pale
+        yellow of those pruned before.
     colorbar : Colorbar
     pooled : PooledView or None
         What the image shows now.
+    pooled_before : PooledView or None
+        The state before the step on the same cells (None: no step shown).
+    label : str
+        What the picture is: :data:`CURRENT` or :data:`NEXT_STEP`.
     view : TensorView or None
 
     Examples
@@ -77,9 +103,9 @@ class MaskPreview:
     >>> _ = p.update(torch.ones(300, 200), name="fc.weight", method="l1_unstructured",
     ...              settings={"amount": 0.0})
     >>> p.max_cells, p.pooled.shape
-    ((163, 201), (163, 200))
+    ((141, 94), (141, 94))
     >>> repr(p)[:42]
-    'MaskPreview(320x240 px, cells (163, 201), '
+    'MaskPreview(320x240 px, cells (141, 94), s'
     """
 
     def __init__(
@@ -94,6 +120,8 @@ class MaskPreview:
         self.canvas = FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_axes(_AXES_RECT)
         cax = self.figure.add_axes(_CBAR_RECT)
+        self._auto_cells = max_cells is None
+        self._cap = DEFAULT_MAX_CELLS
         if max_cells is None:  # one cell per pixel of the axes, as the static plots do
             max_cells = auto_cells(self.ax)
         self.max_cells: tuple[int, int] = _parse_max_cells(max_cells, "MaskPreview")
@@ -106,12 +134,29 @@ class MaskPreview:
             interpolation="nearest",
             aspect="auto",
         )
+        self.new_image = self.ax.imshow(
+            _nothing((1, 1)),
+            cmap=style.overlay_cmap(style.NEW_PRUNED_COLOR, "newly_pruned"),
+            vmin=0.0,
+            vmax=1.0,
+            interpolation="nearest",
+            aspect="auto",
+        )
+        handles = diff_legend_handles()
+        handles[-1].set_label("pruned by this step")
+        self.legend = self.figure.legend(handles=handles, loc="lower center", ncol=3,
+                                         fontsize="small", frameon=False,
+                                         bbox_to_anchor=(0.5, 0.0), handlelength=1.2,
+                                         columnspacing=1.0)
         self.colorbar = self.figure.colorbar(self.image, cax=cax)
         self.colorbar.set_ticks([0.0, 0.5, 1.0])
         self.colorbar.ax.tick_params(labelsize="small")
         self.colorbar.set_label("kept fraction per cell (0 = pruned, 1 = kept)", fontsize="small")
         self.pooled: PooledView | None = None
+        self.pooled_before: PooledView | None = None
+        self.label = CURRENT
         self.view: TensorView | None = None
+        self._before: tuple[Any, tuple[Any, ...], PooledView] | None = None
         # Everything except the image, the title and the spines, rendered once per layout.
         self._background: Any = None
         self._background_key: tuple[Any, ...] | None = None
@@ -129,6 +174,7 @@ class MaskPreview:
         title: str | None = None,
         module_type: str | None = None,
         kept_cells: Any = None,
+        before: Any = None,
     ) -> PooledView:
         """Show a new mask; returns the pooled data now behind the image.
 
@@ -136,10 +182,17 @@ class MaskPreview:
         the mask's exact kept count per cell of :meth:`cell_edges` (e.g. from
         ``Session.preview_cells``), skips pooling the mask; it is used for the matrix layout
         only.
+
+        ``before``: the kept mask before a step, when ``mask`` is a preview of it. The picture
+        then shows three classes -- kept, pruned before (pale yellow), pruned by this step
+        (vermillion) -- is labelled :data:`NEXT_STEP` and states the sparsity now and after.
+        Without it, ``mask`` is the current state (:data:`CURRENT`). The same ``before``
+        object is pooled once and reused (pass the same tensor while only the step changes).
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
         view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+        self._fit(*view.shape)
         if kept_cells is not None and view.kind in ("matrix", "flat"):
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
@@ -155,26 +208,79 @@ class MaskPreview:
             set_cell_ticks(self.ax, view)
             self.ax.set_xlabel(view.col_label, fontsize="small")
             self.ax.set_ylabel(view.row_label, fontsize="small")
+            # Single entries per cell are kept or pruned: the legend says it all. The colour bar
+            # is for fractions (pooled cells, channel summaries).
+            self.colorbar.ax.set_visible(not pooled.full_resolution or view.kind == "channels")
             self._layout_key = layout_key
-        text = style.format_title(
-            name=name, method=method, settings=settings, sparsity=pooled.sparsity, title=title
-        )
+        self.pooled_before = None
+        if before is not None:
+            key = (layout, dim, self.max_cells, tuple(pooled.row_edges), tuple(pooled.col_edges))
+            if self._before is None or self._before[0] is not before or self._before[1] != key:
+                before_view = tensor_view(before, layout=layout, dim=dim)
+                self._before = (before, key, pool_view(before_view, self.max_cells))
+            self.pooled_before = self._before[2]
+        self.new_image.set_data(self._newly(pooled))
+        self.new_image.set_extent(self.image.get_extent())
+        self.label = CURRENT if before is None else NEXT_STEP
+        first = title if title is not None else (name or "")
+        text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
+                                  method=method, settings=settings)
+        sparsity = f"sparsity {100.0 * pooled.sparsity:.1f}%"
+        if self.pooled_before is not None:
+            sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% now → "
+                        f"{100.0 * pooled.sparsity:.1f}% after")
+        text += ("\n" if "\n" not in text else " · ") + sparsity
         if not pooled.full_resolution:
             text += f" · cell = {pooled.block_text()}"
-        self.ax.set_title(text, fontsize="small")
+        # Left-aligned from the axes' left edge: a narrow picture does not clip its title.
+        self.ax.set_title(text, fontsize="small", horizontalalignment="left", x=0.0)
         self.pooled = pooled
         self.view = view
         return pooled
+
+    def _newly(self, after: PooledView) -> np.ma.MaskedArray:
+        # Fraction of each cell that the step prunes (kept before, pruned after); masked where 0.
+        before = self.pooled_before
+        if before is None or before.kept.shape != after.kept.shape:
+            return _nothing(after.values.shape)
+        newly = np.clip(before.kept - after.kept, 0, None)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = newly / np.maximum(after.area, 1)
+        return np.ma.masked_where(newly == 0, values)
 
     def cell_edges(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Row and column block edges of the cells a tensor of ``shape`` is pooled into (matrix
         layout: ``shape[0]`` rows, the other dims flattened into columns; rank >= 2)."""
         rows = shape[0]
         cols = int(np.prod(shape[1:]))
-        return block_edges(rows, self.max_cells[0]), block_edges(cols, self.max_cells[1])
+        cells = self._box(rows, cols)[1]
+        return block_edges(rows, cells[0]), block_edges(cols, cells[1])
+
+    def _box(self, rows: int, cols: int) -> tuple[_Rect, tuple[int, int]]:
+        # Axes rectangle (figure fractions) for a rows x cols picture -- square cells, top-left
+        # in the room of _AXES_RECT -- and the display cells (one per pixel) that fit it.
+        left, bottom, width, height = _AXES_RECT
+        fig_w, fig_h = self.figure.get_size_inches() * self.figure.dpi
+        room_w, room_h = width * fig_w, height * fig_h
+        ratio = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
+        if ratio > room_h / room_w:
+            box_w, box_h = room_h / ratio, room_h
+        else:
+            box_w, box_h = room_w, room_w * ratio
+        rect = (left, bottom + height - box_h / fig_h, box_w / fig_w, box_h / fig_h)
+        if not self._auto_cells:
+            return rect, self.max_cells
+        cap = _parse_max_cells(self._cap, "MaskPreview")
+        return rect, (max(_MIN_CELLS, min(cap[0], int(box_h))),
+                      max(_MIN_CELLS, min(cap[1], int(box_w))))
+
+    def _fit(self, rows: int, cols: int) -> None:
+        rect, self.max_cells = self._box(rows, cols)
+        if tuple(self.ax.get_position().bounds) != rect:
+            self.ax.set_position(rect)
 
     def _dynamic_artists(self) -> list[Artist]:
-        return [self.image, *self.ax.spines.values(), self.ax.title]
+        return [self.image, self.new_image, *self.ax.spines.values(), self.ax.title]
 
     def png(self) -> bytes:
         """Render the current picture to PNG bytes.

@@ -28,6 +28,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
+from prune_explorer.viz.charts import GlobalLocalPlot
 
 from .errors import WidgetInputError
 from .html import esc, frame_table, message
@@ -47,6 +48,8 @@ class ComparePane:
     ----------
     frame : pandas.DataFrame or None
         The last comparison shown.
+    plot : GlobalLocalPlot or None
+        The last chart drawn.
     """
 
     def __init__(self, explorer: Explorer) -> None:
@@ -82,6 +85,7 @@ class ComparePane:
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
         self.frame: pd.DataFrame | None = None
+        self.plot: GlobalLocalPlot | None = None
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "Compare"))
         self.targets.observe(lambda _: self.invalidate(), names="value")
@@ -107,13 +111,18 @@ class ComparePane:
         try:
             with self.ex.session.lock:
                 frame = self.ex.session.compare_global_local(list(names), amount)
+                report = self.ex.session.report()
         except Exception as err:
             self._fail(err)
             return
+        now = {str(n): float(v) for n, v in zip(report["name"], report["sparsity"],
+                                                strict=True) if n in names}
         if self.runner.pending:
             return
         fig, ax = make_figure(figsize=(6.0, 4.0), dpi=80)
-        plot_global_vs_local(ax, frame, amount=amount)
+        # Once something is pruned the table previews the next step: show what was there.
+        self.plot = plot_global_vs_local(ax, frame, amount=amount,
+                                         before=now if any(now.values()) else None)
         self.chart.value = render_png(fig, compress_level=1)
         self.table.value = frame_table(
             frame, css_class="pe-compare-frame",

@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -78,7 +79,7 @@ class ExplorePane:
         self.preview_error: str | None = None
         self.render_count = 0
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
-        self._kept_cache: dict[tuple[str, int], MaskSummary] = {}
+        self._kept_cache: dict[tuple[str, str, int], MaskSummary] = {}
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
@@ -93,9 +94,11 @@ class ExplorePane:
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, ui.preview_info],
-                            layout=widgets.Layout(width="420px"))
-        self.box = widgets.HBox([left, ui.preview])
+        left = widgets.VBox([c.box, buttons, ui.preview_info]
+                            + ([ui.metric] if "metric" in ui else []))
+        left.add_class("pe-explore-controls")
+        self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
+        self.box.add_class("pe-explore-row")
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
         ui.undo.on_click(lambda _: explorer.undo())
@@ -166,11 +169,20 @@ class ExplorePane:
 
     def kept(self, name: str) -> MaskSummary:
         """Current kept-mask of ``name`` with its counts, cached until the session changes."""
-        key = (name, self.ex.version)
+        return self._summary("mask", name)
+
+    def alive(self, name: str) -> MaskSummary:
+        """What the forward pass keeps of ``name`` now (``Session.alive``: committed zeros count
+        as pruned), cached until the session changes."""
+        return self._summary("alive", name)
+
+    def _summary(self, kind: str, name: str) -> MaskSummary:
+        key = (kind, name, self.ex.version)
         if key not in self._kept_cache:
             if len(self._kept_cache) > 64:
                 self._kept_cache.clear()
-            self._kept_cache[key] = MaskSummary.of(self.ex.session.mask(name))
+            read = self.ex.session.mask if kind == "mask" else self.ex.session.alive
+            self._kept_cache[key] = MaskSummary.of(read(name))
         return self._kept_cache[key]
 
     # -- refreshing -------------------------------------------------------------------------------
@@ -236,15 +248,27 @@ class ExplorePane:
 
     # -- rendering (on the worker thread unless debounce is None) ---------------------------------
     def _render(self, request: PreviewRequest) -> None:
+        with self.ex.status.working("preview"):
+            self._draw(request)
+
+    def _draw(self, request: PreviewRequest) -> None:
         session = self.ex.session
         with session.lock:  # one consistent reading of the session
             try:
                 masks = request.preview_all(session)
-                cells = None
-                if masks.get(request.target) is not None and masks[request.target].dim() >= 2:
-                    edges = self.preview_pane.picture.cell_edges(tuple(masks[request.target].shape))
-                    cells = request.kept_cells(session, edges)
                 before = self.kept(request.target)
+                now = self.alive(request.target)  # committed zeros count as pruned
+                mask = masks.get(request.target)
+                # No unmasked zeros (the usual case): what the mask keeps is what is alive, and
+                # the slider path skips a pass over the tensor.
+                exact = now.kept_count == before.kept_count
+                shown = now.kept if mask is None else (
+                    mask if exact else session.alive(request.target, mask))
+                cells = None
+                # The session's cell counts follow the mask; with unmasked zeros, pool instead.
+                if mask is not None and mask.dim() >= 2 and exact:
+                    edges = self.preview_pane.picture.cell_edges(tuple(mask.shape))
+                    cells = request.kept_cells(session, edges)
                 others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
                 module_type = session.info(request.target).module_type
             except Exception as err:
@@ -252,32 +276,36 @@ class ExplorePane:
                 return
         if self.runner.pending:
             return  # a newer request is waiting: do not draw this stale one
-        mask = masks.get(request.target)
         stats = note = None
         if mask is None:
-            mask = before.kept
             note = f"{request.target} is not among the global targets; showing its current mask"
-        pooled = self.preview_pane.draw(mask, request, module_type=module_type,
-                                        plain=note is not None, kept_cells=cells)
-        if note is None:
+        pooled = self.preview_pane.draw(shown, request, module_type=module_type,
+                                        plain=note is not None, kept_cells=cells,
+                                        before=None if mask is None else now.kept)
+        if mask is not None:
             stats = PreviewStats.measure(before, mask, request, others=others,
-                                         kept_after=pooled.kept_total)
-        unmasked_zeros = self.ex.zeros(request.target) - (
-            before.kept.numel() - before.kept_count
-        )
+                                         kept_after=pooled.kept_total if exact else None)
+            numel = stats.numel  # pruned = masked or exactly 0, as the picture and the picker
+            stats = replace(stats, pruned_before=numel - now.kept_count,
+                            pruned_after=numel - pooled.kept_total)
+        unmasked_zeros = before.kept_count - now.kept_count
         self.preview_array = pooled.values
-        self.preview_mask = mask
+        self.preview_mask = before.kept if mask is None else mask
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
         self.render_count += 1
-        self.preview_pane.publish(request, tuple(mask.shape), note=note, stats=stats,
+        self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
-        self.ex.status.clear(source="preview")
+        self.ex.ui.apply.disabled = False
+        self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
+        if self.ex.metric is not None:  # off the slider path (background, superseded)
+            self.ex.metric.request(self.ex.version, None if mask is None else masks)
 
     def _failed(self, err: BaseException) -> None:
         self.preview_mask = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
-        self.preview_pane.show_error(f"No preview: {self.preview_error}")
+        self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")

@@ -47,9 +47,11 @@ from .explore_pane import ExplorePane, check_custom
 from .export import ExportPane
 from .history import HistoryPane
 from .html import esc, percent
+from .metric import Evaluate, MetricReadout
 from .preview import MaskSummary, PreviewRequest
 from .shrink import ShrinkPane
 from .status import Progress, StatusBar
+from .stylesheet import stylesheet
 from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
 __all__ = ["UI", "Explorer", "explore"]
@@ -110,7 +112,12 @@ class Explorer:
         without a newer change; requests superseded meanwhile are dropped, so dragging a slider
         never queues stale pictures. :meth:`flush` waits for the newest one.
     figsize, dpi : optional
-        Size of the preview picture.
+        Size of the preview picture; a larger ``dpi`` (say 120) enlarges picture and fonts
+        alike, for a projector.
+    evaluate : callable, optional
+        ``fn(model) -> float`` or a dict of named floats (test accuracy, say). Shown for the
+        current state and for the previewed step (``pe-metric``), computed in the background
+        on a trial copy of the model; the model is never touched (see :mod:`.metric`).
 
     Attributes
     ----------
@@ -143,6 +150,7 @@ class Explorer:
         debounce: float | None = 0.0,
         figsize: tuple[float, float] = (4.8, 4.0),
         dpi: float = 80,
+        evaluate: Evaluate | None = None,
     ) -> None:
         if session is None:
             if model is None:
@@ -169,6 +177,10 @@ class Explorer:
         self.ui.add("status", self.status.html)
         self.ui.add("progress", self.status.progress)
         self._build_header()
+        self.metric = None if evaluate is None else MetricReadout(session, evaluate,
+                                                                  debounce=debounce)
+        if self.metric is not None:
+            self.ui.add("metric", self.metric.html)
         self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi)
         self.history_pane = HistoryPane(self)
         self.compare_pane = ComparePane(self)
@@ -188,7 +200,9 @@ class Explorer:
             self.ui.add(name, child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
-        self.widget = widgets.VBox([header, tabs, self.status.widget])
+        self.ui.add("busy", self.status.busy)
+        self.ui.add("stylesheet", stylesheet())
+        self.widget = widgets.VBox([self.ui.stylesheet, header, tabs, self.status.widget])
         self.ui.add("explorer", self.widget)
 
         self._unsubscribe = session.on_change(self._on_session_change)
@@ -279,6 +293,8 @@ class Explorer:
         self.explore_pane.runner.flush()
         self.history_pane.runner.flush()
         self.compare_pane.runner.flush()
+        if self.metric is not None:
+            self.metric.runner.flush()
 
     def refresh(self) -> None:
         """Redraw everything from the session (the session's change events call this)."""
@@ -294,15 +310,16 @@ class Explorer:
 
     # -- actions (buttons call these) -------------------------------------------------------------
     def act(self, what: str, action: Callable[[Progress], Any], *,
-            done: str | Callable[[Any], str] | None = None) -> Any:
+            done: str | Callable[[Any], str] | None = None, source: str = "action") -> Any:
         """Run a session action at the widget boundary: errors become a status message."""
         with self.session.lock:
-            return self.status.run(what, action, done=done)
+            return self.status.run(what, action, done=done, source=source)
 
     def apply(self) -> None:
-        """Apply the previewed step (the Apply button)."""
+        """Apply the previewed step (the Apply button). Its error is about these controls: the
+        next valid preview clears it."""
         self.act("Apply", lambda _: self.current_request().apply(self.session),
-                 done=lambda step: f"Applied {step!r}")
+                 done=lambda step: f"Applied {step!r}", source="apply")
 
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
@@ -334,6 +351,8 @@ class Explorer:
         self.explore_pane.runner.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
+        if self.metric is not None:
+            self.metric.close()
         self._unsubscribe()
         _close_tree(self.widget)
         for widget in self.ui.values():  # also those not on show (none today, but cheap)
@@ -382,8 +401,8 @@ class Explorer:
     def _on_tensor(self, change: dict[str, Any]) -> None:
         if self.is_quiet:
             return
-        with self.quiet():
-            self.explore_pane.refresh_tensor_controls()
+        with self.quiet(), self.status.working(f"reading {change['new']}"):
+            self.explore_pane.refresh_tensor_controls()  # the first visit counts its mask
             self.explore_pane.update_custom_note()
         self.history_pane.invalidate(reset_step=True)
         self.request_preview()

@@ -27,6 +27,7 @@ import ipywidgets as widgets
 import torch
 
 from prune_explorer.viz import make_figure, plot_diff, render_png
+from prune_explorer.viz.diffs import DiffPlot
 
 from .html import esc, frame_table
 from .scheduler import LatestOnly
@@ -57,6 +58,8 @@ class HistoryPane:
         Bool mask of the entries pruned by that step (``TensorHistory.newly_pruned``).
     runner : LatestOnly
         Coalesces renders while the slider is dragged.
+    plot : DiffPlot or None
+        The last picture drawn (titled "<tensor> · state after step k").
     """
 
     def __init__(self, explorer: Explorer) -> None:
@@ -78,6 +81,7 @@ class HistoryPane:
         self.shown: int | None = None
         self.newly_pruned: torch.Tensor | None = None
         self._dirty = True
+        self.plot: DiffPlot | None = None
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
@@ -126,9 +130,10 @@ class HistoryPane:
             return
         settings = "" if entry.step is None else _settings_text(entry.step.settings)
         seed = "" if entry.step is None or entry.step.seed is None else f", seed={entry.step.seed}"
-        title = f"step {k}: {entry.method}" + (f"({settings}{seed})" if entry.step else "")
+        title = (f"{name} · state after step {k}: {entry.method}"
+                 + (f"({settings}{seed})" if entry.step else ""))
         fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
-        plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
+        self.plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
         self.image.value = render_png(fig, compress_level=1)
         frame = frame.assign(settings=[
             _settings_text(s) for s in frame["settings"]

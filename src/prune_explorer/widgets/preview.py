@@ -286,12 +286,14 @@ class PreviewPane:
         self.info.add_class("pe-preview-info")
 
     def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
-             plain: bool = False, kept_cells: Any = None) -> PooledView:
+             plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
 
         ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
         ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
         session knows them (:meth:`PreviewRequest.kept_cells`), so the mask is not pooled.
+        ``before``: the state before the step, when ``mask`` is a preview (drawn as three
+        classes: kept, pruned before, pruned by this step).
         """
         layout = request.layout
         if layout == "kernels" and mask.dim() < 3:
@@ -305,6 +307,7 @@ class PreviewPane:
             settings=None if plain else request.title_settings(),
             module_type=module_type,
             kept_cells=kept_cells,
+            before=before,
         )
 
     def publish(
@@ -319,9 +322,11 @@ class PreviewPane:
         """Render the picture into the Image and write the counts next to it.
 
         ``unmasked_zeros`` counts entries that are exactly 0 without being masked (committed
-        pruning, or zero weights); they are mentioned because magnitude methods take them first.
+        pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
+        for widget in (self.image, self.info):
+            widget.remove_class("pe-stale")
         numel = math.prod(shape)
         shape_text = "×".join(str(s) for s in shape) or "scalar"
         head = (
@@ -335,11 +340,18 @@ class PreviewPane:
             body += "".join(f'<div class="{c}">{esc(t)}</div>' for c, t in stats.lines())
         if unmasked_zeros > 0:
             body += (
-                f'<div class="pe-info-zeros">{unmasked_zeros:,} unmasked entries are already '
-                "exactly 0 (committed pruning or zero weights)</div>"
+                f'<div class="pe-info-zeros">{unmasked_zeros:,} entries are exactly 0 without '
+                "a mask (committed pruning or zero weights); they count as pruned</div>"
             )
         self.info.value = head + body
 
-    def show_error(self, text: str) -> None:
-        """Keep the last picture, and say why there is no new preview."""
-        self.info.value = f'<div class="pe-info-error" style="color:#b2182b">{esc(text)}</div>'
+    @property
+    def stale(self) -> bool:
+        """True while the picture and counts are of older settings (see :meth:`mark_stale`)."""
+        return "pe-stale" in self.image._dom_classes
+
+    def mark_stale(self) -> None:
+        """Dim the last picture and strike its counts: they are not of the current controls
+        (the status line says why). The next :meth:`publish` restores them."""
+        for widget in (self.image, self.info):
+            widget.add_class("pe-stale")

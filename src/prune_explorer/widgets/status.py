@@ -18,9 +18,10 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ipywidgets as widgets
@@ -65,6 +66,11 @@ class StatusBar:
         clears only its own error.
     last_error : BaseException or None
         The exception behind the last error message.
+    busy : ipywidgets.HTML
+        The busy indicator (``pe-busy``): hidden, shown by :meth:`working` once an action has
+        run for ``busy_delay`` seconds.
+    busy_delay : float
+        Seconds before the busy indicator appears (0: at once).
     """
 
     def __init__(self) -> None:
@@ -74,7 +80,11 @@ class StatusBar:
             value=0, min=0, max=1, description="", layout=widgets.Layout(display="none")
         )
         self.progress.add_class("pe-progress")
-        self.widget = widgets.HBox([self.progress, self.html])
+        self.busy = widgets.HTML(value="", layout=widgets.Layout(display="none"))
+        self.busy.add_class("pe-busy")
+        self.busy_delay = 0.3
+        self._busy_depth = 0
+        self.widget = widgets.HBox([self.busy, self.progress, self.html])
         self.kind = "info"
         self.text = ""
         self.source = "action"
@@ -95,11 +105,42 @@ class StatusBar:
             LOG.debug("%s failed", what, exc_info=err)
             self.show("error", f"{what} failed: {describe_error(err)}", source)
 
-    def clear(self, source: str | None = None) -> None:
-        """Remove the message (only if ``source`` wrote it, when given)."""
+    def clear(self, source: str | tuple[str, ...] | None = None) -> None:
+        """Remove the message (only if ``source``, or one of several, wrote it, when given)."""
+        sources = (source,) if isinstance(source, str) else source
         with self._lock:
-            if source is None or self.source == source:
+            if sources is None or self.source in sources:
                 self.show("info", "", "action")
+
+    @contextlib.contextmanager
+    def working(self, what: str) -> Iterator[None]:
+        """Show the busy indicator ("working: <what>") if the block runs longer than
+        :attr:`busy_delay`; hide it when the block ends. Safe from any thread; nests."""
+        def show() -> None:
+            with self._lock:
+                if self._busy_depth:
+                    self.busy.value = message("working", f"⏳ working: {what}…")
+                    self.busy.layout.display = ""
+
+        with self._lock:
+            self._busy_depth += 1
+        timer = None
+        if self.busy_delay <= 0:
+            show()
+        else:
+            timer = threading.Timer(self.busy_delay, show)
+            timer.daemon = True
+            timer.start()
+        try:
+            yield
+        finally:
+            if timer is not None:
+                timer.cancel()
+            with self._lock:
+                self._busy_depth -= 1
+                if not self._busy_depth:
+                    self.busy.layout.display = "none"
+                    self.busy.value = ""
 
     def set_progress(self, done: int, total: int) -> None:
         """Show the progress bar at ``done`` of ``total``."""
@@ -113,10 +154,12 @@ class StatusBar:
         action: Callable[[Progress], Any],
         *,
         done: str | Callable[[Any], str] | None = None,
+        source: str = "action",
     ) -> Any:
         """Run ``action(progress)``; report success as ``done`` (or "<what>: done").
 
-        ``done`` may be a function of the action's result that returns the message.
+        ``done`` may be a function of the action's result that returns the message. An error
+        is shown as written by ``source`` (see :meth:`clear`).
 
         Returns the action's result, or None when it raised (the error is shown instead). A
         ``KeyboardInterrupt`` is shown too, then re-raised.
@@ -124,9 +167,10 @@ class StatusBar:
         self.show("working", f"{what}: working...")
         self.set_progress(0, 1)
         try:
-            result = action(self.set_progress)
+            with self.working(what):
+                result = action(self.set_progress)
         except BaseException as err:
-            self.error(err, what)
+            self.error(err, what, source)
             if not isinstance(err, Exception):
                 raise  # an interrupt still stops the cell; the message says what happened
             return None
