@@ -177,12 +177,13 @@ def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
     from prune_explorer.widgets import Explorer
 
     ex = Explorer(_model(torch.float32), debounce=None)
+    ex.ui.amount.value = 0.5  # the first picture of a tensor state pools that state once
 
     def no_pooling(*args, **kwargs):
         raise AssertionError("the L1 preview must not pool the mask")
 
     monkeypatch.setattr(viz_preview, "pool_view", no_pooling)
-    ex.ui.amount.value = 0.6
+    ex.ui.amount.value = 0.6  # a slider move: counts from the order, nothing pooled
     assert ex.preview_error is None
     cells = ex.preview_pane.picture.max_cells
     np.testing.assert_array_equal(ex.preview_array,

@@ -702,8 +702,8 @@ def test_every_offered_view_of_any_tensor_previews(name, views):
 def test_structured_method_on_a_vector_explains_why_not(ex):
     ex.ui.tensor.value = "0.bias"
     ex.ui.method.value = "ln_structured"
-    assert ex.status.text.startswith("Preview failed: Session.preview: ln_structured prunes "
-                                     "whole slices")
+    assert ex.status.text.startswith("Preview failed: Session.preview: tensor '0.bias' must be "
+                                     "at least 2-D for structured pruning")
 
 
 def test_a_drawing_failure_is_a_message_not_a_traceback(ex, monkeypatch):
