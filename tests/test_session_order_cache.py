@@ -176,7 +176,10 @@ def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
     from prune_explorer.viz import pool_view, tensor_view
     from prune_explorer.widgets import Explorer
 
-    ex = Explorer(_model(torch.float32), debounce=None)
+    model = _model(torch.float32)
+    with torch.no_grad():  # no weight exactly 0: what the mask keeps is what is alive
+        model[0].weight.add_(1 / 128)  # the 1/64 grid moved by half a step keeps its ties
+    ex = Explorer(model, debounce=None)
     ex.ui.amount.value = 0.5  # the first picture of a tensor state pools that state once
 
     def no_pooling(*args, **kwargs):
