@@ -205,3 +205,17 @@ def test_the_colour_bar_is_only_for_fractions():
     preview.update(torch.ones(10, 64, dtype=torch.bool))
     assert not preview.colorbar.ax.get_visible()
     assert preview.png()[:4] == b"\x89PNG"
+
+
+def test_the_live_picture_shows_the_groups_of_a_pattern_at_full_resolution():
+    # A 2:4 mask is noise without its groups: the live preview draws a line after every 4th
+    # column when each entry has its own cell, and takes the lines away for another method.
+    mask = torch.ones(8, 16)
+    preview = MaskPreview(figsize=(4, 3), dpi=80)
+    preview.update(mask, method="semi_structured", settings={"pattern": "2:4", "dim": -1})
+    lines = [line.get_xdata()[0] for line in preview.ax.get_lines()]
+    assert lines == [3.5, 7.5, 11.5]
+    with_lines = decode(preview.png())
+    preview.update(mask, method="l1_unstructured", settings={"amount": 0.5})
+    assert preview.ax.get_lines() == []
+    assert not np.array_equal(decode(preview.png()), with_lines)

@@ -51,3 +51,15 @@ def test_block_structured_preview_and_bad_block_text():
     ex.ui.block.value = "4 by 4"
     assert ex.preview_mask is None
     assert "block" in ex.preview_error
+
+
+def test_the_explore_picture_shows_the_pattern_groups():
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.tensor.value = "0.weight"  # small enough for one cell per entry
+    ex.ui.method.value = "semi_structured"
+    ex.ui.pattern.value = "2:4"
+    ex.ui.dim.value = 1
+    assert ex.preview_pane.picture.ax.get_lines()  # group boundaries drawn
+    ex.ui.method.value = "l1_unstructured"
+    assert ex.preview_pane.picture.ax.get_lines() == []
+    ex.close()

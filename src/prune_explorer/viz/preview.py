@@ -26,11 +26,13 @@ import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from prune_explorer.viz import style
 from prune_explorer.viz.diffs import diff_legend_handles
 from prune_explorer.viz.figures import _MIN_AUTO_CELLS as _MIN_CELLS
 from prune_explorer.viz.figures import auto_cells, set_cell_ticks
+from prune_explorer.viz.patterns import draw_pattern_lines
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
     DEFAULT_MAX_CELLS,
@@ -154,6 +156,7 @@ class MaskPreview:
         self.colorbar.set_label("kept fraction per cell (0 = pruned, 1 = kept)", fontsize="small")
         self.pooled: PooledView | None = None
         self.pooled_before: PooledView | None = None
+        self._pattern_lines: list[Line2D] = []
         self.label = CURRENT
         self.view: TensorView | None = None
         self._before: tuple[Any, tuple[Any, ...], PooledView] | None = None
@@ -219,6 +222,14 @@ class MaskPreview:
                 before_view = tensor_view(before, layout=layout, dim=dim)
                 self._before = (before, key, pool_view(before_view, self.max_cells))
             self.pooled_before = self._before[2]
+        for line in self._pattern_lines:
+            line.remove()
+        self._pattern_lines = []
+        if view.kind in ("matrix", "flat") and isinstance(settings, Mapping):
+            # N:M groups and blocks, visible only where every entry has its own cell
+            self._pattern_lines = draw_pattern_lines(
+                self.ax, view.source_shape, method, settings,
+                full_resolution=pooled.full_resolution)
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
         self.label = CURRENT if before is None else NEXT_STEP
@@ -280,7 +291,8 @@ class MaskPreview:
             self.ax.set_position(rect)
 
     def _dynamic_artists(self) -> list[Artist]:
-        return [self.image, self.new_image, *self.ax.spines.values(), self.ax.title]
+        return [self.image, self.new_image, *self._pattern_lines, *self.ax.spines.values(),
+                self.ax.title]
 
     def png(self) -> bytes:
         """Render the current picture to PNG bytes.
