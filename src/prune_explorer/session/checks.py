@@ -34,7 +34,7 @@ from .methods import core_errors
 from .registry import TensorInfo, unknown_target
 from .step import Step, split_address
 
-__all__ = ["check_step", "unpruned_channels", "unpruned_entries"]
+__all__ = ["check_step", "kept_slices", "unpruned_channels", "unpruned_entries"]
 
 
 def unpruned_entries(module: nn.Module, tensor_name: str) -> int:
@@ -51,9 +51,23 @@ def unpruned_channels(module: nn.Module, tensor_name: str, dim: int) -> int:
     mask = getattr(module, tensor_name + "_mask", None)
     if mask is None or find_hook(module, tensor_name) is None:
         return tensor.shape[dim]
-    dim = dim % tensor.dim()
-    others = [d for d in range(tensor.dim()) if d != dim]
-    return int(torch.count_nonzero(mask.sum(dim=others) != 0))
+    return kept_slices(mask, dim % tensor.dim())
+
+
+def kept_slices(kept: torch.Tensor, dim: int) -> int:
+    """Slices along ``dim`` with at least one kept entry (what a structured method can cut).
+
+    ``kept`` is a bool mask or a 0/1 mask as ``torch.nn.utils.prune`` makes them.
+    """
+    if kept.dim() == 0:
+        return int(bool(kept))
+    # An explicit row length: reshape(n, -1) is ambiguous for tensors with no entries.
+    rows = kept.movedim(dim, 0).reshape(kept.shape[dim], kept.numel() // max(kept.shape[dim], 1))
+    if rows.shape[1] == 0:  # slices with no entries keep nothing
+        return 0
+    # For 0/1 masks "any entry kept" is "max > 0", which is several times faster than any().
+    alive = rows.any(dim=1) if kept.dtype == torch.bool else rows.amax(dim=1) > 0
+    return int(alive.sum())
 
 
 def _fits(amount: int, left: int, where: str, what: str) -> None:

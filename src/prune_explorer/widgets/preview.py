@@ -33,6 +33,7 @@ import ipywidgets as widgets
 import torch
 
 from prune_explorer.session import Session, Step
+from prune_explorer.session.checks import kept_slices
 from prune_explorer.session.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
@@ -119,22 +120,6 @@ class PreviewRequest:
         if "mask" in self.settings:
             return "custom mask"
         return dict(self.settings)
-
-
-def kept_slices(kept: torch.Tensor, dim: int) -> int:
-    """Slices along ``dim`` with at least one kept entry (what a structured method can cut).
-
-    ``kept`` is a bool mask or a 0/1 mask as ``torch.nn.utils.prune`` makes them.
-    """
-    if kept.dim() == 0:
-        return int(bool(kept))
-    # An explicit row length: reshape(n, -1) is ambiguous for tensors with no entries.
-    rows = kept.movedim(dim, 0).reshape(kept.shape[dim], kept.numel() // max(kept.shape[dim], 1))
-    if rows.shape[1] == 0:  # slices with no entries keep nothing
-        return 0
-    # For 0/1 masks "any entry kept" is "max > 0", which is several times faster than any().
-    alive = rows.any(dim=1) if kept.dtype == torch.bool else rows.amax(dim=1) > 0
-    return int(alive.sum())
 
 
 @dataclass(frozen=True)
