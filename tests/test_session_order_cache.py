@@ -167,8 +167,8 @@ def test_preview_cells_are_the_counts_of_the_previewed_mask(cells):
             np.testing.assert_array_equal(glob, pool_fraction(masks[target], cells).kept)
     # only the mask can tell for other methods
     rows, cols = block_edges(400, 10), block_edges(500, 10)
-    assert s.preview_cells("0.weight", "random_unstructured", row_edges=rows, col_edges=cols,
-                           amount=0.5) is None
+    assert s.preview_cells("0.weight", "ln_structured", row_edges=rows, col_edges=cols,
+                           amount=0.5, n=2, dim=0) is None
 
 
 def test_explorer_draws_the_sessions_cell_counts(monkeypatch):

@@ -59,15 +59,25 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
 def local_mask(module: nn.Module, tensor_name: str, step: Step,
                orders: OrderCache | None = None) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
-    if orders is not None and step.method == "l1_unstructured":
-        order = orders.get(module, tensor_name)
-        if order is not None:
-            return order.mask(prune._compute_nparams_toprune(step.settings["amount"],
-                                                             order.alive))
+    order = _local_order(module, tensor_name, step, orders)
+    if order is not None:
+        return order.mask(prune._compute_nparams_toprune(step.settings["amount"], order.alive))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad():
         return prune.preview_mask(module, tensor_name, method)
+
+
+def _local_order(module: nn.Module, tensor_name: str, step: Step,
+                 orders: OrderCache | None) -> TensorOrder | None:
+    """The cached order a local unstructured step ranks by (None: ask the core)."""
+    if orders is None or step.is_global:
+        return None
+    if step.method == "l1_unstructured":
+        return orders.get(module, tensor_name)
+    if step.method == "random_unstructured" and step.seed is not None:
+        return orders.get(module, tensor_name, step.seed)
+    return None
 
 
 def global_masks(model: nn.Module, step: Step,
@@ -118,21 +128,22 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
     """Entries of ``address`` that stay kept after ``step``, per display cell, from the order.
 
     The cells are blocks of the tensor seen as ``(shape[0], numel / shape[0])``, row-major (the
-    matrix view of the pictures). None when the order cannot tell (not an L1 step, tensor
-    without an order): then the mask must be built and pooled.
+    matrix view of the pictures). None when the order cannot tell (neither an L1 step nor a local
+    seeded random_unstructured step, or a tensor without an order): then pool the mask.
     """
-    inner = step.settings.get("pruning_method") if step.is_global else step.method
-    if inner != "l1_unstructured" or address not in step.targets:
+    if address not in step.targets:
         return None
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
+        if step.settings.get("pruning_method") != "l1_unstructured":
+            return None
         cuts = _global_cuts(pairs, step, orders)
         if cuts is None:
             return None
         order, cut = cuts[step.targets.index(address)]
     else:
-        found = orders.get(*pairs[0])
+        found = _local_order(*pairs[0], step, orders)
         if found is None:
             return None
         order = found

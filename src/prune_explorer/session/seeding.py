@@ -34,7 +34,7 @@ import torch
 
 from prune_explorer.prune.validation import METHOD_PARAMETERS
 
-__all__ = ["TIES", "generator_for", "ties_for"]
+__all__ = ["TIES", "draws_for", "generator_for", "ties_for"]
 
 #: The tie rule of every pruning call the session makes: "index" (the same count as torch; among
 #: entries tied at the cut, the lowest flat index first). It needs no fallback to a full sort, so
@@ -58,3 +58,13 @@ def generator_for(method: str, seed: int | None, device: torch.device) -> dict[s
         return {}
     where = torch.device("cpu") if method == "random_structured" else torch.device(device)
     return {"generator": torch.Generator(device=where).manual_seed(seed)}
+
+
+def draws_for(seed: int, count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The ``count`` uniform draws a ``random_unstructured`` step seeded with ``seed`` ranks.
+
+    The core draws one value per unpruned entry (flat order), in the tensor's dtype and on its
+    device, from :func:`generator_for`'s generator, and prunes the largest draws.
+    """
+    generator = generator_for("random_unstructured", seed, device)["generator"]
+    return torch.rand(count, generator=generator, dtype=dtype, device=device)

@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from .packed import PackedMask
-from .seeding import generator_for
+from .seeding import draws_for
 from .step import Step, split_address
 
 __all__ = ["note_ties", "split_of"]
@@ -91,14 +91,6 @@ def _split(taken: torch.Tensor) -> str:
     return "other"
 
 
-def _draws(step: Step, count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    # What the core drew for a random unstructured step: `count` uniform draws over the unpruned
-    # entries, from the generator seeded with step.seed.
-    method = "random_unstructured"
-    generator = generator_for(method, step.seed, device)["generator"]
-    return torch.rand(count, generator=generator, dtype=dtype, device=device)
-
-
 def note_ties(
     model: nn.Module,
     step: Step,
@@ -146,7 +138,7 @@ def note_ties(
         flags = torch.cat([(~kept)[was].cpu() for was, kept in masks])
         first = importance[step.targets[0]]
         dtype = _common_dtype([importance[a] for a in step.targets])
-        draws = _draws(step, flags.numel(), dtype, first.device)
+        draws = draws_for(step.seed, flags.numel(), dtype, first.device)  # type: ignore[arg-type]
         # the largest draws are pruned: the smallest negated ones
         split = split_of(draws.neg().cpu(), flags)
     return split if split in ("lowest", "highest") else None
