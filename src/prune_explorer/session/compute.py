@@ -37,7 +37,7 @@ from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import generator_for, ties_for
 from .step import Step, split_address
 
-__all__ = ["cell_counts", "global_masks", "local_mask", "make_method"]
+__all__ = ["cached_cuts", "cell_counts", "global_masks", "local_mask", "make_method"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -100,13 +100,34 @@ def global_masks(model: nn.Module, step: Step,
     return dict(zip(step.targets, masks, strict=True))
 
 
-def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step,
-                 orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
+def cached_cuts(model: nn.Module, step: Step,
+                orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
+    """Each target's order and how many of its first entries ``step`` prunes, from orders
+    already built for the targets as they are now (None: some target has none, or ``step`` is
+    not an unstructured L1 or seeded random_unstructured step). Builds nothing."""
+    pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
+             for a in step.targets]
+    if step.is_global:
+        if step.settings.get("pruning_method") != "l1_unstructured":
+            return None
+        return _global_cuts(pairs, step, orders, build=False)
+    seed = step.seed if step.method == "random_unstructured" else None
+    if step.method not in ("l1_unstructured", "random_unstructured") or (
+            step.method == "random_unstructured" and seed is None):
+        return None
+    order = orders.peek(*pairs[0], seed)
+    if order is None:
+        return None
+    return [(order, prune._compute_nparams_toprune(step.settings["amount"], order.alive))]
+
+
+def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
+                 build: bool = True) -> list[tuple[TensorOrder, int]] | None:
     """Each target's order and how many of its first entries the global L1 step prunes
     (None: not every target has an order)."""
     if sum(getattr(m, n).numel() for m, n in pairs) > orders.budget:
         return None  # more than the cache holds: the core's one-pass selection is better
-    found = [orders.get(m, n) for m, n in pairs]
+    found = [orders.get(m, n) if build else orders.peek(m, n) for m, n in pairs]
     ready = [o for o in found if o is not None]
     if len(ready) != len(found) or len({o.mask_dtype for o in ready}) != 1:
         return None

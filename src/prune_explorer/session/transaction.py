@@ -40,15 +40,17 @@ from torch import nn
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
 from .checks import check_step
+from .compute import cached_cuts
 from .errors import NotUndoableError
 from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
+from .order_cache import OrderCache
 from .packed import PackedMask
 from .registry import TensorInfo
 from .step import Step
-from .ties import note_ties
+from .ties import note_from_cuts, note_ties
 from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
@@ -231,6 +233,7 @@ class Transactional:
     _journal: Journal
     _lock: threading.RLock
     _seen: dict[str, Seen]
+    _orders: OrderCache | None = None  # previews' orders: an apply reads its tie note off them
 
     @property
     def lock(self) -> threading.RLock:
@@ -317,10 +320,16 @@ class Transactional:
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
+        # The tie note, from the targets' cached orders if a preview built them (no pass over
+        # the entries); else looked up after the step ran.
+        cuts = None if kind != "apply" or self._orders is None else cached_cuts(
+            self._model, step, self._orders)
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         run_step(self._model, step)
         if kind == "apply":
-            step = step._noted(note_ties(self._model, step, before, found))
+            note = note_ties(self._model, step, before, found) if cuts is None else \
+                note_from_cuts(cuts)
+            step = step._noted(note)
             self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
         for name, module, tensor_name in located:
             history = self._histories[name]
