@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,8 @@ from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import generator_for, ties_for
 from .step import Step, split_address
 
-__all__ = ["cached_cuts", "cell_counts", "global_masks", "local_mask", "make_method"]
+__all__ = ["GlobalPreview", "cached_cuts", "cell_counts", "global_masks", "kept_count",
+           "local_mask", "make_method"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -80,8 +82,49 @@ def _local_order(module: nn.Module, tensor_name: str, step: Step,
     return None
 
 
+class GlobalPreview(Mapping[str, torch.Tensor]):
+    """The masks of a global L1 step by address, each built on first access from its target's
+    order and cut (as they were when the preview ran); :meth:`kept` counts without a mask.
+
+    A global slider step thus costs the cut (``O(T log n)``) and the shown target's mask only,
+    and holds no mask it was not asked for.
+    """
+
+    def __init__(self, cuts: Mapping[str, tuple[TensorOrder, int]]) -> None:
+        self._cuts = dict(cuts)
+        self._masks: dict[str, torch.Tensor] = {}
+
+    def __getitem__(self, address: str) -> torch.Tensor:
+        if address not in self._masks:
+            order, cut = self._cuts[address]
+            self._masks[address] = order.mask(cut)
+        return self._masks[address]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cuts)
+
+    def __len__(self) -> int:
+        return len(self._cuts)
+
+    def kept(self, address: str) -> int:
+        """Entries of ``address`` the step keeps (its mask's count of ones)."""
+        order, cut = self._cuts[address]
+        return order.alive - cut
+
+    def __repr__(self) -> str:
+        built = sum(a in self._masks for a in self._cuts)
+        return f"GlobalPreview({len(self._cuts)} targets, {built} masks built)"
+
+
+def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
+    """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
+    if isinstance(masks, GlobalPreview):
+        return masks.kept(address)
+    return int(masks[address].count_nonzero())
+
+
 def global_masks(model: nn.Module, step: Step,
-                 orders: OrderCache | None = None) -> dict[str, torch.Tensor]:
+                 orders: OrderCache | None = None) -> Mapping[str, torch.Tensor]:
     """The masks a ``global_unstructured`` step would leave on each of its targets."""
     pairs = []
     for address in step.targets:
@@ -136,12 +179,12 @@ def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCa
 
 
 def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
-                        orders: OrderCache) -> dict[str, torch.Tensor] | None:
+                        orders: OrderCache) -> GlobalPreview | None:
     """Global L1 masks from the targets' precomputed orders (None: not all of them have one)."""
     cuts = _global_cuts(pairs, step, orders)
     if cuts is None:
         return None
-    return {a: o.mask(c) for a, (o, c) in zip(step.targets, cuts, strict=True)}
+    return GlobalPreview(dict(zip(step.targets, cuts, strict=True)))
 
 
 def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,

@@ -260,8 +260,11 @@ class Session(Reporting, Committing):
         *,
         amount: float | int,
         seed: int | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """The masks :meth:`apply_global` would leave, by address; nothing changes."""
+    ) -> Mapping[str, torch.Tensor]:
+        """The masks :meth:`apply_global` would leave, by address; nothing changes.
+
+        Large L1 targets get a lazy mapping (``compute.GlobalPreview``): each mask is built on
+        first access; ``compute.kept_count`` counts one without building it."""
         where = "Session.preview_global"
         step = self._make_step(
             where, "global_unstructured", _as_list(targets),
@@ -309,7 +312,7 @@ class Session(Reporting, Committing):
         return cell_counts(self._model, step, target, self._orders,
                            np.asarray(row_edges), np.asarray(col_edges))
 
-    def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
+    def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
         if step.is_global:
             return global_masks(self._model, step, self._orders)
