@@ -46,7 +46,7 @@ from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
-from .order_cache import OrderCache
+from .order_cache import OrderCache, TensorOrder
 from .packed import PackedMask
 from .registry import TensorInfo
 from .step import Step
@@ -325,7 +325,7 @@ class Transactional:
         cuts = None if kind != "apply" or self._orders is None else cached_cuts(
             self._model, step, self._orders)
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step)
+        run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         if kind == "apply":
             note = note_ties(self._model, step, before, found) if cuts is None else \
                 note_from_cuts(cuts)
@@ -340,6 +340,21 @@ class Transactional:
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step
+
+
+def _masks_of(cuts: list[tuple[TensorOrder, int]],
+              located: list[tuple[str, nn.Module, str]]) -> dict[str, Any] | None:
+    """The masks a step leaves, from the targets' cached orders (None: the core computes them,
+    where a mask buffer's dtype or device differs from the tensor's: the orders' masks would
+    not be the core's)."""
+    masks = {}
+    for (order, cut), (address, module, tensor_name) in zip(cuts, located, strict=True):
+        buffer = module._buffers.get(tensor_name + "_mask")
+        if buffer is not None and (buffer.dtype, buffer.device) != (order.mask_dtype,
+                                                                    order.rank.device):
+            return None
+        masks[address] = order.mask(cut)
+    return masks
 
 
 class _DryRun(Exception):
