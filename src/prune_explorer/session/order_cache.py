@@ -59,6 +59,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from prune_explorer.prune._sharded import is_sharded
+
 from .seeding import draws_for
 
 __all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
@@ -272,7 +274,8 @@ class OrderCache:
     def _get(self, module: nn.Module, name: str, seed: int | None,
              build: bool) -> TensorOrder | None:
         current = getattr(module, name)
-        if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS:
+        if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS \
+                or is_sharded(current):  # DTensors: the core's collective path
             return None
         key = (id(module), name, seed)
         if not build and key not in self._orders:
