@@ -7,9 +7,11 @@ but never registers anything on the module (``prune.preview_mask`` and ``prune.g
 work, on the same fast paths as applying).
 
 Nothing here copies the model: the cost is the mask computation itself. Given an
-:class:`~prune_explorer.session.order_cache.OrderCache`, L1 masks of large tensors come from the
-tensor's precomputed order instead (one comparison per entry, no selection): the very mask the
-core computes, since both take tied entries lowest flat index first.
+:class:`~prune_explorer.session.order_cache.OrderCache`, L1 and seeded random_unstructured masks
+of large tensors come from the tensor's precomputed order instead (one comparison per entry, no
+selection): the very mask the core computes, since both take tied entries lowest flat index
+first. A global L1 preview is lazy (:class:`GlobalPreview`), and an apply that follows a preview
+installs the orders' masks (:func:`cached_cuts`, used by the session's transaction).
 
 Examples
 --------
