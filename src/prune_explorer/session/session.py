@@ -261,10 +261,8 @@ class Session(Reporting, Committing):
         amount: float | int,
         seed: int | None = None,
     ) -> Mapping[str, torch.Tensor]:
-        """The masks :meth:`apply_global` would leave, by address; nothing changes.
-
-        Large L1 targets get a lazy mapping (``compute.GlobalPreview``): each mask is built on
-        first access; ``compute.kept_count`` counts one without building it."""
+        """The masks :meth:`apply_global` would leave, by address (built on first access for
+        large L1 targets: ``compute.GlobalPreview``); nothing changes."""
         where = "Session.preview_global"
         step = self._make_step(
             where, "global_unstructured", _as_list(targets),
