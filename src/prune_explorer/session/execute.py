@@ -83,6 +83,6 @@ def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) ->
                 kwargs = dict(step.settings)
                 kwargs.update(generator_for(step.method, step.seed, device))
                 kwargs.update(ties_for(step.method))
-                method = getattr(prune, METHODS[step.method].cls)._create(where, **kwargs)
+                method = getattr(prune, step.spec.cls)._create(where, **kwargs)
             method._tensor_name = tensor_name
             _module.install(module, tensor_name, method, masks[address], old)

@@ -233,7 +233,7 @@ class Transactional:
     _journal: Journal
     _lock: threading.RLock
     _seen: dict[str, Seen]
-    _orders: OrderCache | None = None  # previews' orders: an apply reads its tie note off them
+    _orders: OrderCache  # the previews' orders: an apply installs their masks
 
     @property
     def lock(self) -> threading.RLock:
@@ -322,8 +322,7 @@ class Transactional:
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
         # The tie note, from the targets' cached orders if a preview built them (no pass over
         # the entries); else looked up after the step ran.
-        cuts = None if kind != "apply" or self._orders is None else cached_cuts(
-            self._model, step, self._orders)
+        cuts = cached_cuts(self._model, step, self._orders) if kind == "apply" else None
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         if kind == "apply":
