@@ -7,7 +7,8 @@ and bf16 default init (every cut a tie there), and each method:
   for L1) plus ``Session.preview_cells``;
 * slider step: ``preview`` + ``preview_cells`` at 20 amounts in [0.3, 0.7]: median and p95;
 * core: the same step with the session's order cache switched off (the core's own selection);
-* apply: ``Session.apply`` once (includes noting how a tied cut was split), then undo.
+* apply: ``Session.apply`` once, right after the preview of the same settings as in the
+  explorer (includes noting how a tied cut was split), then undo.
 
 Then ``preview_global`` over three such layers (first call, median/p95 over the 20 amounts) and,
 in a fresh process, the peak extra resident memory of the first ``preview_global`` per parameter.
@@ -85,6 +86,7 @@ def bench_local(shape, data, method, device) -> dict[str, float]:
             for a in AMOUNTS[::4]]
     s._orders.budget = budget
     out["core_median_ms"] = statistics.median(core)
+    step(0.5)  # Apply follows the preview of the same settings, as in the explorer
     out["apply_ms"] = timed(lambda: s.apply("0.weight", method, amount=0.5, **settings))
     s.undo()
     return out

@@ -167,8 +167,8 @@ def test_preview_cells_are_the_counts_of_the_previewed_mask(cells):
             np.testing.assert_array_equal(glob, pool_fraction(masks[target], cells).kept)
     # only the mask can tell for other methods
     rows, cols = block_edges(400, 10), block_edges(500, 10)
-    assert s.preview_cells("0.weight", "random_unstructured", row_edges=rows, col_edges=cols,
-                           amount=0.5) is None
+    assert s.preview_cells("0.weight", "ln_structured", row_edges=rows, col_edges=cols,
+                           amount=0.5, n=2, dim=0) is None
 
 
 def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
@@ -192,4 +192,52 @@ def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
     np.testing.assert_array_equal(ex.preview_array,
                                   pool_view(tensor_view(ex.preview_mask), cells).values)
     assert len(ex.session._orders) == 1  # the picture came from the tensor's order
+    ex.close()
+
+
+def test_global_preview_builds_only_the_masks_asked_for():
+    from prune_explorer.session.compute import GlobalPreview, kept_count
+
+    s = Session(_model(torch.bfloat16))
+    s.apply("1.weight", "l1_unstructured", amount=0.3)
+    targets = ["0.weight", "1.weight", "2.weight"]
+    preview = s.preview_global(targets, amount=0.55)
+    assert isinstance(preview, GlobalPreview)
+    counts = {n: kept_count(preview, n) for n in targets}
+    assert repr(preview) == "GlobalPreview(3 targets, 0 masks built)"  # counts built none
+    shown = preview["1.weight"]
+    assert repr(preview) == "GlobalPreview(3 targets, 1 masks built)"
+    assert preview["1.weight"] is shown
+    s.apply_global(targets, amount=0.55)
+    for n in targets:  # built after the apply: still the preview's masks, the apply's
+        assert torch.equal(preview[n], s.mask(n).to(preview[n].dtype))
+        assert counts[n] == int(s.mask(n).count_nonzero())
+
+
+def test_explorer_global_step_counts_without_building_other_masks(monkeypatch):
+    from prune_explorer.session.compute import GlobalPreview
+    from prune_explorer.widgets import Explorer
+
+    built = []
+    getitem = GlobalPreview.__getitem__
+
+    def spy(self, address):
+        built.append(address)
+        return getitem(self, address)
+
+    monkeypatch.setattr(GlobalPreview, "__getitem__", spy)
+    ex = Explorer(_model(torch.float32), debounce=None)
+    targets = ("0.weight", "1.weight", "2.weight")
+    ex.ui.method.value = "global_unstructured"
+    ex.ui.global_targets.value = targets
+    built.clear()
+    ex.ui.amount.value = 0.45
+    assert ex.preview_error is None
+    assert set(built) == {ex.tensor}  # only the shown target's mask
+    masks = ex.session.preview_global(list(targets), amount=0.45)
+    alive = sum(int(ex.session.mask(n).count_nonzero()) for n in targets)
+    pruned = sum(alive_n - int(masks[n].count_nonzero()) for n, alive_n in
+                 ((n, int(ex.session.mask(n).count_nonzero())) for n in targets))
+    assert ex.preview_stats.left == alive
+    assert ex.preview_stats.units_pruned == pruned == round(0.45 * alive)
     ex.close()

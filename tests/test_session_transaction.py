@@ -33,11 +33,11 @@ def fail_on_call(monkeypatch, n: int, error: BaseException) -> list[int]:
     real = session_module.run_step
     calls: list[int] = []
 
-    def flaky(model, step):
+    def flaky(model, step, *masks):
         calls.append(1)
         if len(calls) == n:
             raise error
-        return real(model, step)
+        return real(model, step, *masks)
 
     monkeypatch.setattr(session_module, "run_step", flaky)
     return calls
@@ -49,9 +49,9 @@ def real_run_of(monkeypatch, step: Step, action) -> int:
     real = session_module.run_step
     ran: list[Step] = []
 
-    def recording(model, s):
+    def recording(model, s, *masks):
         ran.append(s)
-        return real(model, s)
+        return real(model, s, *masks)
 
     monkeypatch.setattr(session_module, "run_step", recording)
     action()

@@ -7,9 +7,11 @@ but never registers anything on the module (``prune.preview_mask`` and ``prune.g
 work, on the same fast paths as applying).
 
 Nothing here copies the model: the cost is the mask computation itself. Given an
-:class:`~prune_explorer.session.order_cache.OrderCache`, L1 masks of large tensors come from the
-tensor's precomputed order instead (one comparison per entry, no selection): the very mask the
-core computes, since both take tied entries lowest flat index first.
+:class:`~prune_explorer.session.order_cache.OrderCache`, L1 and seeded random_unstructured masks
+of large tensors come from the tensor's precomputed order instead (one comparison per entry, no
+selection): the very mask the core computes, since both take tied entries lowest flat index
+first. A global L1 preview is lazy (:class:`GlobalPreview`), and an apply that follows a preview
+installs the orders' masks (:func:`cached_cuts`, used by the session's transaction).
 
 Examples
 --------
@@ -24,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,7 +40,8 @@ from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import core_kwargs
 from .step import Step, split_address
 
-__all__ = ["cell_counts", "global_masks", "local_mask", "make_method"]
+__all__ = ["GlobalPreview", "cached_cuts", "cell_counts", "global_masks", "kept_count",
+           "local_mask", "make_method"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -52,19 +56,70 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
 def local_mask(module: nn.Module, tensor_name: str, step: Step,
                orders: OrderCache | None = None) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
-    if orders is not None and step.method == "l1_unstructured":
-        order = orders.get(module, tensor_name)
-        if order is not None:
-            return order.mask(prune._compute_nparams_toprune(step.settings["amount"],
-                                                             order.alive))
+    order = _local_order(module, tensor_name, step, orders)
+    if order is not None:
+        return order.mask(prune._compute_nparams_toprune(step.settings["amount"], order.alive))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad():
         return prune.preview_mask(module, tensor_name, method)
 
 
+def _local_order(module: nn.Module, tensor_name: str, step: Step,
+                 orders: OrderCache | None) -> TensorOrder | None:
+    """The cached order a local unstructured step ranks by (None: ask the core)."""
+    if orders is None or step.is_global:
+        return None
+    if step.method == "l1_unstructured":
+        return orders.get(module, tensor_name)
+    if step.method == "random_unstructured" and step.seed is not None:
+        return orders.get(module, tensor_name, step.seed)
+    return None
+
+
+class GlobalPreview(Mapping[str, torch.Tensor]):
+    """The masks of a global L1 step by address, each built on first access from its target's
+    order and cut (as they were when the preview ran); :meth:`kept` counts without a mask.
+
+    A global slider step thus costs the cut (``O(T log n)``) and the shown target's mask only,
+    and holds no mask it was not asked for.
+    """
+
+    def __init__(self, cuts: Mapping[str, tuple[TensorOrder, int]]) -> None:
+        self._cuts = dict(cuts)
+        self._masks: dict[str, torch.Tensor] = {}
+
+    def __getitem__(self, address: str) -> torch.Tensor:
+        if address not in self._masks:
+            order, cut = self._cuts[address]
+            self._masks[address] = order.mask(cut)
+        return self._masks[address]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cuts)
+
+    def __len__(self) -> int:
+        return len(self._cuts)
+
+    def kept(self, address: str) -> int:
+        """Entries of ``address`` the step keeps (its mask's count of ones)."""
+        order, cut = self._cuts[address]
+        return order.alive - cut
+
+    def __repr__(self) -> str:
+        built = sum(a in self._masks for a in self._cuts)
+        return f"GlobalPreview({len(self._cuts)} targets, {built} masks built)"
+
+
+def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
+    """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
+    if isinstance(masks, GlobalPreview):
+        return masks.kept(address)
+    return int(masks[address].count_nonzero())
+
+
 def global_masks(model: nn.Module, step: Step,
-                 orders: OrderCache | None = None) -> dict[str, torch.Tensor]:
+                 orders: OrderCache | None = None) -> Mapping[str, torch.Tensor]:
     """The masks a ``global_unstructured`` step would leave on each of its targets."""
     pairs = []
     for address in step.targets:
@@ -82,13 +137,34 @@ def global_masks(model: nn.Module, step: Step,
     return dict(zip(step.targets, masks, strict=True))
 
 
-def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step,
-                 orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
+def cached_cuts(model: nn.Module, step: Step,
+                orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
+    """Each target's order and how many of its first entries ``step`` prunes, from orders
+    already built for the targets as they are now (None: some target has none, or ``step`` is
+    not an unstructured L1 or seeded random_unstructured step). Builds nothing."""
+    pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
+             for a in step.targets]
+    if step.is_global:
+        if step.settings.get("pruning_method") != "l1_unstructured":
+            return None
+        return _global_cuts(pairs, step, orders, build=False)
+    seed = step.seed if step.method == "random_unstructured" else None
+    if step.method not in ("l1_unstructured", "random_unstructured") or (
+            step.method == "random_unstructured" and seed is None):
+        return None
+    order = orders.peek(*pairs[0], seed)
+    if order is None:
+        return None
+    return [(order, prune._compute_nparams_toprune(step.settings["amount"], order.alive))]
+
+
+def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
+                 build: bool = True) -> list[tuple[TensorOrder, int]] | None:
     """Each target's order and how many of its first entries the global L1 step prunes
     (None: not every target has an order)."""
     if sum(getattr(m, n).numel() for m, n in pairs) > orders.budget:
         return None  # more than the cache holds: the core's one-pass selection is better
-    found = [orders.get(m, n) for m, n in pairs]
+    found = [orders.get(m, n) if build else orders.peek(m, n) for m, n in pairs]
     ready = [o for o in found if o is not None]
     if len(ready) != len(found) or len({o.mask_dtype for o in ready}) != 1:
         return None
@@ -97,12 +173,12 @@ def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step,
 
 
 def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
-                        orders: OrderCache) -> dict[str, torch.Tensor] | None:
+                        orders: OrderCache) -> GlobalPreview | None:
     """Global L1 masks from the targets' precomputed orders (None: not all of them have one)."""
     cuts = _global_cuts(pairs, step, orders)
     if cuts is None:
         return None
-    return {a: o.mask(c) for a, (o, c) in zip(step.targets, cuts, strict=True)}
+    return GlobalPreview(dict(zip(step.targets, cuts, strict=True)))
 
 
 def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
@@ -110,21 +186,22 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
     """Entries of ``address`` that stay kept after ``step``, per display cell, from the order.
 
     The cells are blocks of the tensor seen as ``(shape[0], numel / shape[0])``, row-major (the
-    matrix view of the pictures). None when the order cannot tell (not an L1 step, tensor
-    without an order): then the mask must be built and pooled.
+    matrix view of the pictures). None when the order cannot tell (neither an L1 step nor a local
+    seeded random_unstructured step, or a tensor without an order): then pool the mask.
     """
-    inner = step.settings.get("pruning_method") if step.is_global else step.method
-    if inner != "l1_unstructured" or address not in step.targets:
+    if address not in step.targets:
         return None
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
+        if step.settings.get("pruning_method") != "l1_unstructured":
+            return None
         cuts = _global_cuts(pairs, step, orders)
         if cuts is None:
             return None
         order, cut = cuts[step.targets.index(address)]
     else:
-        found = orders.get(*pairs[0])
+        found = _local_order(*pairs[0], step, orders)
         if found is None:
             return None
         order = found

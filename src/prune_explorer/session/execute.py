@@ -18,9 +18,13 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import torch
 from torch import nn
 
 from prune_explorer import prune
+from prune_explorer.prune import _module
 
 from .methods import prune_class
 from .seeding import core_kwargs
@@ -34,8 +38,18 @@ def _locate(model: nn.Module, address: str) -> tuple[nn.Module, str]:
     return model.get_submodule(module_name), tensor_name
 
 
-def run_step(model: nn.Module, step: Step) -> None:
-    """Apply ``step`` to ``model`` in place (no validation: callers check the step first)."""
+def run_step(model: nn.Module, step: Step,
+             masks: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Apply ``step`` to ``model`` in place (no validation: callers check the step first).
+
+    ``masks``: the masks the step leaves, by target, when already known (from the previews'
+    cached orders, which are the core's masks bit for bit): they are installed as the prune
+    function would install them -- the same method objects, containers and hooks -- without
+    computing them again.
+    """
+    if masks is not None:
+        _install(model, step, masks)
+        return
     if step.is_global:
         pairs = [_locate(model, address) for address in step.targets]
         method = step.settings["pruning_method"]
@@ -47,3 +61,22 @@ def run_step(model: nn.Module, step: Step) -> None:
     function = getattr(prune, step.spec.name)
     device = getattr(module, tensor_name).device
     function(module, tensor_name, **core_kwargs(step.method, step.settings, step.seed, device))
+
+
+def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) -> None:
+    # What the prune function does once its masks are computed: the step's method (or, for a
+    # global step, one CustomFromMask per target) joins the tensor's hook; all or nothing.
+    pairs = [_locate(model, address) for address in step.targets]
+    with _module.transaction(pairs):
+        for address, (module, tensor_name) in zip(step.targets, pairs, strict=True):
+            where = f"prune.{step.method}"
+            old = _module.find_hook(module, tensor_name, where)
+            method: prune.BasePruningMethod
+            if step.is_global:
+                method = prune.CustomFromMask(masks[address])
+            else:
+                device = getattr(module, tensor_name).device
+                kwargs = core_kwargs(step.method, step.settings, step.seed, device)
+                method = prune_class(step.method)._create(where, **kwargs)
+            method._tensor_name = tensor_name
+            _module.install(module, tensor_name, method, masks[address], old)

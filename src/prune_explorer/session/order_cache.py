@@ -8,6 +8,11 @@ once -- stably, so equal magnitudes keep their flat order, which is exactly the 
 * ``rank``: each unpruned entry's place in that order (-1 where already pruned);
 * ``sorted_keys``: the unpruned magnitudes in ascending order.
 
+A ``random_unstructured`` step with a fixed seed ranks fixed draws (one per unpruned entry, the
+stream :func:`~prune_explorer.session.seeding.draws_for` gives, largest pruned first, ties lowest
+flat index first): the same structure, built from the negated draws, serves its slider too, one
+order per (tensor state, seed).
+
 Then, for any ``k``:
 
 * a local L1 mask is ``rank >= k`` (one comparison, no selection);
@@ -53,6 +58,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from prune_explorer.prune._sharded import is_sharded
+
+from .seeding import draws_for
 
 __all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
 
@@ -106,27 +115,43 @@ class TensorOrder:
         dtype of the masks the core would return (the tensor's).
     """
 
-    def __init__(self, current: torch.Tensor, kept: torch.Tensor | None, state: tuple[Any, ...]):
+    def __init__(self, current: torch.Tensor, kept: torch.Tensor | None, state: tuple[Any, ...],
+                 seed: int | None = None):
         with torch.no_grad():
-            keys = current.detach().abs().reshape(-1)
-            if kept is not None:
-                dead = kept.reshape(-1) == 0
-                keys = keys.masked_fill(dead, float("nan"))  # NaN sorts after every number
-            # Non-negative floats (and NaN after them) order as their bit patterns do: sorting
-            # those integers is the same stable order, and several times faster.
-            bits = keys.view(_BITS[keys.dtype])
-            n = keys.numel()
+            n = current.numel()
+            dead = None if kept is None else kept.reshape(-1) == 0
+            self.alive = n if dead is None else n - int(dead.sum())
+            # Keys as integers that sort exactly as the core ranks the entries: the bit patterns
+            # of |w| (non-negative floats, NaN after them, order as their bits do), or, for the
+            # seeded draws pruned largest first, their negated bit patterns. Pruned entries get
+            # the largest integer: they sort last. A stable sort of those integers is the core's
+            # order (ties: lowest flat index first), and several times faster than of floats.
+            bits_dtype = _BITS[current.dtype]
+            if seed is None:
+                bits = current.detach().abs().reshape(-1).view(bits_dtype)
+            else:
+                draws = draws_for(seed, self.alive, current.dtype, current.device)
+                drawn = draws.view(bits_dtype).neg()
+                if dead is None:
+                    bits = drawn
+                else:
+                    bits = torch.empty(n, dtype=bits_dtype, device=current.device)
+                    bits.masked_scatter_(~dead, drawn)
+                del draws, drawn
+            if dead is not None:
+                bits = bits.masked_fill(dead, torch.iinfo(bits_dtype).max)
             sorted_keys, order = torch.sort(bits, stable=True)
-            self.alive = n if kept is None else n - int(dead.sum())
+            del bits
             index_dtype = torch.int32 if n < 2**31 else torch.int64
-            rank = torch.empty(n, dtype=index_dtype, device=keys.device)
-            rank[order] = torch.arange(n, dtype=index_dtype, device=keys.device)
+            rank = torch.empty(n, dtype=index_dtype, device=current.device)
+            rank[order] = torch.arange(n, dtype=index_dtype, device=current.device)
             del order
-            if kept is not None:
+            if dead is not None:
                 rank.masked_fill_(dead, -1)
         self.rank = rank.view(current.shape)
         self.sorted_keys = sorted_keys[: self.alive].clone()  # bit patterns, comparable as ints
         self.mask_dtype = current.dtype
+        self.seed = seed
         self.shape = tuple(current.shape)
         self._state = state
         self._cells: tuple[bytes, bytes, torch.Tensor] | None = None
@@ -235,25 +260,38 @@ class OrderCache:
 
     def __init__(self, budget: int = 1 << 28) -> None:
         self.budget = budget  # at most this many entries ordered at once (oldest dropped)
-        self._orders: dict[tuple[int, str], TensorOrder] = {}
+        self._orders: dict[tuple[int, str, int | None], TensorOrder] = {}
 
-    def get(self, module: nn.Module, name: str) -> TensorOrder | None:
+    def get(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
+        """The order of ``module.name`` as it is now: by ``|w|``, or by the draws of a
+        ``random_unstructured`` step seeded with ``seed`` (built on first use)."""
+        return self._get(module, name, seed, build=True)
+
+    def peek(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
+        """Like :meth:`get`, but only an order already built for the tensor as it is now."""
+        return self._get(module, name, seed, build=False)
+
+    def _get(self, module: nn.Module, name: str, seed: int | None,
+             build: bool) -> TensorOrder | None:
         current = getattr(module, name)
-        if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS:
+        if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS \
+                or is_sharded(current):  # DTensors: the core's collective path
             return None
-        key = (id(module), name)
+        key = (id(module), name, seed)
+        if not build and key not in self._orders:
+            return None
         now = _state(module, name)
         order = self._orders.get(key)
         if order is not None and _still(order._state, now):
             return order
         self._orders.pop(key, None)  # free the stale one before building
-        if bool(torch.isnan(current).any()):
+        if not build or (seed is None and bool(torch.isnan(current).any())):
             return None
         kept = module._buffers.get(name + "_mask") if len(now) == 3 else None
         while self._orders and sum(o.rank.numel() for o in self._orders.values()) \
                 + current.numel() > self.budget:
             del self._orders[next(iter(self._orders))]
-        order = TensorOrder(current, kept, now)
+        order = TensorOrder(current, kept, now, seed)
         self._orders[key] = order
         return order
 

@@ -18,7 +18,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,8 +66,9 @@ class Previewing(Arguments):
         *,
         amount: float | int,
         seed: int | None = None,
-    ) -> dict[str, torch.Tensor]:
-        """The masks :meth:`apply_global` would leave, by address; nothing changes."""
+    ) -> Mapping[str, torch.Tensor]:
+        """The masks :meth:`apply_global` would leave, by address (built on first access for
+        large L1 targets: ``compute.GlobalPreview``); nothing changes."""
         where = "Session.preview_global"
         return self._preview_step(
             self._global_step(where, targets, method, amount, seed, draw=False), where)
@@ -113,7 +114,7 @@ class Previewing(Arguments):
         return cell_counts(self._model, step, target, self._orders,
                            np.asarray(row_edges), np.asarray(col_edges))
 
-    def _preview_step(self, step: Step, where: str) -> dict[str, torch.Tensor]:
+    def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
         if step.is_global:
             return global_masks(self._model, step, self._orders)

@@ -122,7 +122,7 @@ class Reporting(Previewing):
             )
         glob = self._global_step(where, names, "l1_unstructured", amount, None, draw=False)
         global_result = self._preview_step(glob, where)
-        local_result = {}
+        local_result: dict[str, torch.Tensor] = {}
         for name in names:
             step = Step._build(where, "l1_unstructured", name, {"amount": amount})
             local_result.update(self._preview_step(step, where))

@@ -35,7 +35,7 @@ import torch
 
 from prune_explorer.prune.validation import METHOD_PARAMETERS
 
-__all__ = ["TIES", "core_kwargs", "generator_for", "ties_for"]
+__all__ = ["TIES", "core_kwargs", "draws_for", "generator_for", "ties_for"]
 
 #: The tie rule of every pruning call the session makes: "index" (the same count as torch; among
 #: entries tied at the cut, the lowest flat index first). It needs no fallback to a full sort, so
@@ -83,3 +83,13 @@ def core_kwargs(
     kwargs.update(generator_for(method, seed, device))
     kwargs.update(ties_for(method))
     return kwargs
+
+
+def draws_for(seed: int, count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The ``count`` uniform draws a ``random_unstructured`` step seeded with ``seed`` ranks.
+
+    The core draws one value per unpruned entry (flat order), in the tensor's dtype and on its
+    device, from :func:`generator_for`'s generator, and prunes the largest draws.
+    """
+    generator = generator_for("random_unstructured", seed, device)["generator"]
+    return torch.rand(count, generator=generator, dtype=dtype, device=device)

@@ -39,11 +39,12 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from .order_cache import TensorOrder
 from .packed import PackedMask
-from .seeding import generator_for
+from .seeding import draws_for
 from .step import Step, split_address
 
-__all__ = ["note_ties", "split_of"]
+__all__ = ["note_from_cuts", "note_ties", "split_of"]
 
 
 def split_of(keys: torch.Tensor, pruned: torch.Tensor) -> str | None:
@@ -89,14 +90,6 @@ def _split(taken: torch.Tensor) -> str:
     if bool(taken[taken.numel() - count:].all()):
         return "highest"
     return "other"
-
-
-def _draws(step: Step, count: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    # What the core drew for a random unstructured step: `count` uniform draws over the unpruned
-    # entries, from the generator seeded with step.seed.
-    method = "random_unstructured"
-    generator = generator_for(method, step.seed, device)["generator"]
-    return torch.rand(count, generator=generator, dtype=dtype, device=device)
 
 
 def note_ties(
@@ -147,10 +140,27 @@ def note_ties(
         flags = torch.cat([(~kept)[was].cpu() for was, kept in masks])
         first = importance[step.targets[0]]
         dtype = _common_dtype([importance[a] for a in step.targets])
-        draws = _draws(step, flags.numel(), dtype, first.device)
+        draws = draws_for(step.seed, flags.numel(), dtype, first.device)  # type: ignore[arg-type]
         # the largest draws are pruned: the smallest negated ones
         split = split_of(draws.neg().cpu(), flags)
     return split if split in ("lowest", "highest") else None
+
+
+def note_from_cuts(cuts: Sequence[tuple[TensorOrder, int]]) -> str | None:
+    """What :func:`note_ties` finds, read off the targets' cached orders before the step runs.
+
+    ``cuts``: each target's order (its state before the step) and how many of its first
+    entries the step prunes. A tie straddles the cut exactly when the largest pruned key equals
+    the smallest kept one; the core then prunes the tied entries of lowest flat index first
+    (its "index" rule, which the orders follow), so the note is ``"lowest"``. ``O(targets)``.
+    """
+    pruned = [o.sorted_keys[c - 1] for o, c in cuts if c > 0]
+    kept = [o.sorted_keys[c] for o, c in cuts if c < o.alive]
+    if not pruned or not kept:
+        return None
+    top = max(int(k) for k in pruned)
+    bottom = min(int(k) for k in kept)
+    return "lowest" if top == bottom else None
 
 
 def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:

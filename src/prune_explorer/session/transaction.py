@@ -40,15 +40,17 @@ from torch import nn
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
 from .checks import check_step
+from .compute import cached_cuts
 from .errors import NotUndoableError
 from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
+from .order_cache import OrderCache, TensorOrder
 from .packed import PackedMask
 from .registry import TensorInfo
 from .step import Step
-from .ties import note_ties
+from .ties import note_from_cuts, note_ties
 from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
@@ -231,6 +233,7 @@ class Transactional:
     _journal: Journal
     _lock: threading.RLock
     _seen: dict[str, Seen]
+    _orders: OrderCache  # the previews' orders: an apply installs their masks
 
     @property
     def lock(self) -> threading.RLock:
@@ -317,10 +320,15 @@ class Transactional:
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
+        # The tie note, from the targets' cached orders if a preview built them (no pass over
+        # the entries); else looked up after the step ran.
+        cuts = cached_cuts(self._model, step, self._orders) if kind == "apply" else None
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step)
+        run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         if kind == "apply":
-            step = step._noted(note_ties(self._model, step, before, found))
+            note = note_ties(self._model, step, before, found) if cuts is None else \
+                note_from_cuts(cuts)
+            step = step._noted(note)
             self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
         for name, module, tensor_name in located:
             history = self._histories[name]
@@ -331,6 +339,21 @@ class Transactional:
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step
+
+
+def _masks_of(cuts: list[tuple[TensorOrder, int]],
+              located: list[tuple[str, nn.Module, str]]) -> dict[str, Any] | None:
+    """The masks a step leaves, from the targets' cached orders (None: the core computes them,
+    where a mask buffer's dtype or device differs from the tensor's: the orders' masks would
+    not be the core's)."""
+    masks = {}
+    for (order, cut), (address, module, tensor_name) in zip(cuts, located, strict=True):
+        buffer = module._buffers.get(tensor_name + "_mask")
+        if buffer is not None and (buffer.dtype, buffer.device) != (order.mask_dtype,
+                                                                    order.rank.device):
+            return None
+        masks[address] = order.mask(cut)
+    return masks
 
 
 class _DryRun(Exception):

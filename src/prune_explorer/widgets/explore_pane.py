@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from prune_explorer.session import Session
+from prune_explorer.session.compute import kept_count
 
 from .controls import PruningControls
 from .errors import WidgetInputError
@@ -269,7 +270,8 @@ class ExplorePane:
                 if mask is not None and mask.dim() >= 2 and exact:
                     edges = self.preview_pane.picture.cell_edges(tuple(mask.shape))
                     cells = request.kept_cells(session, edges)
-                others = {n: (self.kept(n), m) for n, m in masks.items() if n != request.target}
+                others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
+                          if n != request.target}  # counts only: no mask of theirs is built
                 module_type = session.info(request.target).module_type
             except Exception as err:
                 self._failed(err)

@@ -82,7 +82,7 @@ class PreviewRequest:
             return int(self.settings["dim"])
         return None
 
-    def preview_all(self, session: Session) -> dict[str, torch.Tensor]:
+    def preview_all(self, session: Session) -> Mapping[str, torch.Tensor]:
         """Masks the step would leave, by address (one entry unless global)."""
         if self.is_global:
             return session.preview_global(
@@ -205,12 +205,12 @@ class PreviewStats:
         after: torch.Tensor,
         request: PreviewRequest,
         *,
-        others: Mapping[str, tuple[MaskSummary, torch.Tensor]] | None = None,
+        others: Mapping[str, tuple[MaskSummary, int]] | None = None,
         kept_after: int | None = None,
     ) -> PreviewStats:
         """Count from the shown tensor's current mask and the previewed ``after`` (1 = kept).
 
-        ``others`` holds ``(before, after)`` of the other targets of a global step;
+        ``others`` holds ``(before, kept count after)`` of the other targets of a global step;
         ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
         counts it exactly).
         """
@@ -229,9 +229,9 @@ class PreviewStats:
             units_pruned = kept_before - kept_after
             unit = "entries"
             if request.is_global and others:
-                for other_before, other_after in others.values():
+                for other_before, other_kept in others.values():
                     left += other_before.kept_count
-                    units_pruned += other_before.kept_count - int(other_after.count_nonzero())
+                    units_pruned += other_before.kept_count - other_kept
                 unit = f"entries over {len(others) + 1} tensors"
         return cls(numel, numel - kept_before, numel - kept_after, unit, left, units_pruned,
                    amount)
