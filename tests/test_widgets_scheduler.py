@@ -166,3 +166,23 @@ def test_close_unsubscribes_and_stops_the_worker():
     assert len(ex.session._events) == 0
     ex.session.apply("0.weight", "identity")  # no callback into the closed widgets
     assert ex.render_count == 0
+
+
+def test_a_drag_draws_stale_pictures_at_a_bounded_interval(monkeypatch):
+    # While a newer request waits, a finished preview is stale. The explorer skips it only if a
+    # picture was drawn less than FRAME_INTERVAL_S ago, so a long drag still animates.
+    from _widget_helpers import mlp
+    from prune_explorer.widgets import Explorer, explore_pane
+    from prune_explorer.widgets.scheduler import LatestOnly
+
+    ex = Explorer(mlp(), debounce=None)
+    monkeypatch.setattr(LatestOnly, "pending", property(lambda self: True))  # always superseded
+    drawn = ex.render_count
+    monkeypatch.setattr(explore_pane, "FRAME_INTERVAL_S", 3600.0)  # last picture is "recent"
+    ex.ui.amount.value = 0.3
+    assert ex.render_count == drawn  # stale and a picture is recent: skipped
+    monkeypatch.setattr(explore_pane, "FRAME_INTERVAL_S", 0.0)  # last picture is "old"
+    ex.ui.amount.value = 0.4
+    assert ex.render_count == drawn + 1  # stale, but the picture was old: drawn
+    assert ex.preview_request.settings["amount"] == 0.4
+    ex.close()

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,11 @@ def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
         )
 
 
+#: While the slider is dragged every finished preview is already stale (a newer request waits).
+#: Skipping all of them would show nothing until the drag ends; a stale picture is drawn anyway
+#: once the last one is this old, so a drag animates at a few frames per second at least.
+FRAME_INTERVAL_S = 0.25
+
 class ExplorePane:
     """Controls, preview picture and counts, and the Apply/Undo/Reset buttons.
 
@@ -79,6 +85,7 @@ class ExplorePane:
         self.preview_request: PreviewRequest | None = None
         self.preview_error: str | None = None
         self.render_count = 0
+        self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
         self._kept_cache: dict[tuple[str, str, int], MaskSummary] = {}
 
@@ -276,8 +283,8 @@ class ExplorePane:
             except Exception as err:
                 self._failed(err)
                 return
-        if self.runner.pending:
-            return  # a newer request is waiting: do not draw this stale one
+        if self.runner.pending and time.monotonic() - self._drawn_at < FRAME_INTERVAL_S:
+            return  # a newer request is waiting and a picture is recent: skip this stale one
         stats = note = None
         if mask is None:
             note = f"{request.target} is not among the global targets; showing its current mask"
@@ -297,6 +304,7 @@ class ExplorePane:
         self.preview_request = request
         self.preview_error = None
         self.render_count += 1
+        self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
         self.ex.ui.apply.disabled = False
