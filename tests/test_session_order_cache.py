@@ -241,3 +241,42 @@ def test_explorer_global_step_counts_without_building_other_masks(monkeypatch):
     assert ex.preview_stats.left == alive
     assert ex.preview_stats.units_pruned == pruned == round(0.45 * alive)
     ex.close()
+
+
+@pytest.mark.parametrize("method", ["l1_unstructured", "random_unstructured"])
+def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, monkeypatch):
+    # A weight with a few entries exactly 0 (alive = kept by the mask and nonzero): the picture
+    # and counts come from the session's cell counts less the zeros the mask keeps, and equal
+    # what pooling the alive mask gives.
+    from prune_explorer.widgets import Explorer, explore_pane
+
+    def run(fast: bool):
+        model = nn.Sequential(nn.Linear(600, 400))
+        g = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            model[0].weight.copy_(torch.randn(400, 600, generator=g))
+            model[0].weight.view(-1)[torch.arange(7, 240000, 24001)] = 0.0  # ten exact zeros
+        if not fast:
+            monkeypatch.setattr(explore_pane.ExplorePane, "_few_zeros",
+                                lambda self, *args: None)
+        ex = Explorer(model, debounce=None)
+        ex.ui.method.value = method
+        ex.ui.amount.value = 0.25  # the first picture of a state pools that state once
+        if fast:  # from here on a slider step pools nothing: counts only
+            import prune_explorer.viz.preview as viz_preview
+
+            def no_pooling(*args, **kwargs):
+                raise AssertionError("a slider step must not pool the mask")
+
+            monkeypatch.setattr(viz_preview, "pool_view", no_pooling)
+        ex.ui.amount.value = 0.3
+        out = (ex.preview_array.copy(), ex.preview_stats, ex.preview_error)
+        ex.close()
+        monkeypatch.undo()
+        return out
+
+    fast_array, fast_stats, fast_error = run(True)
+    slow_array, slow_stats, _ = run(False)
+    assert fast_error is None
+    np.testing.assert_array_equal(fast_array, slow_array)
+    assert fast_stats == slow_stats
