@@ -7,6 +7,8 @@ device move, a write to the weights.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -248,7 +250,8 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
     # A weight with a few entries exactly 0 (alive = kept by the mask and nonzero): the picture
     # and counts come from the session's cell counts less the zeros the mask keeps, and equal
     # what pooling the alive mask gives.
-    from prune_explorer.widgets import Explorer, explore_pane
+    from prune_explorer.session import order_cache
+    from prune_explorer.widgets import Explorer
 
     def run(fast: bool):
         model = nn.Sequential(nn.Linear(600, 400))
@@ -256,9 +259,8 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
         with torch.no_grad():
             model[0].weight.copy_(torch.randn(400, 600, generator=g))
             model[0].weight.view(-1)[torch.arange(7, 240000, 24001)] = 0.0  # ten exact zeros
-        if not fast:
-            monkeypatch.setattr(explore_pane.ExplorePane, "_few_zeros",
-                                lambda self, *args: None)
+        if not fast:  # the zeros count as "many": the explorer pools what is alive
+            monkeypatch.setattr(order_cache, "_FEW_ZEROS", 10**12)
         ex = Explorer(model, debounce=None)
         ex.ui.method.value = method
         ex.ui.amount.value = 0.25  # the first picture of a state pools that state once
@@ -280,3 +282,26 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
     assert fast_error is None
     np.testing.assert_array_equal(fast_array, slow_array)
     assert fast_stats == slow_stats
+
+
+@pytest.mark.parametrize("method", ["l1_unstructured", "random_unstructured"])
+def test_alive_cell_counts_subtract_the_kept_exact_zeros(method):
+    # preview_cells(alive=True) is Session.alive of the previewed mask summed per cell: kept by
+    # the step and not exactly 0.
+    model = nn.Sequential(nn.Linear(600, 400))
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        model[0].weight.copy_(torch.randn(400, 600, generator=g))
+        model[0].weight.view(-1)[torch.arange(3, 240000, 12007)] = 0.0  # twenty exact zeros
+    s = Session(model)
+    settings = {"amount": 0.3, **({"seed": 5} if method.startswith("random") else {})}
+    rows, cols = np.array([0, 100, 250, 400]), np.array([0, 7, 300, 600])
+    alive = s.preview_cells("0.weight", method, row_edges=rows, col_edges=cols, alive=True,
+                            **settings)
+    kept = s.preview_cells("0.weight", method, row_edges=rows, col_edges=cols, **settings)
+    expected = s.alive("0.weight", s.preview("0.weight", method, **settings)).numpy()
+    by_block = [[int(expected[r0:r1, c0:c1].sum()) for c0, c1 in itertools.pairwise(cols)]
+                for r0, r1 in itertools.pairwise(rows)]
+    np.testing.assert_array_equal(alive, np.array(by_block))
+    # L1 cuts the zeros first (the smallest |w|); random keeps some of them
+    assert (int(kept.sum()) > int(alive.sum())) == method.startswith("random")

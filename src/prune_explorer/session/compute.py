@@ -182,8 +182,10 @@ def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
 
 
 def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
-                row_edges: np.ndarray, col_edges: np.ndarray) -> np.ndarray | None:
-    """Entries of ``address`` that stay kept after ``step``, per display cell, from the order.
+                row_edges: np.ndarray, col_edges: np.ndarray,
+                alive: bool = False) -> np.ndarray | None:
+    """Entries of ``address`` that stay kept after ``step``, per display cell, from the order
+    (``alive=True``: kept and not exactly 0; see :meth:`TensorOrder.kept_per_cell`).
 
     The cells are blocks of the tensor seen as ``(shape[0], numel / shape[0])``, row-major (the
     matrix view of the pictures). None when the order cannot tell (neither an L1 step nor a local
@@ -209,4 +211,4 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
     rows, cols = np.diff(row_edges), np.diff(col_edges)
     if int(row_edges[-1]) != order.shape[0] or int(rows.sum() * cols.sum()) != order.rank.numel():
         return None
-    return np.outer(rows, cols) - order.pruned_per_cell(cut, row_edges, col_edges)
+    return order.kept_per_cell(cut, row_edges, col_edges, alive=alive)

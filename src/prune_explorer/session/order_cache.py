@@ -98,6 +98,11 @@ def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
                    state[:-1], now[:-1], strict=True))
 
 
+#: "Few" exact zeros among a tensor's unpruned entries: at most one in this many (then their
+#: flat indices are kept with the order; see TensorOrder.kept_per_cell).
+_FEW_ZEROS = 100
+
+
 class TensorOrder:
     """The stable L1 order of one tensor's unpruned entries (see the module docstring).
 
@@ -148,6 +153,14 @@ class TensorOrder:
             del order
             if dead is not None:
                 rank.masked_fill_(dead, -1)
+            # Unpruned entries that are exactly 0 (dead in the forward pass all the same): kept
+            # by index when few, so the alive count of a cell is O(zeros) per step.
+            zero = current.detach().reshape(-1) == 0
+            if dead is not None:
+                zero &= ~dead
+            few = int(zero.sum()) <= max(1, n // _FEW_ZEROS)
+            self.zeros: torch.Tensor | None = torch.nonzero(zero)[:, 0] if few else None
+            del zero
         self.rank = rank.view(current.shape)
         self.sorted_keys = sorted_keys[: self.alive].clone()  # bit patterns, comparable as ints
         self.mask_dtype = current.dtype
@@ -160,6 +173,26 @@ class TensorOrder:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
         out = torch.empty(self.shape, dtype=self.mask_dtype, device=self.rank.device)
         return torch.ge(self.rank, pruned, out=out)
+
+    def kept_per_cell(self, pruned: int, row_edges: np.ndarray, col_edges: np.ndarray,
+                      *, alive: bool = False) -> np.ndarray | None:
+        """Entries each display cell keeps with the ``pruned`` first entries cut (see
+        :meth:`pruned_per_cell`). ``alive=True``: less the kept entries that are exactly 0, as
+        :meth:`Session.alive` counts; None when such zeros are too many to subtract one by one.
+        """
+        kept = np.outer(np.diff(row_edges), np.diff(col_edges)) - self.pruned_per_cell(
+            pruned, row_edges, col_edges)
+        if not alive:
+            return kept
+        if self.zeros is None:
+            return None
+        flat = self.zeros[self.rank.reshape(-1)[self.zeros] >= pruned].cpu().numpy()
+        if flat.size:
+            cols = self.rank.numel() // self.shape[0]
+            at_row = np.searchsorted(row_edges, flat // cols, side="right") - 1
+            at_col = np.searchsorted(col_edges, flat % cols, side="right") - 1
+            np.subtract.at(kept, (at_row, at_col), 1)
+        return kept
 
     def pruned_per_cell(self, pruned: int, row_edges: np.ndarray,
                         col_edges: np.ndarray) -> np.ndarray:

@@ -83,6 +83,7 @@ class Previewing(Arguments):
         col_edges: np.ndarray,
         targets: Sequence[str] | None = None,
         seed: int | None = None,
+        alive: bool = False,
         **settings: Any,
     ) -> np.ndarray | None:
         """Kept entries per display cell of ``target`` after the step, without building a mask.
@@ -92,7 +93,9 @@ class Previewing(Arguments):
         :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
         ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
         L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
-        tensors): then pool :meth:`preview`'s mask.
+        tensors): then pool :meth:`preview`'s mask. ``alive=True`` counts what stays alive, as
+        :meth:`alive` does (kept and not exactly 0); None also when the tensor has too many
+        exact zeros to subtract one by one.
 
         Examples
         --------
@@ -112,7 +115,7 @@ class Previewing(Arguments):
                                    draw=False)
         check_step(self._model, self._known, step, where)
         return cell_counts(self._model, step, target, self._orders,
-                           np.asarray(row_edges), np.asarray(col_edges))
+                           np.asarray(row_edges), np.asarray(col_edges), alive)
 
     def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)

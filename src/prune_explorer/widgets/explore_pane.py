@@ -62,22 +62,6 @@ def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
 #: once the last one is this old, so a drag animates at a few frames per second at least.
 FRAME_INTERVAL_S = 0.25
 
-#: "A few" unmasked zeros: at most one entry in this many (then a slider step corrects the
-#: session's cell counts entry by entry instead of pooling the whole tensor).
-_FEW_ZEROS = 100
-
-
-def _without_kept_zeros(cells: Any, mask: torch.Tensor, zeros: torch.Tensor,
-                        edges: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    # Kept counts per cell of the matrix view, less the exactly-zero entries the mask keeps.
-    out = np.array(cells, dtype=np.int64, copy=True)
-    kept = zeros[mask.reshape(-1)[zeros] != 0].cpu().numpy()
-    if kept.size:
-        cols = int(np.prod(mask.shape[1:]))
-        rows_at = np.searchsorted(edges[0], kept // cols, side="right") - 1
-        cols_at = np.searchsorted(edges[1], kept % cols, side="right") - 1
-        np.subtract.at(out, (rows_at, cols_at), 1)
-    return out
 
 class ExplorePane:
     """Controls, preview picture and counts, and the Apply/Undo/Reset buttons.
@@ -285,20 +269,19 @@ class ExplorePane:
                 now = self.alive(request.target)  # committed zeros count as pruned
                 mask = masks.get(request.target)
                 # No unmasked zeros (the usual case): what the mask keeps is what is alive, and
-                # the slider path skips a pass over the tensor. A few unmasked zeros: the
-                # session's cell counts less the zeros the mask keeps (O(zeros) per step).
+                # the slider path skips a pass over the tensor; with a few, the session counts
+                # what stays alive per cell (O(zeros) per step).
                 exact = now.kept_count == before.kept_count
-                zeros = None if exact else self._few_zeros(request.target, before, now)
                 cells = None
                 mask_kept = None  # entries the mask keeps, when the cell counts tell
-                if mask is not None and mask.dim() >= 2 and (exact or zeros is not None):
+                if mask is not None and mask.dim() >= 2:
                     edges = self.preview_pane.picture.cell_edges(tuple(mask.shape))
                     cells = request.kept_cells(session, edges)
                     if cells is not None:
                         mask_kept = int(np.asarray(cells).sum())
-                    if cells is not None and zeros is not None:
-                        cells = _without_kept_zeros(cells, mask, zeros, edges)
-                        exact = True  # the counts are exactly what is alive after the step
+                        if not exact:
+                            cells = request.kept_cells(session, edges, alive=True)
+                            exact = cells is not None  # the counts are what stays alive
                 shown = now.kept if mask is None else (
                     mask if exact else session.alive(request.target, mask))
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
@@ -337,18 +320,6 @@ class ExplorePane:
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
-
-    def _few_zeros(self, name: str, before: MaskSummary, now: MaskSummary) -> torch.Tensor | None:
-        """Flat indices of ``name``'s entries that the mask keeps but are exactly 0, when they
-        are few (cached with the summaries, i.e. per session state); None when many."""
-        key = ("zeros", name, self.ex.version)
-        if key not in self._kept_cache:
-            unmasked = before.kept_count - now.kept_count
-            found = None
-            if 0 < unmasked <= max(1, before.kept.numel() // _FEW_ZEROS):
-                found = torch.nonzero(((before.kept != 0) & (now.kept == 0)).reshape(-1))[:, 0]
-            self._kept_cache[key] = found  # type: ignore[assignment]
-        return self._kept_cache[key]  # type: ignore[return-value]
 
     def _failed(self, err: BaseException) -> None:
         self.preview_mask = None

@@ -94,18 +94,19 @@ class PreviewRequest:
         """Mask the step would leave on :attr:`target` (None: not among global targets)."""
         return self.preview_all(session).get(self.target)
 
-    def kept_cells(self, session: Session, edges: tuple[Any, Any]) -> Any:
-        """Kept entries per picture cell of :attr:`target` after the step, straight from the
-        session's cached order (no mask pooled); None where only the mask can tell."""
+    def kept_cells(self, session: Session, edges: tuple[Any, Any], alive: bool = False) -> Any:
+        """Kept (``alive``: kept and nonzero) entries per picture cell of :attr:`target` after
+        the step, straight from the session's cached order (no mask pooled); None where only
+        the mask can tell."""
         if self.layout != "auto":
             return None
         row_edges, col_edges = edges
         if self.is_global:
             return session.preview_cells(self.target, self.method, row_edges=row_edges,
                                          col_edges=col_edges, targets=list(self.targets),
-                                         **self.settings)
+                                         alive=alive, **self.settings)
         return session.preview_cells(self.target, self.method, row_edges=row_edges,
-                                     col_edges=col_edges, **self.settings)
+                                     col_edges=col_edges, alive=alive, **self.settings)
 
     def apply(self, session: Session) -> Step:
         """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
