@@ -170,7 +170,7 @@ def test_preview_cells_are_the_counts_of_the_previewed_mask(cells):
     # only the mask can tell for other methods
     rows, cols = block_edges(400, 10), block_edges(500, 10)
     assert s.preview_cells("0.weight", "ln_structured", row_edges=rows, col_edges=cols,
-                           amount=0.5, n=2, dim=0) is None
+                           amount=0.5, n="fro", dim=0) is None
 
 
 def test_explorer_draws_the_sessions_cell_counts(monkeypatch):

@@ -261,14 +261,22 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
         dim, k = self._slices(t)
         if k == 0:
             return default_mask
-        size = t.shape[dim]
+        keep = self.keep_slices(self.slice_draws(t.shape[dim]), k)
+        return self._mask(t, dim, keep.to(t.device), default_mask)
+
+    def slice_draws(self, size: int) -> torch.Tensor:
+        """The ``size`` scores this method draws, one per slice (CPU), as torch draws them."""
         if self.generator is None:
             prob = torch.rand(size)
         else:
             prob = torch.rand(size, generator=self.generator, device=self.generator.device)
-        prob = prob.cpu()
-        keep = prob > torch.kthvalue(prob, k=k).values
-        return self._mask(t, dim, keep.to(t.device), default_mask)
+        return prob.cpu()
+
+    @staticmethod
+    def keep_slices(draws: torch.Tensor, k: int) -> torch.Tensor:
+        """Which slices stay (bool) when ``k >= 1`` are pruned by their ``draws`` (torch's
+        rule: pruned are those at most the ``k``-th smallest draw)."""
+        return draws > torch.kthvalue(draws, k=k).values
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "dim": self.dim}
@@ -319,8 +327,13 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         if k == 0:
             return default_mask
         norms = slice_norms(t, self.n, dim)
-        kept = select([norms], norms.numel() - k, largest=True, ties="torch")
-        return self._mask(t, dim, kept.selected(norms), default_mask)
+        return self._mask(t, dim, self.keep_slices(norms, k), default_mask)
+
+    @staticmethod
+    def keep_slices(norms: torch.Tensor, k: int) -> torch.Tensor:
+        """Which slices stay (bool) when the ``k`` with the smallest ``norms`` are pruned:
+        ``torch.topk``'s choice of the largest, ties included."""
+        return select([norms], norms.numel() - k, largest=True, ties="torch").selected(norms)
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}

@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ from prune_explorer import prune
 from .methods import prune_class
 from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import core_kwargs
+from .slice_order import SliceScores
 from .step import Step, split_address
 
 __all__ = ["GlobalPreview", "cached_cuts", "cell_counts", "global_masks", "kept_count",
@@ -59,6 +61,9 @@ def local_mask(module: nn.Module, tensor_name: str, step: Step,
     order = _local_order(module, tensor_name, step, orders)
     if order is not None:
         return order.mask(prune._compute_nparams_toprune(step.settings["amount"], order.alive))
+    found = _slice_cut(module, tensor_name, step, orders)
+    if found is not None:
+        return found[0].mask(found[1], _mask_buffer(module, tensor_name))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad():
@@ -75,6 +80,34 @@ def _local_order(module: nn.Module, tensor_name: str, step: Step,
     if step.method == "random_unstructured" and step.seed is not None:
         return orders.get(module, tensor_name, step.seed)
     return None
+
+
+def _mask_buffer(module: nn.Module, tensor_name: str) -> torch.Tensor | None:
+    """``module``'s mask buffer of ``tensor_name`` (None: not pruned)."""
+    if tensor_name + "_orig" not in module._parameters:
+        return None
+    return module._buffers.get(tensor_name + "_mask")
+
+
+def _slice_cut(module: nn.Module, tensor_name: str, step: Step,
+               orders: OrderCache | None) -> tuple[SliceScores, int] | None:
+    """The cached slice scores a local structured step ranks by, and how many alive slices it
+    prunes (None: ask the core, which also raises where the step does not fit)."""
+    if orders is None or step.is_global or step.method not in (
+            "ln_structured", "random_structured"):
+        return None
+    if step.method == "random_structured" and step.seed is None:
+        return None
+    current = getattr(module, tensor_name)
+    method = make_method(step.method, dict(step.settings), tensor_name, current.device,
+                         step.seed)
+    scores = orders.slices(module, tensor_name, method, step.seed)
+    if scores is None:
+        return None
+    amount = step.settings["amount"]
+    if isinstance(amount, int) and not isinstance(amount, bool) and amount > scores.alive:
+        return None
+    return scores, prune._compute_nparams_toprune(amount, scores.alive)
 
 
 class GlobalPreview(Mapping[str, torch.Tensor]):
@@ -185,11 +218,13 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
                 row_edges: np.ndarray, col_edges: np.ndarray,
                 alive: bool = False) -> np.ndarray | None:
     """Entries of ``address`` that stay kept after ``step``, per display cell, from the order
-    (``alive=True``: kept and not exactly 0; see :meth:`TensorOrder.kept_per_cell`).
+    (``alive=True``: kept and not exactly 0; see :meth:`TensorOrder.kept_per_cell`), or, for
+    a local structured step, from the slice scores (:meth:`SliceScores.kept_per_cell`).
 
     The cells are blocks of the tensor seen as ``(shape[0], numel / shape[0])``, row-major (the
-    matrix view of the pictures). None when the order cannot tell (neither an L1 step nor a local
-    seeded random_unstructured step, or a tensor without an order): then pool the mask.
+    matrix view of the pictures). None when the cache cannot tell (neither an L1 step, nor a
+    local seeded random_unstructured, ln_structured or seeded random_structured step, or a
+    tensor the cache does not hold): then pool the mask.
     """
     if address not in step.targets:
         return None
@@ -203,6 +238,15 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
             return None
         order, cut = cuts[step.targets.index(address)]
     else:
+        sliced = _slice_cut(*pairs[0], step, orders)
+        if sliced is not None:
+            module, tensor_name = pairs[0]
+            scores, cut = sliced
+            if int(row_edges[-1]) != scores.shape[0] or int(col_edges[-1]) * scores.shape[0] \
+                    != math.prod(scores.shape):
+                return None
+            return scores.kept_per_cell(cut, row_edges, col_edges, getattr(module, tensor_name),
+                                        _mask_buffer(module, tensor_name), alive=alive)
         found = _local_order(*pairs[0], step, orders)
         if found is None:
             return None

@@ -62,6 +62,7 @@ from torch import nn
 from prune_explorer.prune._sharded import is_sharded
 
 from .seeding import draws_for
+from .slice_order import SliceScores, slice_spec
 
 __all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
 
@@ -168,6 +169,11 @@ class TensorOrder:
         self.shape = tuple(current.shape)
         self._state = state
         self._cells: tuple[bytes, bytes, torch.Tensor] | None = None
+
+    @property
+    def cost(self) -> int:
+        """Entries this holds, for the cache's budget."""
+        return self.rank.numel()
 
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
@@ -293,24 +299,38 @@ class OrderCache:
 
     def __init__(self, budget: int = 1 << 28) -> None:
         self.budget = budget  # at most this many entries ordered at once (oldest dropped)
-        self._orders: dict[tuple[int, str, int | None], TensorOrder] = {}
+        self._orders: dict[tuple[int, str, Any], TensorOrder | SliceScores] = {}
 
     def get(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
         """The order of ``module.name`` as it is now: by ``|w|``, or by the draws of a
         ``random_unstructured`` step seeded with ``seed`` (built on first use)."""
-        return self._get(module, name, seed, build=True)
+        found = self._get(module, name, seed, build=True)
+        return found if isinstance(found, TensorOrder) else None
 
     def peek(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
         """Like :meth:`get`, but only an order already built for the tensor as it is now."""
-        return self._get(module, name, seed, build=False)
+        found = self._get(module, name, seed, build=False)
+        return found if isinstance(found, TensorOrder) else None
 
-    def _get(self, module: nn.Module, name: str, seed: int | None,
-             build: bool) -> TensorOrder | None:
+    def slices(self, module: nn.Module, name: str, method: Any, seed: int | None = None,
+               *, build: bool = True) -> SliceScores | None:
+        """The slice scores of a structured ``method`` instance (``LnStructured``, or
+        ``RandomStructured`` whose generator was seeded with ``seed``) on ``module.name`` as it
+        is now (:class:`~prune_explorer.session.slice_order.SliceScores`); None where the core
+        must decide. ``build=False``: only scores already computed."""
+        spec = slice_spec(method, seed, getattr(module, name).dim())
+        if spec is None:
+            return None
+        found = self._get(module, name, spec, build=build, method=method)
+        return found if isinstance(found, SliceScores) else None
+
+    def _get(self, module: nn.Module, name: str, spec: Any, build: bool,
+             method: Any = None) -> TensorOrder | SliceScores | None:
         current = getattr(module, name)
         if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS \
                 or is_sharded(current):  # DTensors: the core's collective path
             return None
-        key = (id(module), name, seed)
+        key = (id(module), name, spec)
         if not build and key not in self._orders:
             return None
         now = _state(module, name)
@@ -318,15 +338,18 @@ class OrderCache:
         if order is not None and _still(order._state, now):
             return order
         self._orders.pop(key, None)  # free the stale one before building
-        if not build or (seed is None and bool(torch.isnan(current).any())):
+        if not build or (spec is None and bool(torch.isnan(current).any())):
             return None
         kept = module._buffers.get(name + "_mask") if len(now) == 3 else None
-        while self._orders and sum(o.rank.numel() for o in self._orders.values()) \
+        while self._orders and sum(o.cost for o in self._orders.values()) \
                 + current.numel() > self.budget:
             del self._orders[next(iter(self._orders))]
-        order = TensorOrder(current, kept, now, seed)
-        self._orders[key] = order
-        return order
+        if isinstance(spec, tuple):
+            built: TensorOrder | SliceScores = SliceScores(current, kept, spec, method, now)
+        else:
+            built = TensorOrder(current, kept, now, spec)
+        self._orders[key] = built
+        return built
 
     def clear(self) -> None:
         """Forget every order."""
