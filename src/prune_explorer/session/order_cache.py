@@ -104,6 +104,15 @@ def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 _FEW_ZEROS = 100
 
 
+def _few_zeros(current: torch.Tensor, dead: torch.Tensor | None) -> torch.Tensor | None:
+    """Flat indices of the unpruned entries that are exactly 0, when few (else None)."""
+    zero = current.detach().reshape(-1) == 0
+    if dead is not None:
+        zero &= ~dead
+    few = int(zero.sum()) <= max(1, current.numel() // _FEW_ZEROS)
+    return torch.nonzero(zero)[:, 0] if few else None
+
+
 class TensorOrder:
     """The stable L1 order of one tensor's unpruned entries (see the module docstring).
 
@@ -156,12 +165,7 @@ class TensorOrder:
                 rank.masked_fill_(dead, -1)
             # Unpruned entries that are exactly 0 (dead in the forward pass all the same): kept
             # by index when few, so the alive count of a cell is O(zeros) per step.
-            zero = current.detach().reshape(-1) == 0
-            if dead is not None:
-                zero &= ~dead
-            few = int(zero.sum()) <= max(1, n // _FEW_ZEROS)
-            self.zeros: torch.Tensor | None = torch.nonzero(zero)[:, 0] if few else None
-            del zero
+            self.zeros = _few_zeros(current, dead)
         self.rank = rank.view(current.shape)
         self.sorted_keys = sorted_keys[: self.alive].clone()  # bit patterns, comparable as ints
         self.mask_dtype = current.dtype
@@ -174,6 +178,48 @@ class TensorOrder:
     def cost(self) -> int:
         """Entries this holds, for the cache's budget."""
         return self.rank.numel()
+
+    def restricted(self, current: torch.Tensor, kept: torch.Tensor,
+                   state: tuple[Any, ...]) -> TensorOrder | None:
+        """This (L1) order after a step that only masked entries: the order of the entries
+        ``kept`` still keeps, exactly what building it afresh for ``current`` gives, in
+        ``O(n)`` instead of a sort (None where ``kept`` keeps an entry this order had pruned).
+
+        The survivors keep their values and relative order (ascending ``|w|``, ties lowest
+        flat index first), so a survivor's new rank is how many survivors rank before it.
+        When the step pruned exactly the first entries of this order (an L1 cut), the per-cell
+        ranks of the picture carry over too.
+        """
+        with torch.no_grad():
+            flat = self.rank.reshape(-1)
+            survives = kept.reshape(-1) != 0
+            was_alive = flat >= 0
+            if bool((survives & ~was_alive).any()):
+                return None
+            by_rank = torch.zeros(self.alive, dtype=torch.bool, device=flat.device)
+            by_rank[flat[was_alive].long()] = survives[was_alive]
+            new_rank = (torch.cumsum(by_rank, 0) - 1).to(flat.dtype)
+            rank = torch.where(survives, new_rank[flat.clamp(min=0).long()],
+                               torch.tensor(-1, dtype=flat.dtype, device=flat.device))
+            alive = int(by_rank.sum())
+            out = object.__new__(TensorOrder)
+            out.alive = alive
+            out.rank = rank.view(self.shape)
+            out.sorted_keys = self.sorted_keys[by_rank].clone()
+            out.zeros = _few_zeros(current, ~survives)
+            out.mask_dtype = self.mask_dtype
+            out.seed = None
+            out.shape = self.shape
+            out._state = state
+            out._cells = None
+            cut = self.alive - alive
+            if self._cells is not None and not bool(by_rank[:cut].any()):
+                # pruned = this order's first `cut` entries: shifting keeps each cell sorted
+                cells = self._cells[2]
+                pad = torch.iinfo(cells.dtype).max
+                shifted = torch.where(cells < cut, -1, cells - cut)
+                out._cells = (*self._cells[:2], torch.where(cells == pad, pad, shifted))
+        return out
 
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
@@ -350,6 +396,24 @@ class OrderCache:
             built = TensorOrder(current, kept, now, spec)
         self._orders[key] = built
         return built
+
+    def carry(self, module: nn.Module, name: str, before: TensorOrder | None) -> None:
+        """After an apply on ``module.name``: keep its L1 order ``before`` (valid before the
+        step; see :meth:`peek`) as the order of the new state, restricted to the survivors
+        (:meth:`TensorOrder.restricted`), so the next preview does not sort again."""
+        if before is None or before.seed is not None:
+            return
+        kept = module._buffers.get(name + "_mask")
+        current = getattr(module, name)
+        if kept is None or name + "_orig" not in module._parameters \
+                or tuple(kept.shape) != before.shape or kept.device != before.rank.device:
+            return
+        now = _state(module, name)
+        order = before.restricted(current, kept, now)
+        key = (id(module), name, None)
+        self._orders.pop(key, None)
+        if order is not None:
+            self._orders[key] = order
 
     def clear(self) -> None:
         """Forget every order."""

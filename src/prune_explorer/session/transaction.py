@@ -323,8 +323,14 @@ class Transactional:
         # The tie note, from the targets' cached orders if a preview built them (no pass over
         # the entries); else looked up after the step ran.
         cuts = cached_cuts(self._model, step, self._orders) if kind == "apply" else None
+        # L1 orders valid now: after the step, restricted to the survivors, they are the new
+        # state's (an O(n) pass instead of a sort on the next preview).
+        l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
+              for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
+        for order, (_, module, tensor_name) in zip(l1, located, strict=True):
+            self._orders.carry(module, tensor_name, order)
         if kind == "apply":
             note = note_ties(self._model, step, before, found) if cuts is None else \
                 note_from_cuts(cuts)

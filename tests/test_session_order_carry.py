@@ -1,0 +1,109 @@
+"""Issue 11: after Apply, the tensor's L1 order is carried over, not sorted again.
+
+An apply only masks entries; the survivors keep their values and their relative order. The
+session therefore restricts the L1 order it had to the survivors (an O(n) pass) instead of
+sorting the tensor again on the next preview. The carried order must be exactly the one built
+afresh for the new state: ranks, sorted keys, exact zeros and the picture's per-cell ranks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from prune_explorer.session import Session
+from prune_explorer.session.order_cache import TensorOrder, _state
+from prune_explorer.viz.pooling import block_edges
+
+ROWS, COLS = block_edges(400, 37), block_edges(500, 23)
+
+
+def _model(dtype: torch.dtype) -> nn.Module:
+    g = torch.Generator().manual_seed(3)
+    model = nn.Sequential(nn.Linear(500, 400), nn.Linear(400, 350))
+    with torch.no_grad():
+        for layer in model:
+            w = torch.randn(layer.weight.shape, generator=g) * 0.05
+            layer.weight.copy_(torch.round(w * 64) / 64)  # quantised: ties everywhere
+    return model.to(dtype)
+
+
+def _fresh(layer: nn.Module) -> TensorOrder:
+    return TensorOrder(layer.weight, layer.weight_mask, _state(layer, "weight"))
+
+
+def _assert_same(carried: TensorOrder, fresh: TensorOrder) -> None:
+    assert carried.alive == fresh.alive
+    assert torch.equal(carried.rank, fresh.rank)
+    assert torch.equal(carried.sorted_keys, fresh.sorted_keys)
+    assert (carried.zeros is None) == (fresh.zeros is None)
+    if fresh.zeros is not None:
+        assert torch.equal(carried.zeros, fresh.zeros)
+    rows, cols = block_edges(fresh.shape[0], 37), block_edges(fresh.shape[1], 23)
+    for pruned in (0, 1, fresh.alive // 3, fresh.alive):
+        np.testing.assert_array_equal(carried.pruned_per_cell(pruned, rows, cols),
+                                      fresh.pruned_per_cell(pruned, rows, cols))
+
+
+STEPS = [
+    ("l1_unstructured", {"amount": 0.3}),
+    ("random_unstructured", {"amount": 0.25, "seed": 4}),
+    ("ln_structured", {"amount": 0.2, "n": 2, "dim": 1}),
+    ("random_structured", {"amount": 0.1, "dim": 0, "seed": 2}),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("method", "settings"), STEPS)
+def test_apply_carries_the_l1_order_exactly(dtype, method, settings):
+    s = Session(_model(dtype))
+    layer = s.model[0]
+    with torch.no_grad():
+        layer.weight[::50, ::3] = 0  # a few exact zeros: their indices travel with the order
+    for _ in range(2):  # fresh, then already pruned
+        s.preview("0.weight", "l1_unstructured", amount=0.4)
+        before = s._orders.peek(layer, "weight")
+        before.pruned_per_cell(0, ROWS, COLS)  # the picture's cells, to be carried too
+        s.apply("0.weight", method, **settings)
+        carried = s._orders.peek(layer, "weight")
+        assert carried is not None
+        assert carried is not before
+        _assert_same(carried, _fresh(layer))
+        preview = s.preview("0.weight", "l1_unstructured", amount=0.4)
+        assert s._orders.peek(layer, "weight") is carried  # used as it is: no new sort
+        s.apply("0.weight", "l1_unstructured", amount=0.4)
+        assert torch.equal(layer.weight_mask, preview)
+        s.undo()
+
+
+def test_global_apply_carries_every_targets_order():
+    s = Session(_model(torch.bfloat16))
+    targets = ["0.weight", "1.weight"]
+    s.preview_global(targets, amount=0.5)
+    s.apply_global(targets, amount=0.5)
+    for layer in s.model:
+        carried = s._orders.peek(layer, "weight")
+        assert carried is not None
+        _assert_same(carried, _fresh(layer))
+
+
+def test_no_order_is_carried_past_a_commit():
+    s = Session(_model(torch.float32))
+    layer = s.model[0]
+    s.preview("0.weight", "l1_unstructured", amount=0.4)
+    s.apply("0.weight", "l1_unstructured", amount=0.4)
+    s.commit(["0.weight"])
+    assert s._orders.peek(layer, "weight") is None
+    after = s.preview("0.weight", "l1_unstructured", amount=0.5)
+    assert int((after == 0).sum()) == 100_000  # committed zeros rank first, as the core's
+
+
+def test_an_order_is_not_restricted_to_entries_it_had_pruned():
+    layer = _model(torch.float32)[0]
+    s = Session(nn.Sequential(layer))
+    s.apply("0.weight", "l1_unstructured", amount=0.4)
+    order = _fresh(layer)
+    assert order.restricted(layer.weight, torch.ones_like(layer.weight_mask),
+                            _state(layer, "weight")) is None
