@@ -193,15 +193,22 @@ class TensorOrder:
         with torch.no_grad():
             flat = self.rank.reshape(-1)
             survives = kept.reshape(-1) != 0
-            was_alive = flat >= 0
-            if bool((survives & ~was_alive).any()):
-                return None
-            by_rank = torch.zeros(self.alive, dtype=torch.bool, device=flat.device)
-            by_rank[flat[was_alive].long()] = survives[was_alive]
-            new_rank = (torch.cumsum(by_rank, 0) - 1).to(flat.dtype)
-            rank = torch.where(survives, new_rank[flat.clamp(min=0).long()],
-                               torch.tensor(-1, dtype=flat.dtype, device=flat.device))
-            alive = int(by_rank.sum())
+            alive = int(survives.sum())
+            cut = self.alive - alive
+            minus_one = torch.tensor(-1, dtype=flat.dtype, device=flat.device)
+            prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut: first `cut` go
+            if prefix:
+                by_rank = slice(cut, None)
+                rank = (flat - cut).clamp_(min=-1)  # the first `cut` (and the dead): -1
+            else:
+                was_alive = flat >= 0
+                if bool((survives & ~was_alive).any()):
+                    return None
+                keep = torch.zeros(self.alive, dtype=torch.bool, device=flat.device)
+                keep[flat[was_alive].long()] = survives[was_alive]
+                new_rank = (torch.cumsum(keep, 0) - 1).to(flat.dtype)
+                rank = torch.where(survives, new_rank[flat.clamp(min=0).long()], minus_one)
+                by_rank = keep
             out = object.__new__(TensorOrder)
             out.alive = alive
             out.rank = rank.view(self.shape)
@@ -212,13 +219,10 @@ class TensorOrder:
             out.shape = self.shape
             out._state = state
             out._cells = None
-            cut = self.alive - alive
-            if self._cells is not None and not bool(by_rank[:cut].any()):
+            if self._cells is not None and prefix:
                 # pruned = this order's first `cut` entries: shifting keeps each cell sorted
-                cells = self._cells[2]
-                pad = torch.iinfo(cells.dtype).max
-                shifted = torch.where(cells < cut, -1, cells - cut)
-                out._cells = (*self._cells[:2], torch.where(cells == pad, pad, shifted))
+                # (the padding shifts too: still above every rank, it is never counted)
+                out._cells = (*self._cells[:2], (self._cells[2] - cut).clamp_(min=-1))
         return out
 
     def mask(self, pruned: int) -> torch.Tensor:
