@@ -117,6 +117,12 @@ class TensorHistory:
             return ~after
         return self.entries[k - 1].mask.unpack() & ~after
 
+    def newly_pruned_count(self, k: int) -> int:
+        """How many entries :meth:`newly_pruned` ``(k)`` holds, counted on the packed bits."""
+        k = range(len(self.entries))[k]
+        after = self.entries[k].mask
+        return after.pruned if k == 0 else after.pruned_since(self.entries[k - 1].mask)
+
     def pruned_counts(self) -> list[int]:
         """Entries pruned after each step (entry 0 first)."""
         return [e.pruned for e in self.entries]
@@ -142,7 +148,7 @@ class TensorHistory:
                     "seed": None if step is None else step.seed,
                     "pruned": entry.pruned,
                     "sparsity": entry.sparsity,
-                    "newly_pruned": int(self.newly_pruned(k).sum()),
+                    "newly_pruned": self.newly_pruned_count(k),
                 }
             )
         return pd.DataFrame(rows, columns=HISTORY_COLUMNS)

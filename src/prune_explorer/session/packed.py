@@ -180,6 +180,28 @@ class PackedMask:
         dense = _unpack(self._data, self.numel).view(self._shape)
         return dense.to(device=target, dtype=dtype)
 
+    def pruned_since(self, before: PackedMask) -> int:
+        """Entries ``before`` keeps and this mask prunes, counted on the bits (no unpacking).
+
+        Examples
+        --------
+        >>> import torch
+        >>> a = PackedMask.from_tensor(torch.tensor([1, 1, 0, 1]))
+        >>> PackedMask.from_tensor(torch.tensor([0, 1, 0, 0])).pruned_since(a)
+        2
+        """
+        if before.shape != self.shape:
+            raise ValueError(f"PackedMask.pruned_since: before must have shape {self.shape}; "
+                             f"got {before.shape}")
+        if self._data is None:
+            return 0
+        if before._data is None:
+            return self.pruned
+        cleared = before._data.to(self._device) & ~self._data  # padding bits: 0 in both
+        if cleared.device.type == "cpu":
+            return _popcount(cleared.numpy())
+        return int(torch.bitwise_and(cleared.unsqueeze(1) >> _shifts(cleared.device), 1).sum())
+
     def to(self, device: torch.device | str) -> PackedMask:
         """The same mask with its bits on ``device``."""
         device = torch.device(device)

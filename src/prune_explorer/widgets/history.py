@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import torch
 
+from prune_explorer.session.history import TensorHistory
 from prune_explorer.viz import make_figure, plot_diff, render_png
 from prune_explorer.viz.diffs import DiffPlot
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from .explorer import Explorer
 
 __all__ = ["HistoryPane"]
+
+#: Pictures of visited history positions kept for the slider (per session state).
+_KEEP_DRAWN = 32
 
 
 def _settings_text(settings: Any) -> str:
@@ -79,12 +83,27 @@ class HistoryPane:
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
         self.shown: int | None = None
-        self.newly_pruned: torch.Tensor | None = None
+        self._newly: tuple[TensorHistory, int, torch.Tensor | None] | None = None
+        # what a visited position showed, by (tensor, entry, explorer version): the slider
+        # goes back to it without unpacking, pooling or rendering again
+        self._drawn: dict[tuple[str, int, int], tuple[Any, ...]] = {}
         self._dirty = True
         self.plot: DiffPlot | None = None
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
+
+    @property
+    def newly_pruned(self) -> torch.Tensor | None:
+        """Bool mask of the entries pruned by the step on show (``TensorHistory.newly_pruned``;
+        unpacked on first access)."""
+        if self._newly is None:
+            return None
+        history, k, mask = self._newly
+        if mask is None:
+            mask = history.newly_pruned(k)
+            self._newly = (history, k, mask)
+        return mask
 
     @property
     def visible(self) -> bool:
@@ -116,6 +135,11 @@ class HistoryPane:
 
     def _render(self, what: tuple[str, int]) -> None:
         name, k = what
+        version = self.ex.version
+        key = (name, k, version)
+        if key in self._drawn:
+            self._show(key, *self._drawn[key])
+            return
         with self.ex.session.lock:
             history = self.ex.session.history(name)
             if k >= len(history):
@@ -123,7 +147,6 @@ class HistoryPane:
             frame = history.to_frame()
             after = history.mask(k)
             before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
-            newly = history.newly_pruned(k)
             entry = history[k]
             module_type = self.ex.session.info(name).module_type
         if self.runner.pending:
@@ -133,20 +156,35 @@ class HistoryPane:
         title = (f"{name} · state after step {k}: {entry.method}"
                  + (f"({settings}{seed})" if entry.step else ""))
         fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
-        self.plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
-        self.image.value = render_png(fig, compress_level=1)
+        plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
+        png = render_png(fig, compress_level=1)
         frame = frame.assign(settings=[
             _settings_text(s) for s in frame["settings"]
         ])
-        self.steps.value = frame_table(
+        steps = frame_table(
             frame, css_class="pe-history-table", highlight_row=k, percent_columns=("sparsity",)
         )
-        count = int(newly.sum())
+        count = int(frame["newly_pruned"].iloc[k])
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
-        self.label.value = (
+        label = (
             f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(title)} · '
             f"{count:,} entries {what_text} (highlighted)</span>"
         )
+        if any(v != version for _, _, v in self._drawn):
+            self._drawn.clear()  # pictures of older session states are of no use any more
+        while len(self._drawn) >= _KEEP_DRAWN:
+            del self._drawn[next(iter(self._drawn))]
+        self._drawn[key] = (history, png, steps, label, plot)
+        self._show(key, history, png, steps, label, plot)
+
+    def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
+              label: str, plot: DiffPlot) -> None:
+        k = key[1]
+        self.plot = plot
+        self.image.value = png
+        self.steps.value = steps
+        self.label.value = label
         self.shown = k
-        self.newly_pruned = newly
+        if self._newly is None or self._newly[0] is not history or self._newly[1] != k:
+            self._newly = (history, k, None)
         self._dirty = False

@@ -1,0 +1,83 @@
+"""Issue 11: History scrub costs what is on screen.
+
+Each step's newly pruned count is read off the packed bits (no mask unpacked per table row), and
+a position of the slider already visited in this session state shows its picture again without
+unpacking, pooling or rendering; any session change (apply, undo, commit, reset) draws afresh.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import prune_explorer.widgets.history as history_module
+from _widget_helpers import mlp
+from prune_explorer.session import PackedMask, Session
+from prune_explorer.widgets import Explorer
+
+HISTORY = 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_pruned_since_counts_what_unpacking_counts(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    g = torch.Generator().manual_seed(0)
+    masks = [torch.ones(37, 29, dtype=torch.bool)]
+    for _ in range(4):  # shrinking, plus one mask that revives entries
+        masks.append(masks[-1] & (torch.rand(37, 29, generator=g) > 0.3))
+    masks.append(torch.rand(37, 29, generator=g) > 0.5)
+    packed = [PackedMask.from_tensor(m.to(device)) for m in masks]
+    for before, b in zip(masks, packed, strict=True):
+        for after, a in zip(masks, packed, strict=True):
+            assert a.pruned_since(b) == int((before & ~after).sum())
+    with pytest.raises(ValueError, match="before must have shape"):
+        packed[0].pruned_since(PackedMask.ones((3,)))
+
+
+def test_history_frame_counts_match_the_unpacked_masks():
+    s = Session(mlp())
+    for amount in (0.2, 0.3, 0.1):
+        s.apply("0.weight", "l1_unstructured", amount=amount)
+    s.apply("0.weight", "ln_structured", amount=1, n=2, dim=0)
+    s.commit(["0.weight"])
+    h = s.history("0.weight")
+    frame = h.to_frame()
+    assert [int(h.newly_pruned(k).sum()) for k in range(len(h))] == list(frame["newly_pruned"])
+    assert [h.newly_pruned_count(k) for k in range(len(h))] == list(frame["newly_pruned"])
+
+
+def test_visited_positions_come_back_without_drawing_until_the_session_changes(monkeypatch):
+    ex = Explorer(mlp(), debounce=None)
+    for _ in range(3):
+        ex.ui.apply.click()
+    ex.ui.tabs.selected_index = HISTORY
+    shown = {}
+    for k in (3, 2, 1, 0):
+        ex.ui.history.value = k
+        shown[k] = (ex.ui.history_image.value, ex.ui.history_label.value)
+    drawn = []
+    real = history_module.plot_diff
+    monkeypatch.setattr(history_module, "plot_diff",
+                        lambda *a, **kw: drawn.append(1) or real(*a, **kw))
+    history = ex.session.history("0.weight")
+    for k in (1, 2, 3, 2, 0):
+        ex.ui.history.value = k
+        assert (ex.ui.history_image.value, ex.ui.history_label.value) == shown[k]
+        assert ex.history_pane.shown == k
+        assert torch.equal(ex.history_pane.newly_pruned, history.newly_pruned(k))
+        assert f'data-row="{k}"' in ex.ui.history_steps.value
+    assert drawn == []  # every picture came from the positions already visited
+    ex.ui.undo.click()  # a session change: the pictures of the old state are not reused
+    assert ex.ui.history.value == 2
+    assert drawn == [1]
+    ex.ui.history.value = 1
+    assert len(drawn) == 2
+    history = ex.session.history("0.weight")
+    assert torch.equal(ex.history_pane.newly_pruned, history.newly_pruned(1))
+    ex.ui.method.value = "ln_structured"
+    ex.ui.apply.click()  # the same number of entries again, but a different step 3
+    ex.ui.history.value = 3
+    assert "ln_structured" in ex.ui.history_label.value
+    assert ex.ui.history_image.value != shown[3][0]
+    ex.close()
