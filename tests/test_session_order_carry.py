@@ -107,3 +107,41 @@ def test_an_order_is_not_restricted_to_entries_it_had_pruned():
     order = _fresh(layer)
     assert order.restricted(layer.weight, torch.ones_like(layer.weight_mask),
                             _state(layer, "weight")) is None
+
+
+def test_report_counts_are_memoised_per_tensor_state_and_follow_every_change(monkeypatch):
+    import prune_explorer.session.reports as reports
+
+    s = Session(_model(torch.float32))
+    calls = []
+    real = reports._counts
+    monkeypatch.setattr(reports, "_counts", lambda m, t: calls.append(t) or real(m, t))
+
+    def fresh_report():
+        expected = [(int((reports.effective_tensor(m, "weight") == 0).sum()),
+                     reports.channels_pruned(reports.effective_tensor(m, "weight")))
+                    for m in s.model]
+        frame = s.report().set_index("name")
+        assert [(int(frame.loc[f"{i}.weight", "zeros"]), frame.loc[f"{i}.weight",
+                "channels_pruned"]) for i in range(2)] == expected
+
+    fresh_report()
+    big = len(calls)  # the two weights (the biases are small: always counted)
+    fresh_report()
+    assert len(calls) == 2 * big - 2  # the weights' counts were reused
+    changes = [
+        lambda: s.apply("0.weight", "ln_structured", amount=0.3, n=2, dim=0),
+        s.undo,
+        lambda: s.apply("0.weight", "l1_unstructured", amount=0.3),
+        lambda: s.commit(["0.weight"]),
+    ]
+
+    def add_one():
+        with torch.no_grad():
+            s.model[1].weight.add_(1)
+
+    for change in [*changes, add_one]:
+        change()
+        before = len(calls)
+        fresh_report()
+        assert len(calls) > before

@@ -52,8 +52,8 @@ False
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -65,6 +65,8 @@ from .seeding import draws_for
 from .slice_order import SliceScores, slice_spec
 
 __all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
+
+T = TypeVar("T")
 
 #: Same bound as the core's: at or below it, the core uses torch.topk (torch's tie order).
 try:
@@ -213,7 +215,10 @@ class TensorOrder:
             out.alive = alive
             out.rank = rank.view(self.shape)
             out.sorted_keys = self.sorted_keys[by_rank].clone()
-            out.zeros = _few_zeros(current, ~survives)
+            if self.zeros is not None:  # few before: the survivors among them are fewer
+                out.zeros = self.zeros[survives[self.zeros]]
+            else:
+                out.zeros = _few_zeros(current, ~survives)
             out.mask_dtype = self.mask_dtype
             out.seed = None
             out.shape = self.shape
@@ -350,6 +355,7 @@ class OrderCache:
     def __init__(self, budget: int = 1 << 28) -> None:
         self.budget = budget  # at most this many entries ordered at once (oldest dropped)
         self._orders: dict[tuple[int, str, Any], TensorOrder | SliceScores] = {}
+        self._facts: dict[tuple[int, str, str], tuple[tuple[Any, ...], Any]] = {}
 
     def get(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
         """The order of ``module.name`` as it is now: by ``|w|``, or by the draws of a
@@ -419,9 +425,25 @@ class OrderCache:
         if order is not None:
             self._orders[key] = order
 
+    def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T]) -> T:
+        """``compute()``, or what it returned for ``module.name`` in the same state (checked
+        as for the orders): small facts such as a report's counts, computed once per tensor
+        state. Tensors of at most ``SMALL`` entries are always computed afresh."""
+        if getattr(module, name).numel() <= SMALL:
+            return compute()
+        key = (id(module), name, what)
+        now = _state(module, name)
+        hit = self._facts.get(key)
+        if hit is not None and _still(hit[0], now):
+            return hit[1]
+        value = compute()
+        self._facts[key] = (now, value)
+        return value
+
     def clear(self) -> None:
         """Forget every order."""
         self._orders.clear()
+        self._facts.clear()
 
     def __len__(self) -> int:
         return len(self._orders)

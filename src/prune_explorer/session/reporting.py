@@ -86,7 +86,8 @@ class Reporting(Previewing):
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.
         """
-        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known})
+        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known},
+                              self._orders.memo)
         return with_total(frame) if totals else frame
 
     @locked

@@ -29,7 +29,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -103,17 +103,31 @@ def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
     return any(_dead_slices(kept, d) == kept.shape[d] for d in range(kept.dim()))
 
 
+def _counts(module: nn.Module, tensor_name: str) -> tuple[int, dict[int, int]]:
+    """(exact zeros, channels pruned) of ``module.tensor_name`` as the forward pass sees it."""
+    values = effective_tensor(module, tensor_name)
+    return values.numel() - int(torch.count_nonzero(values)), channels_pruned(values)
+
+
 def tensor_report(
     model: nn.Module,
     known: Mapping[str, TensorInfo],
     methods: Mapping[str, tuple[str, ...]],
+    memo: Callable[..., Any] | None = None,
 ) -> pd.DataFrame:
-    """One row per tensor of ``known`` with :data:`REPORT_COLUMNS`."""
+    """One row per tensor of ``known`` with :data:`REPORT_COLUMNS`.
+
+    ``memo(module, tensor_name, what, compute)``, if given, returns ``compute()`` or what it
+    returned for the tensor in the same state (``OrderCache.memo``).
+    """
     rows = []
     for name, info in known.items():
         module = model.get_submodule(info.module_name)
-        values = effective_tensor(module, info.tensor_name)
-        zeros = info.numel - int(torch.count_nonzero(values))
+        if memo is None:
+            zeros, channels = _counts(module, info.tensor_name)
+        else:
+            zeros, channels = memo(module, info.tensor_name, "report",
+                                   lambda m=module, t=info.tensor_name: _counts(m, t))
         rows.append(
             {
                 "name": name,
@@ -122,7 +136,7 @@ def tensor_report(
                 "numel": info.numel,
                 "zeros": zeros,
                 "sparsity": zeros / info.numel if info.numel else 0.0,
-                "channels_pruned": channels_pruned(values),
+                "channels_pruned": dict(channels),
                 "methods": tuple(methods.get(name, ())),
             }
         )
