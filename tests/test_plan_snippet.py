@@ -12,7 +12,6 @@ import ast
 import builtins
 import copy
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +19,6 @@ import torch
 from _session_helpers import FACTORIES
 from _snippet_replay import replay_on_stock_torch
 from prune_explorer.session import Session
-
 
 
 def _every_method_on_convnet(s: Session) -> None:
