@@ -22,7 +22,7 @@ from .lab import is_loopback
 __all__ = ["AuthRequiredIdentityProvider"]
 
 
-class AuthRequiredIdentityProvider(PasswordIdentityProvider):  # type: ignore[misc]
+class AuthRequiredIdentityProvider(PasswordIdentityProvider):
     """Token or password login, required whenever the server listens beyond loopback.
 
     Examples
