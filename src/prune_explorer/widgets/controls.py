@@ -26,6 +26,8 @@ import ipywidgets as widgets
 
 from prune_explorer.session.methods import GLOBAL_METHODS, METHODS
 
+from .errors import WidgetInputError
+
 __all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "PruningControls",
            "parse_block", "parse_n"]
 
@@ -217,6 +219,19 @@ class PruningControls:
         _show(self.block, "block" in used)
         count, unit = self.units_left
         self.left.value = f'<span class="pe-left-text">{count:,} {unit} left to prune</span>'
+
+    def set_view(self, view: str) -> None:
+        """Show the picture as ``view``: ``"matrix"``, ``"kernels"`` or ``"channels"``.
+
+        Only the views offered for the current tensor are accepted (kernels: rank 3 or 4).
+        """
+        offered = {label: value for label, value in self.layout.options}
+        if view not in offered:
+            raise WidgetInputError(
+                f"view must be one of {list(offered)} for this rank-{self.rank} tensor; "
+                f"got {view!r}"
+            )
+        self.layout.value = offered[view]
 
     def amount_value(self) -> float | int:
         """The amount as the session takes it: a float fraction or an int count."""

@@ -472,15 +472,26 @@ def _close_tree(widget: widgets.Widget) -> None:
     widget.close()
 
 
-def explore(model: nn.Module, **kwargs: Any) -> Explorer:
-    """Open the explorer on ``model`` (see :class:`Explorer` for the keyword arguments).
+def explore(model: nn.Module, *, tensor: str | None = None, view: str | None = None,
+            **kwargs: Any) -> Explorer:
+    """Open the explorer on ``model``, showing ``tensor`` (an address) as ``view`` (``"matrix"``,
+    ``"kernels"`` or ``"channels"``) when given; other keywords as for :class:`Explorer`.
 
     Examples
     --------
-    >>> from prune_explorer.demo import load_mlp
-    >>> ex = explore(load_mlp(), debounce=None)
-    >>> ex.tensor
-    'fc1.weight'
+    >>> from prune_explorer.demo import load_cnn
+    >>> ex = explore(load_cnn(), tensor="features.3.weight", view="kernels", debounce=None)
+    >>> ex.tensor, ex.ui.layout.value
+    ('features.3.weight', 'kernels')
     >>> ex.close()
     """
-    return Explorer(model, **kwargs)
+    ex = Explorer(model, **kwargs)
+    try:
+        if tensor is not None:
+            ex.select(tensor)
+        if view is not None:
+            ex.explore_pane.controls.set_view(view)
+    except BaseException:
+        ex.close()
+        raise
+    return ex
