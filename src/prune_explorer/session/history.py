@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from .describe import ReportFrame
 from .packed import PackedMask
 from .step import Step
 
@@ -145,7 +146,7 @@ class TensorHistory:
                     "newly_pruned": int(self.newly_pruned(k).sum()),
                 }
             )
-        return pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+        return ReportFrame(rows, columns=HISTORY_COLUMNS)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{e.method} {e.sparsity:.0%}" for e in self.entries[:6])
