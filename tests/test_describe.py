@@ -206,3 +206,9 @@ def test_report_frame_round_trips_as_a_plain_dataframe():
     pd.testing.assert_frame_equal(pd.DataFrame(frame), pd.DataFrame({"name": ["a"],
                                                                       "sparsity": [0.25]}))
     assert "25.0%" in str(frame)
+
+
+def test_summary_statistics_of_a_report_print_as_numbers():
+    stats = _pruned_session().report().describe()
+    assert type(stats) is pd.DataFrame
+    assert stats.loc["count", "sparsity"] == 4

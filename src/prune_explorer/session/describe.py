@@ -328,7 +328,7 @@ def display_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, *,
     return pd.DataFrame(out, index=frame.index, dtype=object)
 
 
-class ReportFrame(pd.DataFrame):
+class ReportFrame(pd.DataFrame):  # type: ignore[misc]  # pandas is untyped here (Any)
     """A report of the session: a plain DataFrame (documented columns, dtypes and values) that
     prints for people -- fractions as percentages, separators in counts, integer seeds, blank
     for none (:func:`display_table` with ``words=False``). Frames derived from it print so too.
@@ -346,6 +346,10 @@ class ReportFrame(pd.DataFrame):
     @property
     def _constructor(self) -> type[ReportFrame]:
         return ReportFrame
+
+    def describe(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        """pandas' summary statistics, as a plain DataFrame (a count is not a percentage)."""
+        return pd.DataFrame(super().describe(*args, **kwargs))
 
     def _shown(self) -> pd.DataFrame:
         return display_table(self, words=False)
