@@ -71,10 +71,11 @@ class ComparePane:
         self.warnings = ui.add("compare_warnings", widgets.HTML(value=""))
         self.apply_global = ui.add("apply_global", widgets.Button(
             description="Apply global", button_style="primary",
-            tooltip="global_unstructured (l1) over the chosen tensors",
+            tooltip="one L1-magnitude threshold over all the chosen tensors (global_unstructured)",
         ))
         self.apply_local = ui.add("apply_local", widgets.Button(
-            description="Apply local", tooltip="l1_unstructured with this amount on each tensor",
+            description="Apply local",
+            tooltip="L1 magnitude, this amount of each chosen tensor (l1_unstructured)",
         ))
         self.box = widgets.VBox([
             widgets.HBox([widgets.VBox([self.targets, self.amount]),
