@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from .describe import ReportFrame
 from .packed import PackedMask
 from .step import Step
 
@@ -128,8 +129,9 @@ class TensorHistory:
     def to_frame(self) -> pd.DataFrame:
         """One row per entry, columns :data:`HISTORY_COLUMNS`.
 
-        ``settings`` is a dict (custom masks shown as their :class:`PackedMask`), ``seed`` is
-        None for deterministic steps, ``newly_pruned`` counts entries pruned by that step.
+        ``settings`` is a dict (custom masks shown as their :class:`PackedMask`), ``seed`` (an
+        object column) is the exact int seed, or None for deterministic steps,
+        ``newly_pruned`` counts entries pruned by that step.
         """
         rows = []
         for k, entry in enumerate(self.entries):
@@ -145,7 +147,11 @@ class TensorHistory:
                     "newly_pruned": int(self.newly_pruned(k).sum()),
                 }
             )
-        return pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+        frame = ReportFrame(rows, columns=HISTORY_COLUMNS)
+        # Python ints and None: a float64 column (NaN for None) would round seeds above 2**53.
+        frame["seed"] = pd.Series([row["seed"] for row in rows], index=frame.index,
+                                  dtype=object)
+        return frame
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{e.method} {e.sparsity:.0%}" for e in self.entries[:6])

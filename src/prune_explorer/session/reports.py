@@ -1,5 +1,8 @@
 """DataFrames describing a model's pruning state (fixed, documented columns).
 
+Each is a :class:`~prune_explorer.session.describe.ReportFrame`: a DataFrame with the plain
+values below that prints for people (percentages, separators).
+
 Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
 
 ``REPORT_COLUMNS`` (:func:`tensor_report`)
@@ -36,6 +39,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .describe import ReportFrame
 from .hooks import find_hook
 from .registry import TensorInfo
 
@@ -126,8 +130,8 @@ def tensor_report(
                 "methods": tuple(methods.get(name, ())),
             }
         )
-    return pd.DataFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
-                                                              "sparsity": "float64"})
+    return ReportFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
+                                                             "sparsity": "float64"})
 
 
 def with_total(frame: pd.DataFrame) -> pd.DataFrame:
@@ -148,7 +152,7 @@ def with_total(frame: pd.DataFrame) -> pd.DataFrame:
         "channels_pruned": {},
         "methods": (),
     }
-    out = pd.DataFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
+    out = ReportFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
     return out.astype({"numel": "int64", "zeros": "int64", "sparsity": "float64"})
 
 
@@ -181,7 +185,7 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
     total: dict[str, Any] = {"name": "TOTAL"}
     for column in MEMORY_COLUMNS[1:]:
         total[column] = sum(int(row[column]) for row in rows)
-    frame = pd.DataFrame([*rows, total], columns=MEMORY_COLUMNS)
+    frame = ReportFrame([*rows, total], columns=MEMORY_COLUMNS)
     return frame.astype({c: "int64" for c in MEMORY_COLUMNS[1:]})
 
 
@@ -230,7 +234,7 @@ def compare_frame(
             "collapsed_local": any(r["collapsed_local"] for r in rows),
         }
     )
-    frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    frame = ReportFrame(rows, columns=COMPARE_COLUMNS)
     return frame.astype(
         {
             "numel": "int64",

@@ -19,12 +19,12 @@ True
 ([0, 8], 24)
 >>> s.undo()
 Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstructured', amount=0.5)
->>> s.report()[["name", "zeros", "methods"]]
-       name  zeros           methods
-0  0.weight      8  (ln_structured,)
-1    0.bias      0                ()
-2  2.weight      0                ()
-3    2.bias      0                ()
+>>> s.report()[["name", "methods", "zeros", "sparsity"]]  # prints for people (values: fractions)
+       name        methods zeros sparsity
+0  0.weight  ln_structured     8    25.0%
+1    0.bias                    0     0.0%
+2  2.weight                    0     0.0%
+3    2.bias                    0     0.0%
 >>> result = s.commit()
 >>> result.names, result.freed
 (('0.weight',), 256)

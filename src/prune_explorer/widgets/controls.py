@@ -24,6 +24,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from prune_explorer.session.describe import plural
 from prune_explorer.session.methods import GLOBAL_METHODS, METHODS
 
 from .errors import WidgetInputError
@@ -195,12 +196,13 @@ class PruningControls:
 
     @property
     def units_left(self) -> tuple[int, str]:
-        """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim."""
+        """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim (the
+        unit singular, for :func:`~prune_explorer.session.describe.plural`)."""
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value
-            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channels along dim {dim}"
-        return int(self._left.get("entries", 0)), "entries"
+            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channel along dim {dim}"
+        return int(self._left.get("entries", 0)), "entry"
 
     def update_visibility(self) -> None:
         """Show the controls the method uses, hide (and disable) the others."""
@@ -218,7 +220,7 @@ class PruningControls:
         _show(self.pattern, "pattern" in used)
         _show(self.block, "block" in used)
         count, unit = self.units_left
-        self.left.value = f'<span class="pe-left-text">{count:,} {unit} left to prune</span>'
+        self.left.value = f'<span class="pe-left-text">{plural(count, unit)} left to prune</span>'
 
     def set_view(self, view: str) -> None:
         """Show the picture as ``view``: ``"matrix"``, ``"kernels"`` or ``"channels"``.

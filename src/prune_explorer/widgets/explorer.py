@@ -22,9 +22,11 @@ Examples
 >>> ex.ui.apply.click()
 >>> ex.session.steps
 (Step('l1_unstructured', '0.weight', amount=0.5),)
+>>> ex.status.text
+'Applied L1 magnitude, 50% of 0.weight: 16 entries pruned (now 50.0% sparse).'
 >>> ex.ui.undo.click()
 >>> ex.status.text
-"Undid Step('l1_unstructured', '0.weight', amount=0.5)"
+'Undid L1 magnitude, 50% of 0.weight: 16 entries restored (now 0.0% sparse).'
 >>> ex.close()
 """
 
@@ -38,7 +40,8 @@ import ipywidgets as widgets
 import torch
 from torch import nn
 
-from prune_explorer.session import Session, SessionEvent
+from prune_explorer.session import Session, SessionEvent, Step
+from prune_explorer.session.describe import describe_change, percent, plural, shape_text
 
 from .commit import CommitPane
 from .compare import ComparePane
@@ -46,7 +49,7 @@ from .errors import WidgetInputError
 from .explore_pane import ExplorePane, check_custom
 from .export import ExportPane
 from .history import HistoryPane
-from .html import esc, percent
+from .html import esc
 from .metric import Evaluate, MetricReadout
 from .preview import MaskSummary, PreviewRequest
 from .shrink import ShrinkPane
@@ -89,10 +92,6 @@ def _model_device(model: nn.Module) -> str:
             return f"cuda:{device.index or 0}"
         return str(device)
     return "cpu"
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "×".join(str(s) for s in shape) or "scalar"
 
 
 class Explorer:
@@ -288,6 +287,11 @@ class Explorer:
         """Entries of ``name`` that are exactly 0 (from the last report)."""
         return self._zeros.get(name, 0)
 
+    def zeros_snapshot(self) -> dict[str, int]:
+        """Exact zeros of every tensor now (a copy), to say later what an action changed
+        (:meth:`outcome`)."""
+        return dict(self._zeros)
+
     def flush(self) -> None:
         """Render every pending picture now (preview, history, comparison) and return."""
         self.explore_pane.runner.flush()
@@ -318,17 +322,26 @@ class Explorer:
     def apply(self) -> None:
         """Apply the previewed step (the Apply button). Its error is about these controls: the
         next valid preview clears it."""
+        before = self.zeros_snapshot()
         self.act("Apply", lambda _: self.current_request().apply(self.session),
-                 done=lambda step: f"Applied {step!r}", source="apply")
+                 done=lambda step: self.outcome("Applied", [step], before), source="apply")
 
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
-        self.act("Undo", lambda _: self.session.undo(), done=lambda step: f"Undid {step!r}")
+        before = self.zeros_snapshot()
+        self.act("Undo", lambda _: self.session.undo(),
+                 done=lambda step: self.outcome("Undid", [step], before))
+
+    def outcome(self, verb: str, steps: list[Step], before: Mapping[str, int]) -> str:
+        """The status line for ``steps`` done (or undone), with what changed since ``before``
+        (:meth:`zeros_snapshot`; see :func:`~prune_explorer.session.describe.describe_change`)."""
+        numel = {n: self.session.info(n).numel for n in self.session.names}
+        return describe_change(verb, steps, before, self._zeros, numel)
 
     def reset(self) -> None:
         """Undo every step (the Reset button)."""
         self.act("Reset", lambda _: self.session.reset(),
-                 done="Reset: the model is back to how the session found it")
+                 done="Reset: the model is back to how the session found it.")
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -439,7 +452,7 @@ class Explorer:
         self._zeros = {str(n): int(z) for n, z in zip(report["name"], report["zeros"],
                                                       strict=True)}
         options = [
-            (f"{row.name} · {_shape_text(row.shape)} · {percent(row.sparsity)} pruned", row.name)
+            (f"{row.name} · {shape_text(row.shape)} · {percent(row.sparsity)} pruned", row.name)
             for row in report.itertuples()
         ]
         picker = self.ui.tensor
@@ -459,12 +472,10 @@ class Explorer:
         total = report.iloc[-1]
         steps = len(self.session.steps)
         pruned = int(sum(1 for methods in report["methods"].iloc[:-1] if methods))
-        self.ui.summary.value = (
-            f'<span class="pe-summary-text">{esc(type(self.model).__name__)}: '
-            f"{len(self.session.names)} tensors, {pruned} pruned, {steps} "
-            f"step{'s' * (steps != 1)}, {int(total['zeros']):,} of {int(total['numel']):,} "
-            f"zero ({percent(total['sparsity'])})</span>"
-        )
+        text = (f"{type(self.model).__name__}: {plural(len(self.session.names), 'tensor')}, "
+                f"{pruned:,} pruned, {plural(steps, 'step')}, {int(total['zeros']):,} of "
+                f"{plural(int(total['numel']), 'entry')} zero ({percent(total['sparsity'])})")
+        self.ui.summary.value = f'<span class="pe-summary-text">{esc(text)}</span>'
 
 def _close_tree(widget: widgets.Widget) -> None:
     for child in getattr(widget, "children", ()):

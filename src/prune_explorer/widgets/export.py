@@ -24,7 +24,7 @@ True
 >>> ex.ui.import_text.value = '{"format": "prune-explorer-plan", "version": 1, "steps": [7]}'
 >>> ex.ui.import_plan.click()
 >>> print(ex.status.text)
-Import plan failed: Plan.from_json: steps[0]: a step must be a JSON object; got int
+Import plan failed: steps[0]: a step must be a JSON object; got int
 >>> ex.close()
 """
 
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from prune_explorer.session import InvalidPlanError, Plan
+from prune_explorer.session.describe import plural
 from prune_explorer.session.planfile import plan_text
 
 from .errors import WidgetInputError
@@ -169,6 +170,7 @@ class ExportPane:
             return plan
 
         plan = self.ex.act("Import plan", run,
-                           done=lambda p: f"Imported a plan of {len(p)} step(s) and applied it")
+                           done=lambda p: f"Imported a plan of {plural(len(p), 'step')} and "
+                                          "applied it.")
         if plan is not None:
             self.imported = plan
