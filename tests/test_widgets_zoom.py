@@ -158,7 +158,7 @@ def test_real_toolbar_drag_zooms_in(ex):
 def test_hover_names_index_value_and_class(ex):
     before, after = three_class_state(ex)
     plot = open_zoom(ex).plot
-    plot.show(Window(0, 400, 0, 300))
+    plot.show_window(Window(0, 400, 0, 300))
     values = ex.session.tensor("0.weight")
     for expected, where in (("kept", after),
                             ("pruned before", ~before),

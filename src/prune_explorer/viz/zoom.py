@@ -4,7 +4,7 @@ A 4096 x 4096 mask pooled to a few hundred display cells is one flat colour at 5
 sparsity. :class:`ZoomPlot` draws only the *window* the axes show, from the tensor itself: a
 window of at most :data:`MAX_ZOOM_CELLS` entries per side is drawn one cell per entry, a larger
 one is pooled with :func:`~prune_explorer.viz.pooling.pool_fraction` (exact kept fraction per
-cell). Whenever the axes limits change (a toolbar zoom or pan, :meth:`ZoomPlot.show`) the window
+cell). Whenever the axes limits change (a toolbar zoom or pan, :meth:`ZoomPlot.show_window`) the window
 is read again, so the cost of a redraw is the size of the window, never of the tensor.
 
 The colours and their rule are the preview's (:class:`~prune_explorer.viz.MaskPreview`): kept
@@ -26,7 +26,7 @@ Examples
 (Window(rows 0:64, cols 0:64), True)
 >>> bool((plot.pooled.values == after[:64, :64].numpy()).all())
 True
->>> plot.show(Window(0, 4096, 0, 4096))  # the whole tensor: pooled to 256 x 256 cells
+>>> plot.show_window(Window(0, 4096, 0, 4096))  # the whole tensor: pooled to 256 x 256 cells
 >>> plot.pooled.shape
 (256, 256)
 """
@@ -165,7 +165,7 @@ class ZoomPlot:
             cmap=style.overlay_cmap(style.NEW_PRUNED_COLOR, "newly_pruned"), **common)
         for image in (self.image, self.new_image):
             image.set_mouseover(False)  # the hover text is describe(), not a raw cell value
-        self.ax.set_autoscale_on(False)  # limits are the user's (zoom, pan, show)
+        self.ax.set_autoscale_on(False)  # limits are the user's (zoom, pan, show_window)
         self.ax.format_coord = self.describe  # type: ignore[method-assign]
         handles = diff_legend_handles()
         handles[-1].set_label(PRUNED_NOW)
@@ -225,7 +225,7 @@ class ZoomPlot:
         if same and self.window is not None:
             self.render()
         else:
-            self.show(self.default_window())
+            self.show_window(self.default_window())
 
     def default_window(self) -> Window:
         """The whole tensor if it fits :attr:`max_cells` each way, else its top-left
@@ -236,7 +236,7 @@ class ZoomPlot:
         return Window(0, min(rows, DEFAULT_WINDOW), 0, min(cols, DEFAULT_WINDOW))
 
     # -- window -----------------------------------------------------------------------------------
-    def show(self, window: Window) -> None:
+    def show_window(self, window: Window) -> None:
         """Set the axes limits to ``window`` (clipped to the tensor) and draw it."""
         window = window.clip(self.matrix_shape)
         self._setting_limits = True

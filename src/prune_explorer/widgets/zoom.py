@@ -212,7 +212,7 @@ class ZoomPane:
     def _show(self, window: Window) -> None:
         if self.plot is None:
             return
-        self.plot.show(window)
+        self.plot.show_window(window)
         toolbar = getattr(self.canvas, "toolbar", None)
         if toolbar is not None:
             toolbar.push_current()  # Back (←) returns here
