@@ -267,6 +267,23 @@ def test_invalid_controls_dim_the_zoom(ex):
     assert "pe-stale" not in zoom.canvas._dom_classes
 
 
+def test_the_canvas_draws_under_the_plots_lock(ex):
+    zoom = open_zoom(ex)
+    assert zoom.canvas.draw_lock is zoom.plot.lock
+    entered = []
+
+    class Recording:
+        def __enter__(self):
+            entered.append(zoom.plot.lock.acquire(blocking=False))  # free: nobody changes it
+
+        def __exit__(self, *exc):
+            zoom.plot.lock.release()
+
+    zoom.canvas.draw_lock = Recording()
+    zoom.canvas.draw()
+    assert entered == [True]
+
+
 def test_opening_the_zoom_leaves_the_matplotlib_backend_alone():
     code = ("import matplotlib; matplotlib.use('agg'); import matplotlib.pyplot as plt\n"
             "from matplotlib.figure import Figure\n"

@@ -4,8 +4,9 @@ A 4096 x 4096 mask pooled to a few hundred display cells is one flat colour at 5
 sparsity. :class:`ZoomPlot` draws only the *window* the axes show, from the tensor itself: a
 window of at most :data:`MAX_ZOOM_CELLS` entries per side is drawn one cell per entry, a larger
 one is pooled with :func:`~prune_explorer.viz.pooling.pool_fraction` (exact kept fraction per
-cell). Whenever the axes limits change (a toolbar zoom or pan, :meth:`ZoomPlot.show_window`) the window
-is read again, so the cost of a redraw is the size of the window, never of the tensor.
+cell). Whenever the axes limits change (a toolbar zoom or pan, :meth:`ZoomPlot.show_window`)
+the window is read again, so the cost of a redraw is the size of the window, never of the
+tensor.
 
 The colours and their rule are the preview's (:class:`~prune_explorer.viz.MaskPreview`): kept
 dark blue, pruned before pale yellow, pruned by this step vermillion
@@ -33,10 +34,12 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -122,6 +125,19 @@ class Window:
         return f"Window(rows {self.r0}:{self.r1}, cols {self.c0}:{self.c1})"
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _locked(method: _F) -> _F:
+    # Run the method under the plot's lock (see ZoomPlot.lock).
+    @functools.wraps(method)
+    def wrapper(self: ZoomPlot, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_F, wrapper)
+
+
 def _bool_window(mask: torch.Tensor, window: Window) -> np.ndarray:
     part = mask[window.r0:window.r1, window.c0:window.c1]
     return part.detach().to("cpu", torch.bool).numpy()
@@ -151,10 +167,14 @@ class ZoomPlot:
         Windows drawn so far.
     on_render : callable or None
         Called with the new :class:`Window` after each render.
+    lock : threading.RLock
+        Held while the plot changes its artists or answers a hover; hold it to draw the figure
+        from another thread.
     """
 
     def __init__(self, figure: Figure, *, max_cells: int = MAX_ZOOM_CELLS) -> None:
         self.figure = figure
+        self.lock = threading.RLock()
         self.max_cells = int(max_cells)
         self.ax = figure.add_axes(_AXES_RECT)
         common: dict[str, Any] = {"vmin": 0.0, "vmax": 1.0, "interpolation": "nearest",
@@ -195,6 +215,7 @@ class ZoomPlot:
             return (0, 0)
         return (int(self._after.shape[0]), int(self._after.shape[1]))
 
+    @_locked
     def set_state(self, after: torch.Tensor, *, before: torch.Tensor | None = None,
                   values: Callable[[], torch.Tensor] | torch.Tensor | None = None,
                   name: str = "") -> None:
@@ -236,6 +257,7 @@ class ZoomPlot:
         return Window(0, min(rows, DEFAULT_WINDOW), 0, min(cols, DEFAULT_WINDOW))
 
     # -- window -----------------------------------------------------------------------------------
+    @_locked
     def show_window(self, window: Window) -> None:
         """Set the axes limits to ``window`` (clipped to the tensor) and draw it."""
         window = window.clip(self.matrix_shape)
@@ -247,6 +269,7 @@ class ZoomPlot:
             self._setting_limits = False
         self.render()
 
+    @_locked
     def _on_limits(self, _ax: Any) -> None:
         if self._setting_limits or self._after is None:
             return
@@ -254,6 +277,7 @@ class ZoomPlot:
         if window != self.window:
             self.render()
 
+    @_locked
     def render(self) -> None:
         """Read the window the axes show from the masks and draw it (cost ∝ window size)."""
         if self._after is None:
@@ -316,6 +340,7 @@ class ZoomPlot:
         inner = np.unravel_index(col, self._shape[1:])
         return (row, *(int(i) for i in inner))
 
+    @_locked
     def describe(self, x: float, y: float) -> str:
         """Hover text for data point ``(x, y)``: index, value, kept or pruned ("" outside).
 

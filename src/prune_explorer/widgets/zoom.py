@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -54,11 +55,13 @@ HELP = ("Drag a rectangle with the toolbar's zoom (□) to zoom in, pan with ✥
         "or type a region. Hover an entry for its index, value and whether it is kept.")
 
 
-def ipympl_canvas(figure: Figure) -> Any:
+def ipympl_canvas(figure: Figure, lock: Any = None) -> Any:
     """An ipympl canvas widget (with its toolbar) for ``figure``, without pyplot.
 
     Importing ipympl switches matplotlib's default backend when matplotlib is already imported;
     the backend in use before is restored, so plots elsewhere in the notebook are unchanged.
+    ``lock`` (a context manager), if given, is held while the canvas draws: the zoom updates
+    its figure on the preview thread, and the browser asks for frames on the kernel's.
     """
     before = dict.__getitem__(matplotlib.rcParams, "backend")
     try:
@@ -69,7 +72,9 @@ def ipympl_canvas(figure: Figure) -> Any:
                 matplotlib.use(before)  # switches pyplot back as well
             else:
                 dict.__setitem__(matplotlib.rcParams, "backend", before)
-    canvas = Canvas(figure)
+    canvas = (Canvas if lock is None else _locked_canvas(Canvas))(figure)
+    if lock is not None:
+        canvas.draw_lock = lock
     with warnings.catch_warnings():  # ipympl's Toolbar passes traitlets an extra argument
         warnings.filterwarnings("ignore", "Passing unrecognized arguments", DeprecationWarning)
         FigureManager(canvas, 0)  # builds the toolbar; not registered with pyplot
@@ -78,6 +83,18 @@ def ipympl_canvas(figure: Figure) -> Any:
     canvas.toolbar_position = "top"
     canvas.resizable = False
     return canvas
+
+
+@functools.cache
+def _locked_canvas(base: type) -> type:
+    class LockedCanvas(base):  # type: ignore[misc]
+        """ipympl's canvas, drawing under ``self.draw_lock`` (same widget model)."""
+
+        def draw(self) -> None:
+            with self.draw_lock:
+                super().draw()
+
+    return LockedCanvas
 
 
 class ZoomPane:
@@ -177,7 +194,7 @@ class ZoomPane:
     def _build(self) -> None:
         figure = Figure(figsize=self.figsize, dpi=self.dpi)
         self.plot = ZoomPlot(figure)
-        self.canvas = self.ex.ui.add("zoom_canvas", ipympl_canvas(figure))
+        self.canvas = self.ex.ui.add("zoom_canvas", ipympl_canvas(figure, self.plot.lock))
         self.plot.on_render = self._sync_inputs
         self.body.children = (*self.body.children, self.canvas)
 
