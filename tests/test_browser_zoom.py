@@ -3,8 +3,9 @@
 A one-cell notebook shows the explorer on a 512 x 512 linear layer with a 50% L1 step. The test
 opens the Zoom panel, sees the ipympl canvas draw the window entry by entry (kept dark blue and
 "pruned by this step" vermillion pixels both present), hovers an entry and reads index, value and
-state in ipympl's footer, then drags a rectangle with the toolbar's zoom and sees the region
-boxes follow. A screenshot goes to ``test-artifacts/zoom_1024x768.png`` (or ``$SHOT_DIR``).
+state in ipympl's footer, then drags a rectangle on the picture (the toolbar's zoom is on) and
+sees the region boxes follow. Screenshots go to ``test-artifacts/zoom_1024x768*.png``
+(or ``$SHOT_DIR``).
 """
 
 from __future__ import annotations
@@ -117,7 +118,9 @@ def test_zoom_panel_draws_entries_and_hover_names_them(lab, page):
     page.screenshot(path=str(SHOT_DIR / "zoom_1024x768.png"))
 
     # 3. The toolbar's zoom rectangle zooms in; the region boxes follow.
-    explorer.locator(".pe-zoom-canvas button[title^='Zoom to rectangle']").first.click()
+    # (the zoom tool is on from the start: the drag zooms without a click on its button)
+    zoom_button = explorer.locator(".pe-zoom-canvas button[title^='Zoom to rectangle']").first
+    expect(zoom_button).to_have_class(re.compile(r"\bmod-active\b"))
     x0, y0 = box["x"] + 0.35 * box["width"], box["y"] + 0.35 * box["height"]
     page.mouse.move(x0, y0)
     page.mouse.down()
@@ -126,4 +129,6 @@ def test_zoom_panel_draws_entries_and_hover_names_them(lab, page):
     rows = explorer.locator(".pe-zoom-rows input")
     expect(rows).not_to_have_value("64", timeout=20_000)
     assert 1 <= int(rows.input_value()) < 64
+    time.sleep(0.5)  # the new frame
+    page.screenshot(path=str(SHOT_DIR / "zoom_1024x768_dragged.png"))
     assert not page.js_errors, page.js_errors

@@ -128,6 +128,9 @@ def test_toolbar_zoom_and_pan_reread_the_window_and_move_the_region_boxes(ex):
     np.testing.assert_array_equal(zoom.plot.pooled.values,
                                   after[200:208, 100:110].numpy().astype(float))
     assert [ex.ui[f"zoom_{k}"].value for k in ("row", "col", "rows", "cols")] == [200, 100, 8, 10]
+    ax.set_xlim(99.5, 100.5)  # one entry wide
+    ticks = [*ax.get_xticks(), *ax.get_yticks()]
+    assert ticks == [round(t) for t in ticks]  # entry indices: no 100.5
 
 
 def test_real_toolbar_drag_zooms_in(ex):
@@ -141,7 +144,7 @@ def test_real_toolbar_drag_zooms_in(ex):
                                     "buttons": 1 if kind != "button_release" else 0,
                                     "modifiers": [], "guiEvent": None})
 
-    canvas.toolbar.zoom()
+    assert canvas.toolbar.mode.name == "ZOOM"  # on from the start: a drag zooms
     box = ax.bbox
     x0, y0 = box.x0 + 0.1 * box.width, box.y0 + 0.9 * box.height
     x1, y1 = box.x0 + 0.2 * box.width, box.y0 + 0.8 * box.height

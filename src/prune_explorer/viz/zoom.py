@@ -44,6 +44,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from prune_explorer.viz import style
 from prune_explorer.viz.diffs import diff_legend_handles
@@ -185,6 +186,8 @@ class ZoomPlot:
             cmap=style.overlay_cmap(style.NEW_PRUNED_COLOR, "newly_pruned"), **common)
         for image in (self.image, self.new_image):
             image.set_mouseover(False)  # the hover text is describe(), not a raw cell value
+        for axis in (self.ax.xaxis, self.ax.yaxis):
+            axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # indices, never 17.5
         self.ax.set_autoscale_on(False)  # limits are the user's (zoom, pan, show_window)
         self.ax.format_coord = self.describe  # type: ignore[method-assign]
         handles = diff_legend_handles()

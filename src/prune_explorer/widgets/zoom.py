@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ZoomPane", "ipympl_canvas"]
 
-HELP = ("Drag a rectangle with the toolbar's zoom (□) to zoom in, pan with ✥, go back with ←, "
-        "or type a region. Hover an entry for its index, value and whether it is kept.")
+HELP = ("Drag a rectangle on the picture to zoom in (the toolbar's □ is on); ✥ pans, ← goes "
+        "back, or type a region. Hover an entry for its index, value and whether it is kept.")
 
 
 def ipympl_canvas(figure: Figure, lock: Any = None) -> Any:
@@ -196,6 +196,9 @@ class ZoomPane:
         self.plot = ZoomPlot(figure)
         self.canvas = self.ex.ui.add("zoom_canvas", ipympl_canvas(figure, self.plot.lock))
         self.plot.on_render = self._sync_inputs
+        toolbar = self.canvas.toolbar
+        toolbar.zoom()  # a drag on the picture zooms at once
+        toolbar._current_action = "zoom"  # ipympl's button state in the browser
         self.body.children = (*self.body.children, self.canvas)
 
     def _on_toggle(self, change: dict[str, Any]) -> None:
