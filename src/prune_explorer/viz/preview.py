@@ -66,6 +66,29 @@ def _nothing(shape: tuple[int, ...]) -> np.ma.MaskedArray:
     # An all-masked array: an overlay that draws nothing (numpy's masked_all is unannotated).
     return np.ma.MaskedArray(np.zeros(shape), mask=True)
 
+def newly_pruned_fraction(before: PooledView | None, after: PooledView) -> np.ma.MaskedArray:
+    """Fraction of each cell that a step prunes (kept before, pruned after), masked where none.
+
+    The vermillion overlay of the preview and of the zoom (:mod:`prune_explorer.viz.zoom`);
+    all masked when there is no ``before`` or it was pooled into other cells.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from prune_explorer.viz.pooling import pool_fraction
+    >>> before = pool_fraction(np.array([[1, 1, 0, 1]], dtype=bool), max_cells=(1, 2))
+    >>> after = pool_fraction(np.array([[1, 0, 0, 0]], dtype=bool), max_cells=(1, 2))
+    >>> newly_pruned_fraction(before, after).tolist()
+    [[0.5, 0.5]]
+    """
+    if before is None or before.kept.shape != after.kept.shape:
+        return _nothing(after.values.shape)
+    newly = np.clip(before.kept - after.kept, 0, None)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = newly / np.maximum(after.area, 1)
+    return np.ma.masked_where(newly == 0, values)
+
+
 class MaskPreview:
     """One figure that redraws a mask quickly, for a slider callback.
 
@@ -250,14 +273,7 @@ class MaskPreview:
         return pooled
 
     def _newly(self, after: PooledView) -> np.ma.MaskedArray:
-        # Fraction of each cell that the step prunes (kept before, pruned after); masked where 0.
-        before = self.pooled_before
-        if before is None or before.kept.shape != after.kept.shape:
-            return _nothing(after.values.shape)
-        newly = np.clip(before.kept - after.kept, 0, None)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            values = newly / np.maximum(after.area, 1)
-        return np.ma.masked_where(newly == 0, values)
+        return newly_pruned_fraction(self.pooled_before, after)
 
     def cell_edges(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Row and column block edges of the cells a tensor of ``shape`` is pooled into (matrix

@@ -36,6 +36,7 @@ from .html import esc
 from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import describe_error
+from .zoom import ZoomPane
 
 if TYPE_CHECKING:
     from .explorer import Explorer
@@ -85,6 +86,9 @@ class ExplorePane:
         self.preview_stats: PreviewStats | None = None
         self.preview_request: PreviewRequest | None = None
         self.preview_error: str | None = None
+        # What the picture shows, for the zoom: kept after the step (or now), kept now.
+        self.preview_shown: torch.Tensor | None = None
+        self.preview_before: torch.Tensor | None = None
         self.render_count = 0
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
@@ -106,7 +110,10 @@ class ExplorePane:
         left = widgets.VBox([c.box, buttons, ui.preview_info]
                             + ([ui.metric] if "metric" in ui else []))
         left.add_class("pe-explore-controls")
-        self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
+        self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
+        picture = widgets.VBox([ui.preview, self.zoom.box])
+        picture.add_class("pe-explore-picture")
+        self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
@@ -312,6 +319,8 @@ class ExplorePane:
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
+        self.preview_shown = shown
+        self.preview_before = None if mask is None else now.kept
         self.render_count += 1
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
@@ -320,11 +329,14 @@ class ExplorePane:
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
+        self.zoom.preview_changed()  # closed: marks it out of date only
 
     def _failed(self, err: BaseException) -> None:
         self.preview_mask = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
+        self.preview_shown = self.preview_before = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
         self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")
+        self.zoom.preview_changed()
