@@ -39,6 +39,7 @@ from prune_explorer.session.planfile import plan_text
 
 from .errors import WidgetInputError
 from .html import download_link, message
+from .maskfile import uploaded_file
 from .status import Progress
 from .tabs import EXPORT_TAB
 
@@ -52,13 +53,10 @@ _TEXT_LAYOUT = {"width": "96%", "height": "220px"}
 
 def _uploaded_text(value: Any) -> tuple[str, str] | None:
     """``(file name, text)`` of the first uploaded file, or None if there is none."""
-    files = list(value.values()) if isinstance(value, dict) else list(value or ())
-    if not files:
+    found = uploaded_file(value)
+    if found is None:
         return None
-    first = files[0]
-    content = first["content"]
-    raw = content.tobytes() if hasattr(content, "tobytes") else bytes(content)
-    name = str(first.get("name", "upload"))
+    name, raw = found
     try:
         return name, plan_text(raw, where=f"Import plan: file {name!r}")  # as Plan.from_json
     except InvalidPlanError as err:
