@@ -279,3 +279,23 @@ def test_a_local_step_that_empties_its_layer_warns_and_a_failed_preview_clears_i
     ex.ui.amount_mode.value = "count"
     ex.ui.count.value = "2.5"
     assert ex.ui.collapse_warning.value == ""
+
+
+# -- Export: Copy buttons -------------------------------------------------------------------------
+EXPORT = 4
+
+
+def test_the_copy_buttons_hold_the_snippet_and_json_and_confirm_a_copy(ex):
+    ex.ui.apply.click()
+    assert ex.ui.copy_snippet.text == ""  # nothing built while the tab is hidden
+    ex.ui.tabs.selected_index = EXPORT
+    assert ex.ui.copy_snippet.text == ex.ui.snippet.value == ex.session.plan.to_snippet()
+    assert ex.ui.copy_json.text == ex.ui.json.value == ex.session.plan.to_json()
+    assert "prune.l1_unstructured(" in ex.ui.copy_snippet.text
+    ex.ui.copy_snippet.copies += 1  # what the browser reports after writing the clipboard
+    assert ex.status.text == "Copied the Python snippet to the clipboard."
+    ex.ui.copy_json.copies += 1
+    assert ex.status.text == "Copied the plan as JSON to the clipboard."
+    ex.ui.apply.click()  # the texts follow the session
+    assert ex.ui.copy_snippet.text == ex.session.plan.to_snippet()
+    assert len(ex.session.steps) == 2
