@@ -101,7 +101,7 @@ def parse_count(text: Any, unit: str = "entries") -> int:
     return int(stripped)
 
 
-class CountText(widgets.Text):
+class CountText(widgets.Text):  # type: ignore[misc]  # ipywidgets is untyped
     """The ``count`` box: holds the text as typed, so "2.5" reaches the explorer and is refused
     with a message (a number box drops the "." and shows 25). Code may assign an int."""
 

@@ -157,6 +157,8 @@ class ExplorePane:
         """
         name = self.ex.tensor
         where = "custom mask upload"
+        if name is None:
+            raise WidgetInputError(f"{where}: no tensor is chosen (the model has none)")
         mask = read_mask_file(filename, data, where)
         check_custom(self.ex.session, name, mask, where)
         self.ex.session.preview(name, "custom_from_mask", mask=mask)  # the session's checks
