@@ -268,6 +268,9 @@ def test_a_global_preview_that_empties_a_layer_warns_like_global_vs_local():
         ex.explore_pane.collapsed
     ex.ui.amount.value = 1.0
     assert ex.explore_pane.collapsed == ["0.weight", "2.weight"]
+    ex.ui.global_targets.value = ("2.weight",)  # the tensor on show is not a target: still said
+    assert ex.tensor == "0.weight"
+    assert "Layer collapse with global pruning: 2.weight" in ex.ui.collapse_warning.value
     ex.ui.amount.value = 0.1
     assert ex.ui.collapse_warning.value == ""
     ex.close()

@@ -407,13 +407,13 @@ class ExplorePane:
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
+        # Counts only (a global preview's other masks stay unbuilt); also when the tensor on
+        # show is not a global target, since the step may still empty the others.
+        kept_after = {n: others[n][1] for n in others}
         if mask is not None:
-            target_kept = int(mask.count_nonzero()) if mask_kept is None else mask_kept
-            kept_after = {n: target_kept if n == request.target else others[n][1]
-                          for n in masks}  # in the order of the targets
-            self._warn_collapse(request, collapsed_layers(kept_after, sizes))
-        else:
-            self._warn_collapse(request, [])
+            kept_after[request.target] = (int(mask.count_nonzero()) if mask_kept is None
+                                          else mask_kept)
+        self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
         if self.ex.metric is not None:  # off the slider path (background, superseded)

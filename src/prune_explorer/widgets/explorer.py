@@ -326,7 +326,7 @@ class Explorer:
         self.act("Undo", lambda _: self.session.undo(), done=lambda step: f"Undid {step!r}")
 
     def reset(self) -> None:
-        """Undo every step (the Reset button)."""
+        """Undo every step, at once (the Reset button asks first, then calls this)."""
         self.act("Reset", lambda _: self.session.reset(),
                  done="Reset: the model is back to how the session found it")
 
