@@ -48,6 +48,8 @@ __all__ = [
     "MEMORY_COLUMNS",
     "REPORT_COLUMNS",
     "channels_pruned",
+    "collapsed_layers",
+    "collapses",
     "compare_frame",
     "effective_tensor",
     "is_collapsed",
@@ -92,19 +94,41 @@ def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
     return {d: _dead_slices(nonzero, d) for d in range(nonzero.dim())}
 
 
+def collapses(kept: int, numel: int, threshold: float = 0.99) -> bool:
+    """The layer-collapse rule on counts: at least ``threshold`` of the ``numel`` entries pruned
+    (``kept`` entries left). Losing every slice along some dim (every channel of a channel set)
+    is included: it leaves no entry kept.
+
+    Examples
+    --------
+    >>> collapses(1, 100), collapses(2, 100), collapses(0, 0)
+    (True, False, False)
+    """
+    return numel > 0 and (numel - kept) / numel >= threshold
+
+
 def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
-    """Layer collapse: at least ``threshold`` of the entries pruned, or, structurally, every
-    slice along some dim (every channel of a channel set) pruned.
+    """Layer collapse (:func:`collapses`) of a mask: at least ``threshold`` of the entries
+    pruned, or, structurally, every slice along some dim (every channel of a channel set)
+    pruned.
 
     ``kept`` is a mask (bool or 0/1), True/1 = kept.
     """
-    kept = kept != 0
-    numel = kept.numel()
-    if numel == 0:
-        return False
-    if (numel - int(torch.count_nonzero(kept))) / numel >= threshold:
-        return True
-    return any(_dead_slices(kept, d) == kept.shape[d] for d in range(kept.dim()))
+    return collapses(int(torch.count_nonzero(kept != 0)), kept.numel(), threshold)
+
+
+def collapsed_layers(kept: Mapping[str, int], numel: Mapping[str, int],
+                     threshold: float = 0.99) -> list[str]:
+    """Addresses, in the order of ``kept``, whose layer a step collapses (:func:`collapses`):
+    ``kept`` holds the entries each would keep, ``numel`` their sizes. Counts only, so a
+    preview's lazy masks (``Session.preview_global``) need not be built.
+
+    Examples
+    --------
+    >>> collapsed_layers({"a": 4, "b": 0}, {"a": 4, "b": 4})
+    ['b']
+    """
+    return [name for name, count in kept.items() if collapses(count, numel[name], threshold)]
 
 
 def tensor_report(

@@ -31,7 +31,7 @@ from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
 from prune_explorer.viz.charts import GlobalLocalPlot
 
 from .errors import WidgetInputError
-from .html import esc, frame_table, message
+from .html import collapse_warning, esc, frame_table, message
 from .scheduler import LatestOnly
 from .status import Progress, human_error
 from .tabs import COMPARE_TAB
@@ -136,12 +136,7 @@ class ComparePane:
         for scope in ("global", "local"):
             hit = [str(n) for n in layers.loc[layers[f"collapsed_{scope}"].astype(bool), "name"]]
             if hit:
-                lines.append(message(
-                    "warning",
-                    f"Layer collapse with {scope} pruning: {', '.join(hit)} would be (almost) "
-                    "entirely pruned, or lose every slice along a dim; the network can no "
-                    "longer pass signal through it.",
-                ))
+                lines.append(collapse_warning(f"{scope} pruning", hit))
         self.warnings.value = "<br>".join(lines) or message("ok", "No layer collapses.")
         self.frame = frame
         self.ex.status.clear(source="compare")

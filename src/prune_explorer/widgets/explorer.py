@@ -339,7 +339,7 @@ class Explorer:
         return describe_change(verb, steps, before, self._zeros, numel)
 
     def reset(self) -> None:
-        """Undo every step (the Reset button)."""
+        """Undo every step, at once (the Reset button asks first, then calls this)."""
         self.act("Reset", lambda _: self.session.reset(),
                  done="Reset: the model is back to how the session found it.")
 

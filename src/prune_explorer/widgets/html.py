@@ -27,7 +27,8 @@ import pandas as pd
 
 from prune_explorer.session.describe import display_table, human_bytes, percent
 
-__all__ = ["download_link", "esc", "frame_table", "human_bytes", "message", "percent"]
+__all__ = ["collapse_warning", "download_link", "esc", "frame_table", "human_bytes", "message",
+           "percent"]
 
 # Colours of the status kinds (Okabe-Ito-like, readable on white and on dark themes' cards).
 _KIND_STYLE = {
@@ -48,6 +49,17 @@ def message(kind: str, text: str) -> str:
     """A one-line status message; ``kind`` is ok, error, working, info or warning."""
     style = _KIND_STYLE.get(kind, _KIND_STYLE["info"])
     return f'<span class="pe-status-{esc(kind, True)}" style="{style}">{esc(text)}</span>'
+
+
+def collapse_warning(what: str, names: Sequence[str]) -> str:
+    """The warning for the layers ``what`` ("global pruning", "this step") would collapse (the
+    session's rule: ``session.reports.collapses``), as a message."""
+    return message(
+        "warning",
+        f"Layer collapse with {what}: {', '.join(names)} would be (almost) entirely "
+        "pruned, or lose every slice along a dim; the network can no longer pass signal "
+        "through it.",
+    )
 
 
 def frame_table(
