@@ -33,6 +33,7 @@ from prune_explorer.session.compute import kept_count
 from .controls import PruningControls
 from .errors import WidgetInputError
 from .html import esc
+from .panels import ExplorePanels
 from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import describe_error
@@ -108,6 +109,8 @@ class ExplorePane:
         left.add_class("pe-explore-controls")
         self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
+        self.panels = ExplorePanels(explorer)  # model view, magnitudes (collapsed)
+        self.tab = widgets.VBox([self.box, self.panels.box])  # the Explore tab
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
         ui.undo.on_click(lambda _: explorer.undo())
@@ -318,6 +321,7 @@ class ExplorePane:
                                   unmasked_zeros=unmasked_zeros)
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
+        self.panels.show(request, masks, stats)  # nothing while collapsed
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
 
@@ -326,5 +330,6 @@ class ExplorePane:
         self.preview_stats = None
         self.preview_error = describe_error(err)
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.panels.mark_stale()
         self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")

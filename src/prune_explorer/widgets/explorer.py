@@ -190,7 +190,7 @@ class Explorer:
         self.export_pane = ExportPane(self)
         commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
         tabs = widgets.Tab(
-            children=[self.explore_pane.box, self.history_pane.box, self.compare_pane.box,
+            children=[self.explore_pane.tab, self.history_pane.box, self.compare_pane.box,
                       commit_tab, self.export_pane.box],
             titles=TAB_TITLES,
         )
