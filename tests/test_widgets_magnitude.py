@@ -1,13 +1,13 @@
-"""The Explore tab's magnitude view: the histogram's cut is where Apply cuts; bins once per state."""
+"""The Explore tab's magnitude view: the cut is where Apply cuts; bins once per tensor state."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from _widget_helpers import _tie_free, mlp
 from torch import nn
 
+from _widget_helpers import _tie_free, mlp
 from prune_explorer.session.order_cache import SMALL
 from prune_explorer.widgets import Explorer
 
@@ -70,7 +70,8 @@ def test_global_l1_cut_of_the_shown_target(opened):
     ex.ui.apply.click()
     gone, kept = newly_pruned_and_kept(ex, "2.weight", before)
     assert gone.numel() == pruned > 0
-    assert float(kept.min()) == cut and float(gone.max()) <= cut
+    assert float(kept.min()) == cut
+    assert float(gone.max()) <= cut
 
 
 def test_structured_cut_is_the_smallest_kept_channel_norm(opened):
@@ -96,7 +97,8 @@ def test_random_methods_have_no_magnitude_cut(opened):
     ex = opened(mlp())
     ex.ui.method.value = "random_unstructured"
     panel = ex.explore_pane.panels.magnitudes
-    assert panel.cut is None and panel.pruned is None
+    assert panel.cut is None
+    assert panel.pruned is None
     assert "no magnitude cut" in panel.caption.value
     assert "pe-mag-cut" not in panel.picture.value  # no line
     assert "<rect" in panel.picture.value  # still the histogram
@@ -117,14 +119,18 @@ def test_bins_are_computed_once_per_state_and_rebuilt_after_apply(opened, monkey
     for amount in (0.2, 0.3, 0.4, 0.5):
         ex.ui.amount.value = amount
         cuts.add(panel.cut)
-        assert panel.magnitudes is first and panel._svg is svg  # reused on slider steps
-    assert len(cuts) == 4 and built == []  # only the line moved
+        assert panel.magnitudes is first
+        assert panel._svg is svg
+    assert len(cuts) == 4
+    assert built == []
     ex.ui.apply.click()  # the tensor's state changed: new magnitudes
-    assert panel.magnitudes is not first and built == ["weight"]
+    assert panel.magnitudes is not first
+    assert built == ["weight"]
     assert panel.magnitudes.pruned == round(0.5 * 160_000)
     again = panel.magnitudes
     ex.ui.undo.click()
-    assert panel.magnitudes is not again and panel.magnitudes.pruned == 0
+    assert panel.magnitudes is not again
+    assert panel.magnitudes.pruned == 0
 
 
 def test_a_write_to_the_weights_rebuilds_the_histogram(opened):
@@ -154,9 +160,28 @@ def test_histogram_counts_every_unpruned_entry(opened):
     ex.session.apply("0.weight", "l1_unstructured", amount=10)
     mags = ex.session.magnitudes("0.weight")
     edges, counts = mags.histogram(bins=16)
-    assert len(edges) == 17 and np.all(np.diff(edges) > 0)
-    assert mags.zeros == 0 and mags.pruned == 10  # the three zeros were cut first
+    assert len(edges) == 17
+    assert np.all(np.diff(edges) > 0)
+    assert mags.zeros == 0
+    assert mags.pruned == 10
     assert int(counts.sum()) == mags.count == 96 - 10
     ex.ui.amount.value = 0.5
     panel = ex.explore_pane.panels.magnitudes
     assert "10 entries already pruned" in panel.caption.value
+
+
+def test_weight_heatmap_is_reachable_and_drawn_only_when_asked(opened):
+    ex = opened(mlp())
+    heatmap = ex.explore_pane.panels.magnitudes.heatmap
+    ex.ui.amount.value = 0.4
+    assert heatmap.renders == 0
+    assert heatmap.image.layout.display == "none"
+    heatmap.toggle.value = True  # draws the preview on show
+    assert heatmap.renders == 1
+    assert heatmap.image.value[1:4] == b"PNG"
+    ex.ui.amount.value = 0.6
+    assert heatmap.renders == 2
+    heatmap.toggle.value = False
+    ex.ui.amount.value = 0.7
+    assert heatmap.renders == 2
+    assert heatmap.image.layout.display == "none"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from _widget_helpers import _tie_free, mlp
 from torch import nn
 
+from _widget_helpers import _tie_free, mlp
 from prune_explorer.session.compute import GlobalPreview
 from prune_explorer.session.order_cache import SMALL
 from prune_explorer.widgets import Explorer
@@ -14,7 +14,8 @@ from prune_explorer.widgets import Explorer
 def big() -> nn.Module:
     """Two weights over the order cache's SMALL bound (the lazy global preview path)."""
     model = _tie_free(nn.Sequential(nn.Linear(400, 400), nn.ReLU(), nn.Linear(400, 360)))
-    assert model[0].weight.numel() > SMALL and model[2].weight.numel() > SMALL
+    assert model[0].weight.numel() > SMALL
+    assert model[2].weight.numel() > SMALL
     return model
 
 
@@ -49,7 +50,8 @@ def test_closed_panel_computes_nothing():
     try:
         ex.ui.amount.value = 0.5
         view = ex.explore_pane.panels.model_view
-        assert view.rows == {} and view.list.children == ()
+        assert view.rows == {}
+        assert view.list.children == ()
         view.open()  # opening fills it from the current controls
         assert set(view.rows) == set(ex.session.names)
     finally:

@@ -349,6 +349,7 @@ class Explorer:
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
         self.explore_pane.runner.close()
+        self.explore_pane.panels.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
         if self.metric is not None:

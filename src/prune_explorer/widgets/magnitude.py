@@ -35,16 +35,21 @@ import torch
 
 from prune_explorer.session.compute import kept_count
 from prune_explorer.session.magnitudes import Magnitudes
+from prune_explorer.viz import make_figure, plot_mask, render_png
 from prune_explorer.viz.histogram import HistogramSVG
 
 from .html import esc
 from .modelview import collapsible
 from .preview import PreviewRequest, PreviewStats
+from .scheduler import LatestOnly
 
 if TYPE_CHECKING:
     from .explorer import Explorer
 
-__all__ = ["MagnitudePanel"]
+__all__ = ["HEATMAP_QUIET_S", "MagnitudePanel", "WeightHeatmap"]
+
+#: The weight heatmap pools every entry, so it is drawn only once the controls rest this long.
+HEATMAP_QUIET_S = 0.4
 
 
 def _ranking(request: PreviewRequest) -> tuple[str, Any, int | None] | None:
@@ -84,7 +89,8 @@ class MagnitudePanel:
         self.picture.add_class("pe-magnitudes-picture")
         self.caption = widgets.HTML(value="")
         self.caption.add_class("pe-magnitudes-caption")
-        self.box = widgets.VBox([self.picture, self.caption])
+        self.heatmap = WeightHeatmap(explorer)
+        self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box])
         self.accordion = collapsible("Magnitudes", self.box, "pe-magnitudes")
         self.accordion.observe(self._on_toggle, names="selected_index")
 
@@ -130,6 +136,7 @@ class MagnitudePanel:
         self.caption.value = f'<span class="pe-magnitudes-text">{esc(note)}</span>'
         for widget in (self.picture, self.caption):
             widget.remove_class("pe-stale")
+        self.heatmap.show(request, masks)
 
     def _sentence(self, request: PreviewRequest, mags: Magnitudes, method: str,
                   ranked: bool) -> str:
@@ -152,8 +159,62 @@ class MagnitudePanel:
 
     def mark_stale(self) -> None:
         """Dim the picture: it is of older settings (the preview failed)."""
-        for widget in (self.picture, self.caption):
+        for widget in (self.picture, self.caption, self.heatmap.image):
             widget.add_class("pe-stale")
 
     def __repr__(self) -> str:
         return f"MagnitudePanel(open={self.is_open}, cut={self.cut})"
+
+
+class WeightHeatmap:
+    """The weights as a heatmap, ``|w|`` of what the previewed step keeps, pruned cells orange
+    (``viz.plot_mask(mode="magnitude")``), behind a checkbox (``toggle``, class
+    ``pe-weight-heatmap``). It pools every entry, so it is drawn off the slider path: on its
+    own worker once the controls rest :data:`HEATMAP_QUIET_S` seconds (at once when the
+    explorer is synchronous, ``debounce=None``)."""
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.ex = explorer
+        self.renders = 0
+        self.toggle = widgets.Checkbox(value=False, indent=False,
+                                       description="weight heatmap (|w| kept; pruned orange)")
+        self.toggle.add_class("pe-weight-heatmap")
+        self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))
+        self.image.add_class("pe-weight-heatmap-picture")
+        self.box = widgets.VBox([self.toggle, self.image])
+        quiet = None if explorer.debounce is None else max(explorer.debounce, HEATMAP_QUIET_S)
+        self.runner = LatestOnly(self._render, debounce=quiet, name="prune-explorer-heatmap",
+                                 on_error=lambda err: explorer.status.error(
+                                     err, "Weight heatmap", source="preview"))
+        self._last: tuple[PreviewRequest, Mapping[str, torch.Tensor]] | None = None
+        self.toggle.observe(self._on_toggle, names="value")
+
+    def _on_toggle(self, change: dict[str, object]) -> None:
+        self.image.layout.display = "" if change["new"] else "none"
+        if change["new"] and self._last is not None:
+            self.runner.request(self._last)
+
+    def show(self, request: PreviewRequest, masks: Mapping[str, torch.Tensor]) -> None:
+        """Ask for the heatmap of this preview (coalesced; nothing while unchecked)."""
+        self._last = (request, masks)
+        if self.toggle.value:
+            self.runner.request(self._last)
+
+    def _render(self, job: tuple[PreviewRequest, Mapping[str, torch.Tensor]]) -> None:
+        request, masks = job
+        session = self.ex.session
+        name = request.target
+        preview = name in masks
+        mask = masks[name] if preview else session.mask(name)  # a lazy global mask: built here
+        fig, ax = make_figure(figsize=(4.8, 4.0), dpi=80)
+        plot_mask(ax, mask, weight=session.tensor(name), mode="magnitude", name=name,
+                  method=request.method if preview else None,
+                  settings=request.title_settings() if preview else None,
+                  module_type=session.info(name).module_type)
+        self.image.value = render_png(fig)
+        self.image.remove_class("pe-stale")
+        self.renders += 1
+
+    def close(self) -> None:
+        """Stop its worker."""
+        self.runner.close()

@@ -61,5 +61,9 @@ class ExplorePanels:
         self.model_view.mark_stale()
         self.magnitudes.mark_stale()
 
+    def close(self) -> None:
+        """Stop the panels' background work."""
+        self.magnitudes.heatmap.close()
+
     def __repr__(self) -> str:
         return f"ExplorePanels({self.model_view!r}, {self.magnitudes!r})"
