@@ -185,3 +185,22 @@ def test_weight_heatmap_is_reachable_and_drawn_only_when_asked(opened):
     ex.ui.amount.value = 0.7
     assert heatmap.renders == 2
     assert heatmap.image.layout.display == "none"
+
+
+def test_a_failing_panel_never_fails_the_preview(opened, monkeypatch):
+    ex = opened(mlp())
+    panel = ex.explore_pane.panels.magnitudes
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no magnitudes today")
+
+    monkeypatch.setattr(ex.session, "magnitudes", broken)
+    ex.ui.amount.value = 0.5
+    assert ex.preview_error is None
+    assert ex.preview_stats.newly_pruned == 48  # the preview itself was drawn
+    assert "Magnitudes failed: " in ex.status.text
+    assert "pe-stale" in panel.picture._dom_classes
+    monkeypatch.undo()
+    ex.ui.amount.value = 0.25
+    assert "failed" not in ex.status.text
+    assert "pe-stale" not in panel.picture._dom_classes

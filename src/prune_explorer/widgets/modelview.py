@@ -1,9 +1,9 @@
 """The model view of the Explore tab: per-layer sparsity of the whole model, now and previewed.
 
 One row per prunable tensor, a button that selects it in the tensor picker, with a thin bar
-under its name: the current sparsity solid, what the previewed step adds hatched, and the
-percentages on the right. For a global preview every target's bar moves; for a local one only
-the shown tensor's.
+under its name in the colours of the picture: pruned before (pale yellow), pruned by the previewed
+step (hatched vermillion), kept (dark blue); the percentages on the right. For a global preview
+every target's bar moves; for a local one only the shown tensor's.
 
 The numbers come from the session: the current ``zeros`` of :meth:`Session.report` (read by the
 explorer once per session change) and, for a preview, :meth:`Session.zeros_after` for a global
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 import torch
 
-from prune_explorer.viz.style import KEPT_COLOR, VERMILLION
+from prune_explorer.viz.style import KEPT_COLOR, NEW_PRUNED_COLOR, PRUNED_COLOR
 
 from .html import percent
 from .preview import PreviewRequest, PreviewStats
@@ -114,8 +114,12 @@ class ModelView:
         self._selected: str | None = None
         self.style = widgets.HTML(value="")
         self.legend = widgets.HTML(value=(
-            '<span class="pe-mv-legend">bar: pruned now (solid) + this step (hatched) · '
-            "click a row to show it</span>"))
+            '<span class="pe-mv-legend">'
+            + "".join(f'<span style="display:inline-block;width:10px;height:10px;margin:0 3px '
+                      f'0 8px;background:{c};border:1px solid #555"></span>{t}' for c, t in (
+                          (PRUNED_COLOR, "pruned before"), (NEW_PRUNED_COLOR, "this step"),
+                          (KEPT_COLOR, "kept")))
+            + " · click a row to show it</span>"))
         self.list = widgets.VBox(layout=widgets.Layout(
             max_height=f"{VISIBLE_ROWS * 28}px", overflow="auto", width="100%"))
         self.list.add_class(self._scope)
@@ -206,10 +210,10 @@ class ModelView:
                 text += f" → {percent(row.sparsity_after)}"
             rules.append(
                 f".{scope} .pe-mv-r{index} {{ background: linear-gradient(to right, "
-                f"{KEPT_COLOR} 0 {now:.2f}%, transparent {now:.2f}% {later:.2f}%, #d9d9d9 "
+                f"{PRUNED_COLOR} 0 {now:.2f}%, transparent {now:.2f}% {later:.2f}%, {KEPT_COLOR} "
                 f"{later:.2f}% 100%) left bottom / 100% 5px no-repeat, repeating-linear-"
-                f"gradient(-45deg, {VERMILLION} 0 2px, #ffffff 2px 4px) left bottom / 100% 5px "
-                f"no-repeat, var(--jp-layout-color2, #eeeeee); }}\n"
+                f"gradient(-45deg, {NEW_PRUNED_COLOR} 0 2px, #ffffff 2px 4px) left bottom / "
+                f"100% 5px no-repeat, var(--jp-layout-color2, #eeeeee); }}\n"
                 f'.{scope} .pe-mv-r{index}::after {{ content: "{text}"; }}'
             )
         return "<style>" + "\n".join(rules) + "</style>"
