@@ -91,8 +91,9 @@ class Reporting(Previewing):
         >>> import torch
         >>> from prune_explorer import Session
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
-        >>> s.zeros_after(s.preview_global(["0.weight", "0.bias"], amount=5))
-        {'0.weight': 3, '0.bias': 2}
+        >>> zeros = s.zeros_after(s.preview_global(["0.weight", "0.bias"], amount=5))
+        >>> sorted(zeros), sum(zeros.values())
+        (['0.bias', '0.weight'], 5)
         """
         if isinstance(masks, GlobalPreview):
             return {name: masks.zeros(name) for name in masks}
