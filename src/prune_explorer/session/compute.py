@@ -106,6 +106,15 @@ class GlobalPreview(Mapping[str, torch.Tensor]):
         order, cut = self._cuts[address]
         return order.alive - cut
 
+    def zeros(self, address: str) -> int:
+        """Entries of ``address`` that are exactly 0 once the step is applied (``report()``'s
+        ``zeros`` after it), without a mask: ``O(log n)``. Unmasked exact zeros have the
+        smallest ``|w|``, so the cut takes them first."""
+        order, cut = self._cuts[address]
+        zeros = int(torch.searchsorted(order.sorted_keys, order.sorted_keys.new_zeros(1),
+                                       right=True))
+        return order.rank.numel() - order.alive + max(cut, zeros)
+
     def __repr__(self) -> str:
         built = sum(a in self._masks for a in self._cuts)
         return f"GlobalPreview({len(self._cuts)} targets, {built} masks built)"

@@ -97,7 +97,8 @@ def parse_count(text: Any, unit: str = "entry") -> int:
     stripped = str(text).strip()
     if not re.fullmatch(r"[+-]?[0-9]+", stripped):
         raise WidgetInputError(
-            f"count: must be a whole number of {noun(2, unit)} to prune (0, 1, 2, ...); got {str(text)!r}"
+            f"count: must be a whole number of {noun(2, unit)} to prune (0, 1, 2, ...); "
+            f"got {str(text)!r}"
         )
     return int(stripped)
 

@@ -40,6 +40,7 @@ from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
 from .html import collapse_warning, esc, message
 from .maskfile import read_mask_file, uploaded_file
+from .panels import ExplorePanels
 from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import describe_error
@@ -134,6 +135,8 @@ class ExplorePane:
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
+        self.panels = ExplorePanels(explorer)  # model view, magnitudes (collapsed)
+        self.tab = widgets.VBox([self.box, self.panels.box])  # the Explore tab
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
         ui.undo.on_click(lambda _: explorer.undo())
@@ -425,6 +428,7 @@ class ExplorePane:
         self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
+        self.panels.show(request, masks, stats)  # nothing while collapsed
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
         self.zoom.preview_changed()  # closed: marks it out of date only
@@ -442,6 +446,7 @@ class ExplorePane:
         self.preview_error = describe_error(err)
         self.preview_shown = self.preview_before = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.panels.mark_stale()
         self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")
         self.zoom.preview_changed()

@@ -189,7 +189,7 @@ class Explorer:
         self.export_pane = ExportPane(self)
         commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
         tabs = widgets.Tab(
-            children=[self.explore_pane.box, self.history_pane.box, self.compare_pane.box,
+            children=[self.explore_pane.tab, self.history_pane.box, self.compare_pane.box,
                       commit_tab, self.export_pane.box],
             titles=TAB_TITLES,
         )
@@ -362,6 +362,7 @@ class Explorer:
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
         self.explore_pane.runner.close()
+        self.explore_pane.panels.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
         if self.metric is not None:
