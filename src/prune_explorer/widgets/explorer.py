@@ -56,42 +56,10 @@ from .shrink import ShrinkPane
 from .status import Progress, StatusBar
 from .stylesheet import stylesheet
 from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
+from .ui import UI, add_header, model_device
 
 __all__ = ["UI", "Explorer", "explore"]
 
-
-
-class UI(dict[str, widgets.Widget]):
-    """The explorer's widgets by name; ``ui.amount`` is ``ui["amount"]`` (CSS ``pe-amount``)."""
-
-    def __getattr__(self, name: str) -> widgets.Widget:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"Explorer.ui has no widget {name!r}; it has {sorted(self)}"
-                                 ) from None
-
-    def add(self, name: str, widget: widgets.Widget) -> widgets.Widget:
-        """Register ``widget`` as ``name`` and give it the CSS class ``pe-<name>``."""
-        widget.add_class("pe-" + name.replace("_", "-"))
-        self[name] = widget
-        return widget
-
-
-def _devices() -> list[str]:
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return out
-
-
-def _model_device(model: nn.Module) -> str:
-    for tensor in (*model.parameters(), *model.buffers()):
-        device = tensor.device
-        if device.type == "cuda":
-            return f"cuda:{device.index or 0}"
-        return str(device)
-    return "cpu"
 
 
 class Explorer:
@@ -211,20 +179,9 @@ class Explorer:
 
     # -- building ---------------------------------------------------------------------------------
     def _build_header(self) -> None:
-        ui = self.ui
-        ui.add("tensor", widgets.Dropdown(options=[], description="tensor",
-                                          layout=widgets.Layout(width="460px"),
-                                          style={"description_width": "60px"}))
-        device = _model_device(self.session.model)
-        devices = _devices()
-        ui.add("device", widgets.Dropdown(options=devices + [device] * (device not in devices),
-                                          value=device,
-                                          description="device",
-                                          layout=widgets.Layout(width="180px"),
-                                          style={"description_width": "50px"}))
-        ui.add("summary", widgets.HTML(value=""))
-        ui.tensor.observe(self._on_tensor, names="value")
-        ui.device.observe(self._on_device, names="value")
+        add_header(self.ui, self.session.model)
+        self.ui.tensor.observe(self._on_tensor, names="value")
+        self.ui.device.observe(self._on_device, names="value")
 
     # -- public -----------------------------------------------------------------------------------
     @property
@@ -390,7 +347,7 @@ class Explorer:
         self.version += 1
         if event.kind == "to":
             with self.quiet():
-                self.ui.device.value = _model_device(self.session.model)
+                self.ui.device.value = model_device(self.session.model)
         if self._batch_depth:
             self._batch_dirty = True
             return
