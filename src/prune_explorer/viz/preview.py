@@ -49,6 +49,7 @@ from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
 # legend of the three classes sits under the axes.
 _AXES_RECT = (0.15, 0.22, 0.63, 0.59)
 _CBAR_RECT = (0.81, 0.22, 0.03, 0.59)
+_TITLE_LEFT = 0.03  # the title's left edge, in figure fractions
 
 # Square cells wherever the picture is at most this many times taller than wide (or wider than
 # tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
@@ -263,11 +264,13 @@ class MaskPreview:
         if self.pooled_before is not None:
             sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% now → "
                         f"{100.0 * pooled.sparsity:.1f}% after")
-        text += ("\n" if "\n" not in text else " · ") + sparsity
         if not pooled.full_resolution:
-            text += f" · cell = {pooled.block_text()}"
-        # Left-aligned from the axes' left edge: a narrow picture does not clip its title.
-        self.ax.set_title(text, fontsize="small", horizontalalignment="left", x=0.0)
+            sparsity += f" · cell = {pooled.block_text()}"
+        text += "\n" + sparsity  # a line of its own: titles stay within a narrow figure
+        # Left-aligned at the figure's left margin, wherever the (square-celled) axes sits.
+        left, _, width, _ = self.ax.get_position().bounds
+        self.ax.set_title(text, fontsize="small", horizontalalignment="left",
+                          x=(_TITLE_LEFT - left) / width)
         self.pooled = pooled
         self.view = view
         return pooled
