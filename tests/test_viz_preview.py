@@ -89,7 +89,8 @@ def test_the_title_fits_in_the_figure_however_narrow_the_picture(shape):
     renderer = preview.canvas.get_renderer()
     box = preview.ax.title.get_window_extent(renderer)
     assert "now" in preview.ax.get_title()
-    assert 0 <= box.x0 and box.x1 <= preview.figure.bbox.x1
+    assert box.x0 >= 0
+    assert box.x1 <= preview.figure.bbox.x1
     assert box.y1 <= preview.figure.bbox.y1
 
 
