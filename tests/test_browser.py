@@ -186,6 +186,9 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         assert box["width"] >= 100, box
         assert box["x"] + box["width"] <= size[0]
         # The PNG keeps its aspect ratio (drawn at its natural size or scaled evenly).
+        page.wait_for_function(  # a new blob URL loads asynchronously (naturalWidth 0 until then)
+            "img => img.complete && img.naturalWidth > 0", arg=preview.element_handle(),
+            timeout=30_000)
         natural, shown = preview.evaluate(
             "img => [img.naturalWidth / img.naturalHeight, img.clientWidth / img.clientHeight]")
         assert shown == pytest.approx(natural, rel=0.03)
