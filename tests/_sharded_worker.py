@@ -9,11 +9,8 @@ entries tie at the cut, the documented rule (stable sort: lowest flat index firs
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,50 +19,16 @@ import torch.distributed as dist
 import torch.nn.utils.prune as theirs
 from torch import nn
 
+from _dist_helpers import full, setup
 from prune_explorer import prune as ours
 from prune_explorer.prune import _radix
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def run_group(world: int, backend: str, timeout: float, target: Callable[..., None]) -> None:
-    """Run ``target(rank, world, port, backend)`` in ``world`` spawned processes; raise on the
-    first failure or after ``timeout`` seconds, leaving no process behind."""
-    import torch.multiprocessing as mp
-
-    port = free_port()
-    ctx = mp.start_processes(target, args=(world, port, backend), nprocs=world, join=False,
-                             start_method="spawn")
-    deadline = time.monotonic() + timeout
-    try:
-        while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{world} processes did not finish in {timeout} s")
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-            p.join(5)
-
-
 # ------------------------------------------------------------------------------- helpers
 def _setup(rank: int, world: int, port: int, backend: str) -> Any:
-    from torch.distributed.device_mesh import init_device_mesh
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    device = "cpu"
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-        device = "cuda"
-    dist.init_process_group(backend, rank=rank, world_size=world)
     global DEVICE
-    DEVICE = device
-    return init_device_mesh(device, (world,))
+    mesh, DEVICE = setup(rank, world, port, backend)
+    return mesh
 
 
 #: Where this process computes: "cpu" (gloo) or "cuda" (NCCL); set by ``_setup``.
@@ -86,10 +49,6 @@ def sharded(w: torch.Tensor, mesh: Any, dim: int) -> Holder:
     m = Holder(w)
     m.weight = nn.Parameter(distribute_tensor(w.clone().to(mesh.device_type), mesh, [Shard(dim)]))
     return m
-
-
-def full(x: Any) -> torch.Tensor:
-    return x.full_tensor().cpu() if hasattr(x, "full_tensor") else x.cpu()
 
 
 def index_rule(keys: list[torch.Tensor], k: int, largest: bool = False) -> list[torch.Tensor]:

@@ -17,7 +17,7 @@ import torch
 
 from ._sharded import Layout, gathered, is_sharded
 
-__all__ = ["attached", "detached", "unshard_like"]
+__all__ = ["attached", "detached", "restored", "unshard_like"]
 
 
 def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
@@ -39,6 +39,15 @@ def detached(module: torch.nn.Module, name: str) -> None:
     for key, hook in list(module._forward_hooks.items()):
         if isinstance(hook, _KeepShard) and hook.name == name:
             del module._forward_hooks[key]
+
+
+def restored(module: torch.nn.Module, name: str) -> None:
+    """Called once a snapshot has put ``name`` of ``module`` back as it was (undo, rollback):
+    FSDP2's record of the parameter's name and the shard-keeping hook follow that state."""
+    if name + "_orig" in module._parameters:
+        attached(module, name)
+    elif name in module._parameters:
+        detached(module, name)
 
 
 class _KeepShard:

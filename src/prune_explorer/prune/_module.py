@@ -195,6 +195,8 @@ class ModuleSnapshot:
         mappings: tuple[dict[Any, Any], ...] = (m._parameters, m._buffers, m._forward_pre_hooks)
         for mapping, order in zip(mappings, self.order, strict=True):
             _reorder(mapping, order)
+        for name in self.names:
+            _fsdp.restored(m, name)  # DTensors / FSDP2: its parameter name follows
         refresh = getattr(m, "_init_flat_weights", None)  # RNNs cache their weights in a list
         if refresh is not None:
             refresh()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from .distributed import nonzero_summary
 from .packed import PackedMask
 from .step import Step
 
@@ -142,7 +143,7 @@ class TensorHistory:
                     "seed": None if step is None else step.seed,
                     "pruned": entry.pruned,
                     "sparsity": entry.sparsity,
-                    "newly_pruned": int(self.newly_pruned(k).sum()),
+                    "newly_pruned": nonzero_summary(self.newly_pruned(k))[0],
                 }
             )
         return pd.DataFrame(rows, columns=HISTORY_COLUMNS)

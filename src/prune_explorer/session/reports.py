@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .distributed import nonzero_summary
 from .hooks import find_hook
 from .registry import TensorInfo
 
@@ -74,18 +75,17 @@ def effective_tensor(module: nn.Module, tensor_name: str) -> torch.Tensor:
         return getattr(module, tensor_name).detach()
 
 
-def _dead_slices(kept: torch.Tensor, dim: int) -> int:
-    # Slices along `dim` with no kept (nonzero) entry.
-    alive = kept.movedim(dim, 0).reshape(kept.shape[dim], -1).any(dim=1)
-    return int(alive.numel() - torch.count_nonzero(alive))
+def _dead_slices(per_dim: list[torch.Tensor]) -> dict[int, int]:
+    # Slices along each dim with no kept (nonzero) entry, from nonzero_summary's counts.
+    return {d: int(torch.count_nonzero(v == 0)) for d, v in enumerate(per_dim)}
 
 
 def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
-    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor``."""
-    nonzero = tensor != 0
-    if nonzero.numel() == 0:
-        return {d: 0 for d in range(nonzero.dim())}
-    return {d: _dead_slices(nonzero, d) for d in range(nonzero.dim())}
+    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor`` (a
+    collective for a DTensor: per-slice counts are all-reduced, see :mod:`.distributed`)."""
+    if tensor.numel() == 0:
+        return {d: 0 for d in range(tensor.dim())}
+    return _dead_slices(nonzero_summary(tensor)[1])
 
 
 def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
@@ -94,13 +94,14 @@ def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
 
     ``kept`` is a mask (bool or 0/1), True/1 = kept.
     """
-    kept = kept != 0
     numel = kept.numel()
     if numel == 0:
         return False
-    if (numel - int(torch.count_nonzero(kept))) / numel >= threshold:
+    count, per_dim = nonzero_summary(kept)
+    if (numel - count) / numel >= threshold:
         return True
-    return any(_dead_slices(kept, d) == kept.shape[d] for d in range(kept.dim()))
+    dead = _dead_slices(per_dim)
+    return any(dead[d] == kept.shape[d] for d in range(kept.dim()))
 
 
 def tensor_report(
@@ -113,7 +114,8 @@ def tensor_report(
     for name, info in known.items():
         module = model.get_submodule(info.module_name)
         values = effective_tensor(module, info.tensor_name)
-        zeros = info.numel - int(torch.count_nonzero(values))
+        count, per_dim = nonzero_summary(values)
+        zeros = info.numel - count
         rows.append(
             {
                 "name": name,
@@ -122,7 +124,8 @@ def tensor_report(
                 "numel": info.numel,
                 "zeros": zeros,
                 "sparsity": zeros / info.numel if info.numel else 0.0,
-                "channels_pruned": channels_pruned(values),
+                "channels_pruned": ({d: 0 for d in range(values.dim())} if not info.numel
+                                    else _dead_slices(per_dim)),
                 "methods": tuple(methods.get(name, ())),
             }
         )
@@ -200,9 +203,9 @@ def compare_frame(
     rows: list[dict[str, Any]] = []
     for name in names:
         numel = known[name].numel
-        g_kept, l_kept = global_masks[name] != 0, local_masks[name] != 0
-        g_pruned = numel - int(torch.count_nonzero(g_kept))
-        l_pruned = numel - int(torch.count_nonzero(l_kept))
+        g_kept, l_kept = global_masks[name], local_masks[name]
+        g_pruned = numel - nonzero_summary(g_kept)[0]
+        l_pruned = numel - nonzero_summary(l_kept)[0]
         rows.append(
             {
                 "name": name,

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from .commits import CommitResult, CommitReview, Committing
+from .distributed import ones_mask
 from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
@@ -108,8 +109,7 @@ class Session(Reporting, Committing):
             module = model.get_submodule(info.module_name)
             found = find_hook(module, info.tensor_name)
             if found is None:
-                device = getattr(module, info.tensor_name).device
-                mask = PackedMask.ones(info.shape, device)
+                mask = ones_mask(getattr(module, info.tensor_name))
                 self._found_methods[name] = ()
             else:
                 mask = PackedMask.from_tensor(getattr(module, info.tensor_name + "_mask"))
