@@ -62,3 +62,5 @@ def test_fsdp2_example_runs_under_torchrun() -> None:
     assert "DTensor mask, placements (Shard(dim=0),)" in out, out
     assert "'0.weight_mask', '0.weight_orig'" in out, out
     assert "after remove_all: ['0.bias', '0.weight'," in out, out
+    assert "plan: ['l1_unstructured', 'ln_structured', 'global_unstructured']" in out, out
+    assert "plan replayed on one process gives the same masks: True" in out, out
