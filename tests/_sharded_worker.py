@@ -362,6 +362,41 @@ def check_memory(mesh: Any) -> None:
         _radix.CHUNK = chunk
 
 
+def check_pruned_on_demand(mesh: Any) -> None:
+    """A sharded parameter's pruned tensor ``weight`` is not kept between forwards: pruning
+    allocates the mask's shard and chunk-sized temporaries only; ``m.weight`` still reads
+    ``orig * mask`` (computed on demand); undo and ``remove`` give the module its class back."""
+    from prune_explorer.prune._module import snapshot
+
+    w = tie_free(1200, 900, seed=80)
+    m, ref = sharded(w, mesh, 0), Holder(w)
+    local = m.weight.to_local().numel()
+    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    try:
+        snaps = snapshot([(m, "weight")])
+        seen = _Allocations(limit=16 * _radix.CHUNK)
+        with seen.mode:
+            ours.l1_unstructured(m, "weight", amount=0.3)
+        if local * 4 > 2 * seen.limit:  # the mask (4 B/entry), no pruned copy
+            assert local * 4 <= seen.bytes < local * 5, (local, seen.bytes)
+    finally:
+        _radix.CHUNK = chunk
+    ours.l1_unstructured(ref, "weight", amount=0.3)
+    assert "weight" not in m.__dict__
+    assert type(m).__name__ == "Holder"
+    assert isinstance(m, Holder)
+    equal(m.weight, ref.weight, "pruned tensor computed on demand")
+    assert "weight" not in m.__dict__  # reading it keeps nothing
+    for snap in reversed(snaps):  # undo: the plain parameter and the class come back
+        snap.restore()
+    assert type(m) is Holder
+    assert sorted(m.state_dict()) == ["weight"]
+    ours.l1_unstructured(m, "weight", amount=0.3)
+    ours.remove(m, "weight")
+    assert type(m) is Holder
+    equal(m.weight, ref.weight, "after remove")
+
+
 def check_fsdp(mesh: Any) -> None:
     """Under FSDP2: forward/backward, state_dict, distributed checkpoint, remove."""
     import torch.distributed.checkpoint as dcp
@@ -387,6 +422,7 @@ def check_fsdp(mesh: Any) -> None:
         y, y_ref = model(x), ref(x.cpu())
         assert torch.allclose(y.cpu(), y_ref, atol=1e-6)
     for layer, twin in ((model[0], ref[0]), (model[2], ref[2])):  # between forwards: shards
+        assert "weight" not in layer.__dict__  # not kept: computed on demand
         assert layer.weight.placements == layer.weight_orig.placements, layer.weight
         equal(layer.weight, twin.weight, "pruned weight after forward")
     y.sum().backward()
@@ -429,7 +465,7 @@ def main(rank: int, world: int, port: int, backend: str) -> None:
     try:
         for check in (check_local, check_errors, check_structured, check_global,
                       check_hsdp_and_preview, check_large, check_fallbacks, check_traffic,
-                      check_memory, check_fsdp):
+                      check_memory, check_pruned_on_demand, check_fsdp):
             check(mesh)
         dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     finally:

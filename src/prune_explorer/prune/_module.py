@@ -282,10 +282,10 @@ def install(
             else:
                 hook = PruningContainer(previous, method)
         module.register_buffer(name + "_mask", mask)
-        setattr(module, name, hook.apply_mask(module))
+        if _fsdp.kept_attribute(module, name):  # sharded: computed on demand instead
+            setattr(module, name, hook.apply_mask(module))
         module.register_forward_pre_hook(hook)
-        if old is None:
-            _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
+        _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
     return hook
 
 

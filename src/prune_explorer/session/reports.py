@@ -15,7 +15,10 @@ Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
     ``name``; ``orig_bytes`` the ``_orig`` parameter; ``mask_bytes`` the ``_mask`` buffer;
     ``pruned_copy_bytes`` the ``orig * mask`` tensor the forward pass uses; ``bytes_before`` the
     three together; ``bytes_after`` what remains after ``prune.remove`` (the pruned copy, now the
-    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``.
+    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``. A parameter sharded over
+    processes keeps no pruned copy (it is computed on demand), so there ``pruned_copy_bytes`` is
+    0, ``bytes_after`` is ``_orig`` (``remove`` writes into it) and ``freed`` is ``_mask``;
+    bytes are those of the whole tensor, summed over ranks.
 
 Examples
 --------
@@ -35,6 +38,8 @@ from typing import Any
 import pandas as pd
 import torch
 from torch import nn
+
+from prune_explorer.prune._fsdp import kept_attribute
 
 from .distributed import nonzero_summary
 from .hooks import find_hook
@@ -167,9 +172,13 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
             continue
         orig = getattr(module, info.tensor_name + "_orig")
         mask = getattr(module, info.tensor_name + "_mask")
-        copy = getattr(module, info.tensor_name)
         orig_b, mask_b = orig.numel() * orig.element_size(), mask.numel() * mask.element_size()
-        copy_b = copy.numel() * copy.element_size()
+        if kept_attribute(module, info.tensor_name):
+            copy = getattr(module, info.tensor_name)
+            copy_b = copy.numel() * copy.element_size()
+            after = copy_b  # the pruned copy becomes the parameter
+        else:  # sharded: no pruned copy is kept; remove writes into the parameter in place
+            copy_b, after = 0, orig_b
         rows.append(
             {
                 "name": name,
@@ -177,8 +186,8 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
                 "mask_bytes": mask_b,
                 "pruned_copy_bytes": copy_b,
                 "bytes_before": orig_b + mask_b + copy_b,
-                "bytes_after": copy_b,
-                "freed": orig_b + mask_b,
+                "bytes_after": after,
+                "freed": orig_b + mask_b + copy_b - after,
             }
         )
     total: dict[str, Any] = {"name": "TOTAL"}
