@@ -41,7 +41,7 @@ import torch.distributed as dist
 from torch import nn
 
 from prune_explorer.prune._radix import all_reduce
-from prune_explorer.prune._sharded import Layout
+from prune_explorer.prune._sharded import Layout, contiguous_stride
 from prune_explorer.prune._sharded import is_sharded as is_dtensor
 
 from .packed import PackedMask
@@ -167,7 +167,7 @@ class ShardedMask(PackedMask):
         local = self._local.unpack(dtype, device)
         return DTensor.from_local(local, self._mesh, self._placements, run_check=False,
                                   shape=torch.Size(self.shape),
-                                  stride=torch.empty(self.shape, device="meta").stride())
+                                  stride=contiguous_stride(self.shape))
 
     def to(self, device: torch.device | str) -> ShardedMask:
         """The same mask with this rank's bits on ``device``."""
