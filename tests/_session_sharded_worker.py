@@ -158,6 +158,12 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
     ref.apply_global(TARGETS, "l1_unstructured", amount=0.5)
     masks_equal(s, ref, "after reset and a new step")
     assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
+    # commit: prune.remove on every rank; the same report, plain (sharded) parameters again
+    s.commit()
+    ref.commit()
+    assert report_rows(s) == report_rows(ref)
+    assert sorted(model.state_dict()) == sorted(ref_model.state_dict())
+    assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
 
 
 def main(rank: int, world: int, port: int, backend: str) -> None:
