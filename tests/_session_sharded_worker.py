@@ -10,16 +10,18 @@ must give the same masks.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from typing import Any
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from _dist_helpers import full, setup
 from prune_explorer import Session
-from prune_explorer.session import Plan
+from prune_explorer.session import Plan, Step
 from prune_explorer.session.distributed import ShardedMask, is_sharded
 
 TARGETS = ["0.weight", "2.weight"]
@@ -117,6 +119,13 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
     assert entry.nbytes <= (local.numel() + 7) // 8
     assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
 
+    # what builds one-process models refuses, on every rank, naming the call
+    for call, where in ((lambda: s.shrink(x), "Session.shrink"),
+                        (lambda: s.sensitivity(lambda m: 0.0), "Session.sensitivity")):
+        with pytest.raises(NotImplementedError,
+                           match=re.escape(f"{where}: the model is sharded over processes")):
+            call()
+
     # the plan, written by rank 0 only, replayed on one process: the same masks
     with tempfile.TemporaryDirectory() as tmp:
         where = [tmp]
@@ -139,14 +148,9 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
     assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
     # a failing action leaves everything as it was (rollback of sharded snapshots)
     before = report_rows(s)
-    try:
-        with s.transaction():
-            s.apply("2.bias", "l1_unstructured", amount=1)
-            s.apply("2.bias", "l1_unstructured", amount=99)  # too many: fails on every rank
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("the second apply should fail")
+    with pytest.raises(ValueError, match="amount"):
+        s.apply_all([Step("l1_unstructured", "2.bias", amount=1),
+                     Step("l1_unstructured", "2.bias", amount=99)])  # too many: every rank fails
     assert report_rows(s) == before
     assert "2.bias_orig" not in dict(model.named_parameters())
     s.reset()

@@ -16,6 +16,8 @@ and what it says:
   histograms), not the order cache, which refuses DTensors.
 * **The plan** is the same on every rank; :meth:`Plan.save <prune_explorer.session.Plan.save>`
   writes the file on rank 0 only (:func:`rank`).
+* ``shrink`` and ``sensitivity`` build or score one-process models: they refuse a sharded
+  model (:func:`refuse_sharded`).
 * **Tie notes** (``Step.ties``): for an L1 step, the largest pruned and the smallest kept key
   are all-reduced; a tie straddling the cut gets ``"lowest"``, as on one process (the core's
   "index" rule). A random step on sharded tensors gets no tie note: its snippet for stock torch
@@ -47,7 +49,7 @@ from prune_explorer.prune._sharded import is_sharded as is_dtensor
 from .packed import PackedMask
 
 __all__ = ["ShardedMask", "is_dtensor", "is_sharded", "nonzero_summary", "ones_mask", "rank",
-           "reduce_extremes", "total_count"]
+           "reduce_extremes", "refuse_sharded", "total_count"]
 
 
 def ones_mask(t: Any) -> PackedMask:
@@ -67,6 +69,16 @@ def rank() -> int:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     return 0
+
+
+def refuse_sharded(model: nn.Module, where: str) -> None:
+    """Raise ``NotImplementedError`` naming ``where`` if ``model`` is sharded (every rank
+    raises alike, so no rank waits on the others)."""
+    if is_sharded(model):
+        raise NotImplementedError(
+            f"{where}: the model is sharded over processes (DTensor parameters, e.g. after "
+            "fully_shard); this works on a one-process model only: load the full state_dict "
+            "into an unsharded copy and use a Session on that")
 
 
 def _group(t: Any) -> Any:

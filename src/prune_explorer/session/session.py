@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .commits import CommitResult, CommitReview, Committing
-from .distributed import ones_mask
+from .distributed import ones_mask, refuse_sharded
 from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
@@ -284,6 +284,7 @@ class Session(Reporting, Committing):
         :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
+        refuse_sharded(self._model, "Session.sensitivity")
         return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
@@ -381,6 +382,7 @@ class Session(Reporting, Committing):
         """
         from .shrink import shrink
 
+        refuse_sharded(self._model, "Session.shrink")
         with self._lock:
             return shrink(self._model, example_inputs, repeats=repeats)
 
