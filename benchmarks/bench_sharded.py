@@ -7,8 +7,9 @@ size the script prints the time of the call, the bytes the call sent through col
 rank) and each rank's peak extra resident memory (``/proc/self/clear_refs`` then ``VmHWM``, over
 the memory held just before) of the whole call and of computing the masks alone
 (``global_masks``), and the bytes of the buffers over 1 MiB that the whole call allocates,
-counted op by op (exact, whatever the load of the machine). On sharded parameters the pruned
-weight ``mask * orig`` is not kept (it is computed on demand), so the whole call adds the mask.
+counted op by op (a sum over the call, temporaries included, whatever the load of the
+machine). On sharded parameters the pruned weight ``mask * orig`` is not kept (it is computed
+on demand), so the whole call adds the mask.
 In the same run one process prunes the same full weights with
 ``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world size must be
 identical to torch's (the weights have pairwise distinct magnitudes).
@@ -142,16 +143,18 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
 
 def _big_allocations(limit: int = 1 << 20) -> tuple[object, list[int]]:
     """A TorchDispatchMode adding to ``total[0]`` the bytes of every new storage of more than
-    ``limit`` bytes that an op creates (meta tensors and DTensor wrappers excluded): what a
-    call allocates for itself, counted exactly, unlike resident memory on a loaded machine."""
+    ``limit`` bytes that an op creates (a DTensor's: its local tensor's; meta tensors hold
+    none): what a call allocates, temporaries included (a sum, not a peak), unaffected by the
+    load of the machine, unlike resident memory."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     total, seen = [0], set()
 
     def storages(tree: object) -> list[torch.UntypedStorage]:
-        return [t.untyped_storage() for t in torch.utils._pytree.tree_leaves(tree)
-                if isinstance(t, torch.Tensor) and not hasattr(t, "full_tensor")
-                and t.device.type != "meta"]
+        # a DTensor's memory is its local tensor's (its own ops run unseen inside the mode)
+        local = [getattr(t, "_local_tensor", t) for t in torch.utils._pytree.tree_leaves(tree)
+                 if isinstance(t, torch.Tensor)]
+        return [t.untyped_storage() for t in local if t.device.type != "meta"]
 
     class Mode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -219,7 +222,7 @@ def main() -> int:
                   f"({r['peak_mib'] * per:3.1f} B/param); masks alone +{r['masks_mib']:6.1f} MiB"
                   f" = the fp32 masks (4 B/param) {beyond:+5.1f} MiB;  sent "
                   f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives\n"
-                  f"          buffers over 1 MiB the whole call allocated (exact): "
+                  f"          buffers over 1 MiB the whole call allocated (sum): "
                   f"{r['allocated'] / 2**20:6.1f} MiB ({r['allocated'] * per / 2**20:3.1f} "
                   f"B/param; the mask is 4)")
     if not ok:
