@@ -6,10 +6,10 @@ Global L1 pruning (``amount=0.5``) of the linear weights of GPT-2 small (12 bloc
 size the script prints the time of the call, the bytes the call sent through collectives (per
 rank) and each rank's peak extra resident memory (``/proc/self/clear_refs`` then ``VmHWM``, over
 the memory held just before) of the whole call and of computing the masks alone
-(``global_masks``), and the bytes of the buffers over 1 MiB that the whole call allocates,
-counted op by op (a sum over the call, temporaries included, whatever the load of the
-machine). On sharded parameters the pruned weight ``mask * orig`` is not kept (it is computed
-on demand), so the whole call adds the mask.
+(``global_masks``). On sharded parameters the whole call keeps no pruned weight ``mask * orig``
+(torch's layout keeps it as an attribute; here it is computed on demand), so per rank it adds
+the mask (4 B/param for float32 weights) and chunk-sized temporaries. Resident memory is noisy on
+a loaded machine (the allocator keeps freed temporaries): compare several ranks and runs.
 In the same run one process prunes the same full weights with
 ``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world size must be
 identical to torch's (the weights have pairwise distinct magnitudes).
@@ -124,49 +124,16 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
     # weight attribute ``mask * orig``)
     _, masks_mib = measured(lambda: prune.global_masks(pairs, prune.L1Unstructured, amount=0.5))
     _radix.STATS.reset()
-    mode, allocated = _big_allocations()
-
-    def whole_call() -> None:
-        with mode:
-            prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5)
-
-    seconds, peak_mib = measured(whole_call)
+    seconds, peak_mib = measured(
+        lambda: prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5))
     sent, collectives = _radix.STATS.bytes, _radix.STATS.collectives
     masks = [m.weight_mask.full_tensor() for m in mods]
     result = {"time": seconds, "peak_mib": peak_mib, "masks_mib": masks_mib, "bytes": sent,
-              "collectives": collectives, "shard": shard, "allocated": allocated[0],
+              "collectives": collectives, "shard": shard,
               "digest": _digest(masks) if rank == 0 else None}
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     dist.destroy_process_group()
-
-
-def _big_allocations(limit: int = 1 << 20) -> tuple[object, list[int]]:
-    """A TorchDispatchMode adding to ``total[0]`` the bytes of every new storage of more than
-    ``limit`` bytes that an op creates (a DTensor's: its local tensor's; meta tensors hold
-    none): what a call allocates, temporaries included (a sum, not a peak), unaffected by the
-    load of the machine, unlike resident memory."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    total, seen = [0], set()
-
-    def storages(tree: object) -> list[torch.UntypedStorage]:
-        # a DTensor's memory is its local tensor's (its own ops run unseen inside the mode)
-        local = [getattr(t, "_local_tensor", t) for t in torch.utils._pytree.tree_leaves(tree)
-                 if isinstance(t, torch.Tensor)]
-        return [t.untyped_storage() for t in local if t.device.type != "meta"]
-
-    class Mode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.update(st.data_ptr() for st in storages((args, kwargs)))
-            out = func(*args, **(kwargs or {}))
-            for st in storages(out):
-                if st.nbytes() > limit and st.data_ptr() not in seen:
-                    seen.add(st.data_ptr())
-                    total[0] += st.nbytes()
-            return out
-
-    return Mode(), total
 
 
 def _free_port() -> int:
@@ -221,10 +188,7 @@ def main() -> int:
             print(f"  rank {i}: shard {r['shard'] / 1e6:5.1f}M  peak +{r['peak_mib']:6.1f} MiB "
                   f"({r['peak_mib'] * per:3.1f} B/param); masks alone +{r['masks_mib']:6.1f} MiB"
                   f" = the fp32 masks (4 B/param) {beyond:+5.1f} MiB;  sent "
-                  f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives\n"
-                  f"          buffers over 1 MiB the whole call allocated (sum): "
-                  f"{r['allocated'] / 2**20:6.1f} MiB ({r['allocated'] * per / 2**20:3.1f} "
-                  f"B/param; the mask is 4)")
+                  f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives")
     if not ok:
         print("\nFAILED: masks differ")
     return 0 if ok else 1
