@@ -35,6 +35,7 @@ from torch import nn
 
 from prune_explorer import prune
 
+from .distributed import is_dtensor, nonzero_summary
 from .methods import prune_class
 from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import core_kwargs
@@ -124,7 +125,8 @@ def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
     """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
     if isinstance(masks, GlobalPreview):
         return masks.kept(address)
-    return int(masks[address].count_nonzero())
+    mask = masks[address]
+    return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
 
 
 def global_masks(model: nn.Module, step: Step,

@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from .describe import ReportFrame
+from .distributed import count_nonzero
 from .packed import PackedMask
 from .step import Step
 
@@ -144,7 +145,7 @@ class TensorHistory:
                     "seed": None if step is None else step.seed,
                     "pruned": entry.pruned,
                     "sparsity": entry.sparsity,
-                    "newly_pruned": int(self.newly_pruned(k).sum()),
+                    "newly_pruned": count_nonzero(self.newly_pruned(k)),
                 }
             )
         frame = ReportFrame(rows, columns=HISTORY_COLUMNS)

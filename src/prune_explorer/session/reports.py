@@ -18,7 +18,10 @@ Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
     ``name``; ``orig_bytes`` the ``_orig`` parameter; ``mask_bytes`` the ``_mask`` buffer;
     ``pruned_copy_bytes`` the ``orig * mask`` tensor the forward pass uses; ``bytes_before`` the
     three together; ``bytes_after`` what remains after ``prune.remove`` (the pruned copy, now the
-    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``.
+    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``. A parameter sharded over
+    processes keeps no pruned copy (it is computed on demand), so there ``pruned_copy_bytes`` is
+    0, ``bytes_after`` is ``_orig`` (``remove`` writes into it) and ``freed`` is ``_mask``;
+    bytes are those of the whole tensor, summed over ranks.
 
 Examples
 --------
@@ -39,7 +42,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from prune_explorer.prune._fsdp import kept_attribute
+
 from .describe import ReportFrame
+from .distributed import count_nonzero, nonzero_summary
 from .hooks import find_hook
 from .registry import TensorInfo
 
@@ -80,18 +86,17 @@ def effective_tensor(module: nn.Module, tensor_name: str) -> torch.Tensor:
         return getattr(module, tensor_name).detach()
 
 
-def _dead_slices(kept: torch.Tensor, dim: int) -> int:
-    # Slices along `dim` with no kept (nonzero) entry.
-    alive = kept.movedim(dim, 0).reshape(kept.shape[dim], -1).any(dim=1)
-    return int(alive.numel() - torch.count_nonzero(alive))
+def _dead_slices(per_dim: list[torch.Tensor]) -> dict[int, int]:
+    # Slices along each dim with no kept (nonzero) entry, from nonzero_summary's counts.
+    return {d: int(torch.count_nonzero(v == 0)) for d, v in enumerate(per_dim)}
 
 
 def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
-    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor``."""
-    nonzero = tensor != 0
-    if nonzero.numel() == 0:
-        return {d: 0 for d in range(nonzero.dim())}
-    return {d: _dead_slices(nonzero, d) for d in range(nonzero.dim())}
+    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor`` (a
+    collective for a DTensor: per-slice counts are all-reduced, see :mod:`.distributed`)."""
+    if tensor.numel() == 0:
+        return {d: 0 for d in range(tensor.dim())}
+    return _dead_slices(nonzero_summary(tensor)[1])
 
 
 def collapses(kept: int, numel: int, threshold: float = 0.99) -> bool:
@@ -114,7 +119,7 @@ def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
 
     ``kept`` is a mask (bool or 0/1), True/1 = kept.
     """
-    return collapses(int(torch.count_nonzero(kept != 0)), kept.numel(), threshold)
+    return collapses(count_nonzero(kept), kept.numel(), threshold)
 
 
 def collapsed_layers(kept: Mapping[str, int], numel: Mapping[str, int],
@@ -141,7 +146,8 @@ def tensor_report(
     for name, info in known.items():
         module = model.get_submodule(info.module_name)
         values = effective_tensor(module, info.tensor_name)
-        zeros = info.numel - int(torch.count_nonzero(values))
+        count, per_dim = nonzero_summary(values)
+        zeros = info.numel - count
         rows.append(
             {
                 "name": name,
@@ -150,7 +156,8 @@ def tensor_report(
                 "numel": info.numel,
                 "zeros": zeros,
                 "sparsity": zeros / info.numel if info.numel else 0.0,
-                "channels_pruned": channels_pruned(values),
+                "channels_pruned": ({d: 0 for d in range(values.dim())} if not info.numel
+                                    else _dead_slices(per_dim)),
                 "methods": tuple(methods.get(name, ())),
             }
         )
@@ -192,9 +199,13 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
             continue
         orig = getattr(module, info.tensor_name + "_orig")
         mask = getattr(module, info.tensor_name + "_mask")
-        copy = getattr(module, info.tensor_name)
         orig_b, mask_b = orig.numel() * orig.element_size(), mask.numel() * mask.element_size()
-        copy_b = copy.numel() * copy.element_size()
+        if kept_attribute(module, info.tensor_name):
+            copy = getattr(module, info.tensor_name)
+            copy_b = copy.numel() * copy.element_size()
+            after = copy_b  # the pruned copy becomes the parameter
+        else:  # sharded: no pruned copy is kept; remove writes into the parameter in place
+            copy_b, after = 0, orig_b
         rows.append(
             {
                 "name": name,
@@ -202,8 +213,8 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
                 "mask_bytes": mask_b,
                 "pruned_copy_bytes": copy_b,
                 "bytes_before": orig_b + mask_b + copy_b,
-                "bytes_after": copy_b,
-                "freed": orig_b + mask_b,
+                "bytes_after": after,
+                "freed": orig_b + mask_b + copy_b - after,
             }
         )
     total: dict[str, Any] = {"name": "TOTAL"}
@@ -228,9 +239,9 @@ def compare_frame(
     rows: list[dict[str, Any]] = []
     for name in names:
         numel = known[name].numel
-        g_kept, l_kept = global_masks[name] != 0, local_masks[name] != 0
-        g_pruned = numel - int(torch.count_nonzero(g_kept))
-        l_pruned = numel - int(torch.count_nonzero(l_kept))
+        g_kept, l_kept = global_masks[name], local_masks[name]
+        g_pruned = numel - count_nonzero(g_kept)
+        l_pruned = numel - count_nonzero(l_kept)
         rows.append(
             {
                 "name": name,

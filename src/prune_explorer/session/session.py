@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from .commits import CommitResult, CommitReview, Committing
+from .distributed import ones_mask, refuse_sharded
 from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
@@ -109,8 +110,7 @@ class Session(Reporting, Committing):
             module = model.get_submodule(info.module_name)
             found = find_hook(module, info.tensor_name)
             if found is None:
-                device = getattr(module, info.tensor_name).device
-                mask = PackedMask.ones(info.shape, device)
+                mask = ones_mask(getattr(module, info.tensor_name))
                 self._found_methods[name] = ()
             else:
                 mask = PackedMask.from_tensor(getattr(module, info.tensor_name + "_mask"))
@@ -286,6 +286,7 @@ class Session(Reporting, Committing):
         :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
+        refuse_sharded(self._model, "Session.sensitivity")
         return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
@@ -383,6 +384,7 @@ class Session(Reporting, Committing):
         """
         from .shrink import shrink
 
+        refuse_sharded(self._model, "Session.shrink")
         with self._lock:
             return shrink(self._model, example_inputs, repeats=repeats)
 
