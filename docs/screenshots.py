@@ -11,7 +11,8 @@ What it does: starts ``prune-explorer lab`` on 127.0.0.1 (token on, a free port)
 holding one small notebook, opens it in headless Chromium at 1400x1000 and at 1024x768 (the
 projector case, file browser open), runs it, and photographs the JupyterLab window twice per size:
 the explorer on the demo MLP (``fc1.weight``, l1_unstructured at 50 %) and on the demo CNN's
-``features.3.weight`` in the kernels view (ln_structured, ``dim = 0``), each scrolled to the top
+``features.3.weight`` in the kernels view (ln_structured, ``dim = 0``), and the MLP with a
+global preview and the Model view, Magnitudes and Zoom panels open, each scrolled to the top
 of the notebook (or, when the picture falls below the window, down to the picture). The PNGs are
 palette-compressed so each stays well under 200 KB. Options: ``--out DIR``,
 ``--sizes 1400x1000,...``.
@@ -63,6 +64,18 @@ cnn.ui.method.value = "ln_structured"
 cnn.ui.dim.value = 0
 cnn.flush()
 cnn""",
+    "explorer-panels": """\
+from prune_explorer import explore
+from prune_explorer.demo import load_mlp
+
+panels = explore(load_mlp(), tensor="fc2.weight")
+panels.ui.method.value = "global_unstructured"
+panels.ui.amount.value = 0.6
+panels.explore_pane.panels.model_view.accordion.selected_index = 0
+panels.explore_pane.panels.magnitudes.accordion.selected_index = 0
+panels.ui.zoom_toggle.value = True
+panels.flush()
+panels""",
 }
 
 
@@ -119,6 +132,11 @@ def frame(page, explorer) -> None:
     """Scroll the explorer to the top of the notebook; if its picture is then below the window
     (the narrow layout puts it under the controls), scroll on until the picture is in view."""
     explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+    if explorer.locator(".pe-explore-panels svg").count():  # the panels shot: panels at bottom
+        explorer.locator(".pe-explore-panels").first.evaluate(
+            "e => e.scrollIntoView({block: 'end'})")
+        time.sleep(0.5)
+        return
     preview = explorer.locator(".pe-preview").first
     box, height = preview.bounding_box(), page.viewport_size["height"]
     if box is not None and box["y"] + box["height"] > height - 30:
