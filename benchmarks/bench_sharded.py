@@ -6,7 +6,10 @@ Global L1 pruning (``amount=0.5``) of the linear weights of GPT-2 small (12 bloc
 size the script prints the time of the call, the bytes the call sent through collectives (per
 rank) and each rank's peak extra resident memory (``/proc/self/clear_refs`` then ``VmHWM``, over
 the memory held just before) of the whole call and of computing the masks alone
-(``global_masks``); the whole call also builds torch's pruned-weight attribute ``mask * orig``.
+(``global_masks``). On sharded parameters the whole call keeps no pruned weight ``mask * orig``
+(torch's layout keeps it as an attribute; here it is computed on demand), so per rank it adds
+the mask (4 B/param for float32 weights) and chunk-sized temporaries. Resident memory is noisy on
+a loaded machine (the allocator keeps freed temporaries): compare several ranks and runs.
 In the same run one process prunes the same full weights with
 ``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world size must be
 identical to torch's (the weights have pairwise distinct magnitudes).

@@ -6,6 +6,9 @@ Run on the CPU with two processes (gloo)::
 
 Every rank runs the same calls, as for any collective. The masks are DTensors sharded like their
 parameters; gathered, they equal the masks one process computes on the full weights.
+
+The second part does the same through a ``Session`` on every rank: apply, global pruning, undo,
+a report that every rank gets whole, and a plan written by rank 0 and replayed on one process.
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from prune_explorer import prune
+from prune_explorer import Session, prune
+from prune_explorer.session import Plan
 
 
-def build(mesh: DeviceMesh) -> nn.Sequential:
-    torch.manual_seed(0)  # the same weights on every rank
+def build(mesh: DeviceMesh | None) -> nn.Sequential:
+    """The model, with the same weights on every rank; sharded over ``mesh`` unless None."""
+    torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
                           nn.Linear(64, 10))
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    if mesh is not None:
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
     return model
 
 
@@ -74,8 +80,35 @@ def main() -> None:
     prune.remove_all(model)  # make it permanent: plain (sharded) weights again
     if rank == 0:
         print("after remove_all:", sorted(model.state_dict()))
+
+    with_session(mesh, path[0])
     dist.barrier()  # leave together
     dist.destroy_process_group()
+
+
+def with_session(mesh: DeviceMesh, folder: str) -> None:
+    """A Session on every rank: the same calls everywhere, in the same order."""
+    rank = dist.get_rank()
+    model = build(mesh)
+    s = Session(model, seed=0)  # the same seed everywhere: random steps draw the same seeds
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    s.apply("2.weight", "ln_structured", amount=8, n=2, dim=0)
+    s.apply_global(["0.weight", "2.weight", "4.weight"], "l1_unstructured", amount=0.5)
+    s.apply("4.weight", "random_unstructured", amount=0.2)
+    s.undo()                                 # every rank undoes its shard
+    report = s.report(totals=True)           # collective: all-reduced counts, the same table
+    masks = {name: s.mask(name).full_tensor() for name in ("0.weight", "2.weight", "4.weight")}
+    plan_path = f"{folder}/plan.json"
+    s.plan.save(plan_path)                   # every rank holds the plan; rank 0 writes it
+    dist.barrier()
+    if rank == 0:
+        print(report[["name", "numel", "zeros", "sparsity"]].to_string(index=False))
+        print("plan:", [step.method for step in s.plan])
+        # The plan replayed on one process, on the same (unsharded) weights: the same masks.
+        replay = Session(build(None))
+        replay.apply_all(Plan.load(plan_path))
+        same = all(torch.equal(replay.mask(n), m) for n, m in masks.items())
+        print("plan replayed on one process gives the same masks:", same)
 
 
 if __name__ == "__main__":

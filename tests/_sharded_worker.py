@@ -9,11 +9,8 @@ entries tie at the cut, the documented rule (stable sort: lowest flat index firs
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,50 +19,16 @@ import torch.distributed as dist
 import torch.nn.utils.prune as theirs
 from torch import nn
 
+from _dist_helpers import full, setup
 from prune_explorer import prune as ours
 from prune_explorer.prune import _radix
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def run_group(world: int, backend: str, timeout: float, target: Callable[..., None]) -> None:
-    """Run ``target(rank, world, port, backend)`` in ``world`` spawned processes; raise on the
-    first failure or after ``timeout`` seconds, leaving no process behind."""
-    import torch.multiprocessing as mp
-
-    port = free_port()
-    ctx = mp.start_processes(target, args=(world, port, backend), nprocs=world, join=False,
-                             start_method="spawn")
-    deadline = time.monotonic() + timeout
-    try:
-        while not ctx.join(timeout=max(0.1, deadline - time.monotonic())):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{world} processes did not finish in {timeout} s")
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-            p.join(5)
-
-
 # ------------------------------------------------------------------------------- helpers
 def _setup(rank: int, world: int, port: int, backend: str) -> Any:
-    from torch.distributed.device_mesh import init_device_mesh
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    device = "cpu"
-    if backend == "nccl":
-        torch.cuda.set_device(rank)
-        device = "cuda"
-    dist.init_process_group(backend, rank=rank, world_size=world)
     global DEVICE
-    DEVICE = device
-    return init_device_mesh(device, (world,))
+    mesh, DEVICE = setup(rank, world, port, backend)
+    return mesh
 
 
 #: Where this process computes: "cpu" (gloo) or "cuda" (NCCL); set by ``_setup``.
@@ -86,10 +49,6 @@ def sharded(w: torch.Tensor, mesh: Any, dim: int) -> Holder:
     m = Holder(w)
     m.weight = nn.Parameter(distribute_tensor(w.clone().to(mesh.device_type), mesh, [Shard(dim)]))
     return m
-
-
-def full(x: Any) -> torch.Tensor:
-    return x.full_tensor().cpu() if hasattr(x, "full_tensor") else x.cpu()
 
 
 def index_rule(keys: list[torch.Tensor], k: int, largest: bool = False) -> list[torch.Tensor]:
@@ -403,6 +362,41 @@ def check_memory(mesh: Any) -> None:
         _radix.CHUNK = chunk
 
 
+def check_pruned_on_demand(mesh: Any) -> None:
+    """A sharded parameter's pruned tensor ``weight`` is not kept between forwards: pruning
+    allocates the mask's shard and chunk-sized temporaries only; ``m.weight`` still reads
+    ``orig * mask`` (computed on demand); undo and ``remove`` give the module its class back."""
+    from prune_explorer.prune._module import snapshot
+
+    w = tie_free(1200, 900, seed=80)
+    m, ref = sharded(w, mesh, 0), Holder(w)
+    local = m.weight.to_local().numel()
+    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    try:
+        snaps = snapshot([(m, "weight")])
+        seen = _Allocations(limit=16 * _radix.CHUNK)
+        with seen.mode:
+            ours.l1_unstructured(m, "weight", amount=0.3)
+        if local * 4 > 2 * seen.limit:  # the mask (4 B/entry), no pruned copy
+            assert local * 4 <= seen.bytes < local * 5, (local, seen.bytes)
+    finally:
+        _radix.CHUNK = chunk
+    ours.l1_unstructured(ref, "weight", amount=0.3)
+    assert "weight" not in m.__dict__
+    assert type(m).__name__ == "Holder"
+    assert isinstance(m, Holder)
+    equal(m.weight, ref.weight, "pruned tensor computed on demand")
+    assert "weight" not in m.__dict__  # reading it keeps nothing
+    for snap in reversed(snaps):  # undo: the plain parameter and the class come back
+        snap.restore()
+    assert type(m) is Holder
+    assert sorted(m.state_dict()) == ["weight"]
+    ours.l1_unstructured(m, "weight", amount=0.3)
+    ours.remove(m, "weight")
+    assert type(m) is Holder
+    equal(m.weight, ref.weight, "after remove")
+
+
 def check_fsdp(mesh: Any) -> None:
     """Under FSDP2: forward/backward, state_dict, distributed checkpoint, remove."""
     import torch.distributed.checkpoint as dcp
@@ -428,6 +422,7 @@ def check_fsdp(mesh: Any) -> None:
         y, y_ref = model(x), ref(x.cpu())
         assert torch.allclose(y.cpu(), y_ref, atol=1e-6)
     for layer, twin in ((model[0], ref[0]), (model[2], ref[2])):  # between forwards: shards
+        assert "weight" not in layer.__dict__  # not kept: computed on demand
         assert layer.weight.placements == layer.weight_orig.placements, layer.weight
         equal(layer.weight, twin.weight, "pruned weight after forward")
     y.sum().backward()
@@ -470,7 +465,7 @@ def main(rank: int, world: int, port: int, backend: str) -> None:
     try:
         for check in (check_local, check_errors, check_structured, check_global,
                       check_hsdp_and_preview, check_large, check_fallbacks, check_traffic,
-                      check_memory, check_fsdp):
+                      check_memory, check_pruned_on_demand, check_fsdp):
             check(mesh)
         dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     finally:

@@ -148,7 +148,10 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
 
 # Buttons and the slider must read in full: the text fits its box (no "A…" ellipsis).
 _TRUNCATED = """root => [...root.querySelectorAll(
-    '.pe-apply, .pe-undo, .pe-reset, .pe-amount .widget-label, .pe-method .widget-label')]
+    '.pe-apply, .pe-undo, .pe-reset, .pe-reset-confirm, .pe-reset-cancel, '
+    + '.pe-amount .widget-label, .pe-method .widget-label, .pe-zoom-toggle, '
+    + '.pe-explore-panels .p-Accordion-title, '
+    + '.pe-explore-panels .lm-AccordionPanel-title')]
   .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth)
   .map(e => e.className + ': ' + e.textContent)"""
 
@@ -183,6 +186,9 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         assert box["width"] >= 100, box
         assert box["x"] + box["width"] <= size[0]
         # The PNG keeps its aspect ratio (drawn at its natural size or scaled evenly).
+        page.wait_for_function(  # a new blob URL loads asynchronously (naturalWidth 0 until then)
+            "img => img.complete && img.naturalWidth > 0", arg=preview.element_handle(),
+            timeout=30_000)
         natural, shown = preview.evaluate(
             "img => [img.naturalWidth / img.naturalHeight, img.clientWidth / img.clientHeight]")
         assert shown == pytest.approx(natural, rel=0.03)
@@ -203,9 +209,25 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         expect(status).to_contain_text("Preview failed", timeout=30_000)
         assert explorer.inner_text().count("999999") <= 2  # the input and the one message
         shot(page, f"explorer_stale_{size[0]}x{size[1]}.png")
+        count.fill("2.5")  # refused, never read as 25
+        count.press("Enter")
+        expect(status).to_contain_text("whole number", timeout=30_000)
+        expect(status).to_contain_text("'2.5'")
         count.fill("10")
         count.press("Enter")
         expect(preview).not_to_have_class(re.compile(r"\bpe-stale\b"), timeout=30_000)
         expect(status).not_to_contain_text("failed", timeout=30_000)
         expect(explorer.locator(".pe-apply").first).to_be_enabled()
+
+        # Reset asks first; its question and buttons read in full at this size too.
+        explorer.locator(".pe-apply").first.click()
+        expect(status).to_contain_text("Applied", timeout=30_000)
+        explorer.locator(".pe-reset").first.click()
+        confirm = explorer.locator(".pe-reset-confirm").first
+        expect(confirm).to_be_visible(timeout=30_000)
+        expect(confirm).to_have_text("Confirm reset")
+        assert explorer.evaluate(_TRUNCATED) == []
+        explorer.locator(".pe-reset-cancel").first.click()
+        expect(confirm).to_be_hidden(timeout=30_000)
+        expect(explorer.locator(".pe-undo").first).to_be_enabled()  # the step is still there
     assert not errors, errors

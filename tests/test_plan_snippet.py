@@ -1,27 +1,24 @@
 """The exported snippet reproduces the session's masks on stock torch.
 
-The snippet runs in a fresh interpreter (``/work/venv/bin/python`` or whichever Python runs the
-tests) with ``model`` bound to an equal copy of the model, built from ``_session_models`` (which
-imports only torch) and loaded with the saved initial state_dict. Every tensor of the resulting
-state_dict -- masks, ``_orig`` values, committed values -- is compared with the session's model.
+The snippet runs in a fresh interpreter (the one harness in ``_snippet_replay``) with ``model``
+bound to a pickled copy of the unpruned model (its classes come from ``_session_models``, which
+imports only torch). Every tensor of the resulting state_dict -- masks, ``_orig`` values,
+committed values -- is compared with the session's model.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import subprocess
-import sys
+import copy
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 
 from _session_helpers import FACTORIES
+from _snippet_replay import replay_on_stock_torch
 from prune_explorer.session import Session
-
-HERE = Path(__file__).resolve().parent
 
 
 def _every_method_on_convnet(s: Session) -> None:
@@ -66,47 +63,19 @@ CASES = {
     "root_linear": ("root_linear", _root_steps),
 }
 
-HARNESS = textwrap.dedent(
-    """
-    import sys
-    import torch
-    sys.path.insert(0, {tests!r})
-    from _session_models import FACTORIES
-    cases = {cases!r}
-    results = {{}}
-    for name, (factory, state_path, snippet_path) in cases.items():
-        model = FACTORIES[factory]()
-        model.load_state_dict(torch.load(state_path, weights_only=True))
-        namespace = {{"model": model}}
-        exec(compile(open(snippet_path).read(), snippet_path, "exec"), namespace)
-        results[name] = {{k: v.clone() for k, v in model.state_dict().items()}}
-    assert "prune_explorer" not in sys.modules, "the snippet must not need prune_explorer"
-    torch.save(results, {out!r})
-    """
-)
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
     """Run every case's snippet in one fresh interpreter; return (sessions, results)."""
-    tmp = tmp_path_factory.mktemp("snippets")
     sessions, cases = {}, {}
     for name, (factory, run) in CASES.items():
         model = FACTORIES[factory]()
-        state_path = tmp / f"{name}.pt"
-        torch.save(model.state_dict(), state_path)
-        s = Session(model, seed=sum(map(ord, name)))
+        s = Session(copy.deepcopy(model), seed=sum(map(ord, name)))
         run(s)
-        snippet_path = tmp / f"{name}.py"
-        snippet_path.write_text(s.plan.to_snippet())
         sessions[name] = s
-        cases[name] = (factory, str(state_path), str(snippet_path))
-    out = tmp / "results.pt"
-    script = HARNESS.format(tests=str(HERE), cases=cases, out=str(out))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    return sessions, torch.load(out, weights_only=True)
+        cases[name] = (model, s.plan.to_snippet())
+    replay = replay_on_stock_torch(tmp_path_factory.mktemp("snippets"), cases)
+    assert not replay.errors, replay.errors
+    return sessions, replay.results
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 import _sharded_worker as worker
+from _dist_helpers import run_group
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
                                 reason="needs torch.distributed with gloo")
@@ -21,19 +22,19 @@ TIMEOUT = 300.0
 
 @pytest.mark.parametrize("world", [1, 2, 4])
 def test_sharded_masks_match_one_process_gloo(world: int) -> None:
-    worker.run_group(world, "gloo", TIMEOUT, worker.main)
+    run_group(world, "gloo", TIMEOUT, worker.main)
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2
                     or not dist.is_nccl_available(), reason="needs 2 CUDA devices and NCCL")
 def test_sharded_masks_match_one_process_nccl() -> None:
-    worker.run_group(2, "nccl", TIMEOUT, worker.main)
+    run_group(2, "nccl", TIMEOUT, worker.main)
 
 
 def test_group_timeout_leaves_no_process() -> None:
     with pytest.raises(TimeoutError):
-        worker.run_group(2, "gloo", 3.0, worker.hang)
+        run_group(2, "gloo", 3.0, worker.hang)
 
 
 def test_fsdp2_example_runs_under_torchrun() -> None:
@@ -61,3 +62,5 @@ def test_fsdp2_example_runs_under_torchrun() -> None:
     assert "DTensor mask, placements (Shard(dim=0),)" in out, out
     assert "'0.weight_mask', '0.weight_orig'" in out, out
     assert "after remove_all: ['0.bias', '0.weight'," in out, out
+    assert "plan: ['l1_unstructured', 'ln_structured', 'global_unstructured']" in out, out
+    assert "plan replayed on one process gives the same masks: True" in out, out

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch import nn
 
 from _session_helpers import convnet, mlp
 from prune_explorer import prune
@@ -94,7 +95,17 @@ def test_history_frame_matches_an_independently_built_frame():
         })
     expected = pd.DataFrame(rows, columns=["step", "method", "settings", "seed", "pruned",
                                            "sparsity", "newly_pruned"])
+    expected["seed"] = pd.Series([row["seed"] for row in rows], dtype=object)  # exact ints
     pd.testing.assert_frame_equal(s.history(TARGET).to_frame(), expected)
+
+
+def test_history_frame_keeps_large_seeds_exact():
+    s = Session(nn.Sequential(nn.Linear(4, 4)))
+    seed = 2**63 - 3  # a float64 column would round it to 2**63
+    s.apply("0.weight", "random_unstructured", amount=0.5, seed=seed)
+    frame = s.history("0.weight").to_frame()
+    assert frame["seed"].tolist() == [None, seed]
+    assert "9223372036854775805" in repr(frame[["seed"]])
 
 
 def test_history_is_bit_packed_not_float():

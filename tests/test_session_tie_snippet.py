@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import subprocess
-import sys
-import textwrap
+import copy
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from _snippet_replay import replay_on_stock_torch
 from prune_explorer.session import Plan, Session, Step
 
 DTYPES = {"fp32q": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -96,59 +95,26 @@ def _reference_random(model: nn.Module, steps: list[Step]) -> dict[str, torch.Te
             start += count
     return {f"{t}_mask": a for t, a in alive.items()}
 
-HARNESS = textwrap.dedent(
-    """
-    import sys
-    import torch
-    from torch import nn
-    results = {{}}
-    for name, (dtype, state_path, snippet_path) in {cases!r}.items():
-        model = nn.Sequential(nn.Linear(400, 400), nn.Linear(400, 360), nn.Linear(360, 400))
-        model = model.to(getattr(torch, dtype))
-        model.load_state_dict(torch.load(state_path, weights_only=True))
-        namespace = {{"model": model}}
-        exec(compile(open(snippet_path).read(), snippet_path, "exec"), namespace)
-        results[name] = {{k: v.clone() for k, v in model.state_dict().items()}}
-    assert "prune_explorer" not in sys.modules, "the snippet must not need prune_explorer"
-    torch.save(results, {out!r})
-    """
-)
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tie_snippets")
     sessions, cases = {}, {}
     for i, (case, (dtype_name, run)) in enumerate(CASES.items()):
         model = build(DTYPES[dtype_name], seed=i)
-        state_path = tmp / f"{case}.pt"
-        torch.save(model.state_dict(), state_path)
-        s = Session(model, seed=i)
+        s = Session(copy.deepcopy(model), seed=i)
         run(s)
-        snippet_path = tmp / f"{case}.py"
-        snippet_path.write_text(s.plan.to_snippet())
         sessions[case] = s
-        dtype = str(DTYPES[dtype_name]).removeprefix("torch.")
-        cases[case] = (dtype, str(state_path), str(snippet_path))
+        cases[case] = (model, s.plan.to_snippet())
     expected = {}
     for dtype_name in ("bf16", "fp16"):
         case = f"{dtype_name}-random-ties"
         model = build(DTYPES[dtype_name], seed=7)
-        state_path = tmp / f"{case}.pt"
-        torch.save(model.state_dict(), state_path)
-        snippet_path = tmp / f"{case}.py"
-        snippet_path.write_text(Plan(RANDOM_STEPS).to_snippet())
+        cases[case] = (model, Plan(RANDOM_STEPS).to_snippet())
         expected[case] = _reference_random(model, RANDOM_STEPS)
-        dtype = str(DTYPES[dtype_name]).removeprefix("torch.")
-        cases[case] = (dtype, str(state_path), str(snippet_path))
-    out = tmp / "results.pt"
-    done = subprocess.run([sys.executable, "-c", HARNESS.format(cases=cases, out=str(out))],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr
-    results = torch.load(out, weights_only=True)
+    replay = replay_on_stock_torch(tmp_path_factory.mktemp("tie_snippets"), cases, timeout=600)
+    assert not replay.errors, replay.errors
     for case, masks in expected.items():
         sessions[case] = masks
-    return sessions, results
+    return sessions, replay.results
 
 
 @pytest.mark.parametrize("case", ["bf16-random-ties", "fp16-random-ties"])

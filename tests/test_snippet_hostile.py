@@ -15,9 +15,6 @@ import ast
 import copy
 import json
 import re
-import subprocess
-import sys
-import textwrap
 import tokenize
 from io import StringIO
 from pathlib import Path
@@ -26,6 +23,7 @@ import pytest
 import torch
 from torch import nn
 
+from _snippet_replay import replay_on_stock_torch
 from prune_explorer.session import PackedMask, Plan, Session
 from prune_explorer.session.pysource import py_comment, py_str
 from prune_explorer.session.snippet import MAX_LISTED
@@ -72,42 +70,11 @@ def prune_everything(s: Session, name: str) -> None:
     s.commit([f"d.{name}.bias"])
 
 
-HARNESS = textwrap.dedent(
-    """
-    import json, sys, torch
-    cases = json.load(open(sys.argv[1]))
-    results, errors = {}, {}
-    for case in cases:
-        model = torch.load(case["model"], weights_only=False)
-        path = case["snippet"]
-        try:
-            exec(compile(open(path, encoding="utf-8").read(), path, "exec"), {"model": model})
-        except Exception as err:
-            errors[case["id"]] = f"{type(err).__name__}: {err}"
-        results[case["id"]] = {k: v.clone() for k, v in model.state_dict().items()}
-    assert "prune_explorer" not in sys.modules, "the snippet must not need prune_explorer"
-    torch.save({"results": results, "errors": errors}, sys.argv[2])
-    """
-)
-
-
 def run_on_stock_torch(tmp: Path, cases: dict[str, tuple[nn.Module, str]]) -> tuple[dict, dict]:
     """Exec each (model, snippet) in one fresh interpreter; return (state_dicts, errors)."""
-    listing = []
-    for number, (case_id, (model, snippet)) in enumerate(cases.items()):
-        model_path, snippet_path = tmp / f"m{number}.pt", tmp / f"s{number}.py"
-        torch.save(model, model_path)
-        snippet_path.write_text(snippet, encoding="utf-8")
-        listing.append({"id": case_id, "model": str(model_path), "snippet": str(snippet_path)})
-    (tmp / "cases.json").write_text(json.dumps(listing))
-    done = subprocess.run(
-        [sys.executable, "-c", HARNESS, str(tmp / "cases.json"), str(tmp / "out.pt")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert MARKER not in done.stdout + done.stderr, "a name ran as code"
-    out = torch.load(tmp / "out.pt", weights_only=True)
-    return out["results"], out["errors"]
+    replay = replay_on_stock_torch(tmp, cases)
+    assert MARKER not in replay.output, "a name ran as code"
+    return replay.results, replay.errors
 
 
 def assert_safe_source(source: str) -> None:

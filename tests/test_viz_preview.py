@@ -68,11 +68,30 @@ def test_title_states_tensor_method_settings_and_sparsity():
         settings={"amount": 0.35}, module_type="Linear",
     )
     title = preview.ax.get_title()
-    assert title.startswith(
-        "fc.weight · current state\nl1_unstructured(amount=0.35) · sparsity 35.0%"
+    assert title == (
+        "fc.weight · current state\nl1_unstructured(amount=0.35)\n"
+        f"sparsity 35.0% · cell = {pooled.block_text()}"
     )
-    assert title.endswith(f"cell = {pooled.block_text()}")
     assert preview.ax.get_xlabel() == "in features (dim 1)"
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 3, 3), (512, 8), (8, 512)])
+def test_the_title_fits_in_the_figure_however_narrow_the_picture(shape):
+    # A narrow (square-celled) picture used to clip "... now -> 65.6% after" at the right edge.
+    before = torch.ones(shape, dtype=torch.bool)
+    before[: shape[0] // 3] = False
+    after = before.clone()
+    after[shape[0] // 3: shape[0] // 2] = False
+    preview = MaskPreview()
+    preview.update(after, before=before, name="features.3.weight", method="ln_structured",
+                   settings={"amount": 0.5, "n": 2, "dim": 0})
+    preview.png()
+    renderer = preview.canvas.get_renderer()
+    box = preview.ax.title.get_window_extent(renderer)
+    assert "now" in preview.ax.get_title()
+    assert box.x0 >= 0
+    assert box.x1 <= preview.figure.bbox.x1
+    assert box.y1 <= preview.figure.bbox.y1
 
 
 def test_a_step_is_drawn_as_kept_pruned_before_and_pruned_by_this_step():

@@ -1,9 +1,12 @@
 """The ``prune-explorer`` command line.
 
-``prune-explorer lab [--dir DIR] [--port N] [--no-browser]``
+``prune-explorer lab [--dir DIR] [--port N] [--no-browser] [--ip ADDRESS]``
     Copy the bundled teaching notebooks into a working folder (never over a copy you edited)
-    and start JupyterLab on the quickstart notebook, bound to 127.0.0.1 with Jupyter's own
-    token authentication.
+    and start JupyterLab on the quickstart notebook, bound to 127.0.0.1 (or ``--ip``) with
+    Jupyter's own token authentication, which is mandatory off loopback.
+``prune-explorer demo-checkpoint OUTPUT [--model mlp|cnn]``
+    Save the trained demo model's ``state_dict`` (the one the notebooks use), a checkpoint to
+    try ``report`` and ``apply`` on.
 ``prune-explorer report CHECKPOINT [--model M] [--plan PLAN] [--csv OUT]``
     Print the sparsity report (:meth:`Session.report`) of a saved ``state_dict``, after
     applying a JSON plan if one is given.
@@ -23,7 +26,7 @@ the command's inputs is refused.
 
 The package has one module per job: ``lab`` (JupyterLab), ``checkpoints`` (file formats),
 ``model`` (the architecture and loading the weights), ``plans``, ``report``, ``apply``,
-``files`` (outputs) and ``errors``.
+``demo`` (``demo-checkpoint``), ``files`` (outputs) and ``errors``.
 
 Errors in the input (missing, corrupt or mismatched files, bad arguments) print one line
 ``prune-explorer <command>: error: <message>`` on stderr and exit with status 1; usage errors
@@ -48,6 +51,8 @@ fc1.weight      Linear 128x64   8192      0     0.0%               -       -
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
@@ -56,8 +61,16 @@ from prune_explorer._files import Terminated
 
 from . import lab
 from .apply import cmd_apply
+from .demo import cmd_demo_checkpoint
 from .errors import PROG, CLIError
-from .lab import DEFAULT_LAB_DIR, QUICKSTART, bundled_notebooks, copy_notebooks, lab_command
+from .lab import (
+    DEFAULT_LAB_DIR,
+    LOCALHOST,
+    QUICKSTART,
+    bundled_notebooks,
+    copy_notebooks,
+    lab_command,
+)
 from .report import cmd_report
 
 __all__ = [
@@ -81,6 +94,22 @@ def _port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be an integer in [1, 65535]; got {value}")
     return value
+
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+def _ip(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if not _HOST.match(text):
+        raise argparse.ArgumentTypeError(
+            "must be an IP address (127.0.0.1, 0.0.0.0 for every interface, 192.168.1.20) or a "
+            f"host name; got {text!r}"
+        )
+    return text
 
 
 _MODEL_HELP = (
@@ -108,14 +137,29 @@ def build_parser() -> argparse.ArgumentParser:
         "lab",
         help="open the teaching notebooks in JupyterLab",
         description="Copy the bundled notebooks into a working folder (never over an edited "
-        "copy) and start JupyterLab on the quickstart notebook, on 127.0.0.1 with token "
-        "authentication.",
+        "copy) and start JupyterLab on the quickstart notebook, on 127.0.0.1 (or --ip) with "
+        "token authentication.",
     )
     lab.add_argument("--dir", default=DEFAULT_LAB_DIR,
                      help=f"working folder for the notebooks (default: ./{DEFAULT_LAB_DIR})")
     lab.add_argument("--port", type=_port, default=None,
                      help="port to serve on (default: JupyterLab's, 8888 or the next free one)")
     lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    lab.add_argument("--ip", type=_ip, default=LOCALHOST, metavar="ADDRESS",
+                     help="address to listen on (default: 127.0.0.1, this machine only); e.g. "
+                     "0.0.0.0 for a classroom. Off loopback JupyterLab requires its token or a "
+                     "password and refuses to start with authentication disabled")
+
+    demo = commands.add_parser(
+        "demo-checkpoint",
+        help="save the trained demo model's state_dict, to try report and apply on",
+        description="Write the state_dict of a trained demo model (the one the notebooks use) "
+        "to OUTPUT: .safetensors or .pt by its suffix, else torch.save format; '-' for "
+        "standard output.",
+    )
+    demo.add_argument("output", metavar="OUTPUT", help="file to write, e.g. model.pt")
+    demo.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                      help="which demo model (default: mlp, the quickstart's)")
 
     report = commands.add_parser(
         "report",
@@ -161,6 +205,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, IO[str]], int]] = {
     "lab": lab.cmd_lab,
     "report": cmd_report,
     "apply": cmd_apply,
+    "demo-checkpoint": cmd_demo_checkpoint,
 }
 
 

@@ -1,8 +1,9 @@
 """``prune-explorer lab``: copy the teaching notebooks and hand the process over to JupyterLab.
 
 The notebooks are copied into a working folder, never over a copy you edited; then this
-process *becomes* JupyterLab (``os.execv``), bound to 127.0.0.1 with Jupyter's own token
-authentication. Ctrl-C, SIGTERM and SIGHUP therefore reach JupyterLab itself, which shuts its
+process *becomes* JupyterLab (``os.execv``), bound to 127.0.0.1 (or ``--ip``) with Jupyter's own
+token authentication; off the loopback interface that authentication is mandatory
+(:mod:`.lab_auth`). Ctrl-C, SIGTERM and SIGHUP therefore reach JupyterLab itself, which shuts its
 kernels down; nothing is left in between to forward signals or to outlive the server.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import os
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from typing import IO
 from .errors import CLIError
 
 __all__ = [
+    "AUTH_REQUIRED",
     "DEFAULT_LAB_DIR",
     "LOCALHOST",
     "QUICKSTART",
@@ -28,12 +31,36 @@ __all__ = [
     "cmd_lab",
     "copy_notebooks",
     "exec_lab",
+    "is_loopback",
     "lab_command",
 ]
 
 QUICKSTART = "01_quickstart.ipynb"
 DEFAULT_LAB_DIR = "prune-explorer-notebooks"
 LOCALHOST = "127.0.0.1"
+#: JupyterLab's identity provider off loopback: token or password login, or no start at all.
+AUTH_REQUIRED = "prune_explorer.cli.lab_auth.AuthRequiredIdentityProvider"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an IP address or ``localhost``) names this machine's loopback interface.
+
+    Any other name -- another host name, ``0.0.0.0`` (all interfaces), a LAN address -- counts
+    as reachable from the network.
+
+    Examples
+    --------
+    >>> is_loopback("127.0.0.1"), is_loopback("::1"), is_loopback("localhost")
+    (True, True, True)
+    >>> is_loopback("0.0.0.0"), is_loopback("192.168.1.20"), is_loopback("lab.example.org")
+    (False, False, False)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def bundled_notebooks() -> dict[str, bytes]:
@@ -109,14 +136,19 @@ def copy_notebooks(directory: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def lab_command(
-    directory: str | os.PathLike[str], port: int | None = None, open_browser: bool = True
+    directory: str | os.PathLike[str],
+    port: int | None = None,
+    open_browser: bool = True,
+    ip: str = LOCALHOST,
 ) -> list[str]:
     """The command that starts JupyterLab on ``directory`` with the quickstart notebook open.
 
-    Bound to 127.0.0.1; the token Jupyter generates is left in place (it is printed in the
-    URL JupyterLab shows). With an explicit ``port`` JupyterLab fails instead of silently
-    moving to another port. As root, ``--allow-root`` is added (JupyterLab refuses to start
-    otherwise).
+    Bound to ``ip`` (127.0.0.1 by default); the token Jupyter generates is left in place (it is
+    printed in the URL JupyterLab shows) and never appears on the command line. Off loopback
+    the identity provider is :data:`AUTH_REQUIRED`, so JupyterLab refuses to start if a config
+    file switched the token off and no password is set. With an explicit ``port`` JupyterLab
+    fails instead of silently moving to another port. As root, ``--allow-root`` is added
+    (JupyterLab refuses to start otherwise).
 
     Examples
     --------
@@ -125,16 +157,20 @@ def lab_command(
     (True, True)
     >>> any("token" in part for part in cmd)
     False
+    >>> f"--ServerApp.identity_provider_class={AUTH_REQUIRED}" in lab_command("nb", ip="0.0.0.0")
+    True
     """
     root = Path(directory).resolve()
     cmd = [
         sys.executable,
         "-m",
         "jupyterlab",
-        f"--ServerApp.ip={LOCALHOST}",
+        f"--ServerApp.ip={ip}",
         f"--ServerApp.root_dir={root}",
         f"--LabApp.default_url=/lab/tree/{QUICKSTART}",
     ]
+    if not is_loopback(ip):
+        cmd.append(f"--ServerApp.identity_provider_class={AUTH_REQUIRED}")
     if port is not None:
         cmd += [f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
     if not open_browser:
@@ -181,13 +217,21 @@ def cmd_lab(args: argparse.Namespace, out: IO[str]) -> int:
     }
     for name, state in status.items():
         print(f"  {name}: {notes[state]}", file=out)
-    cmd = lab_command(directory, args.port, open_browser=not args.no_browser)
+    ip = getattr(args, "ip", LOCALHOST)
+    cmd = lab_command(directory, args.port, open_browser=not args.no_browser, ip=ip)
     if "--allow-root" in cmd:
         print("Running as root: passing --allow-root to JupyterLab.", file=out)
-    where = f"{LOCALHOST}:{args.port}" if args.port else LOCALHOST
+    where = f"{ip}:{args.port}" if args.port else ip
+    if not is_loopback(ip):
+        print(
+            f"Serving on {ip}, reachable from the network: JupyterLab will require its token "
+            "(or your password) and refuse to start without one. The connection is not "
+            "encrypted; use it on a network you trust.",
+            file=out,
+        )
     print(
-        f"Starting JupyterLab on {where} with {QUICKSTART}. Open the http://{LOCALHOST} URL "
-        "it prints below (it carries the access token); stop it with Ctrl-C.",
+        f"Starting JupyterLab on {where} with {QUICKSTART}. Open the URL it prints below (it "
+        "carries the access token); stop it with Ctrl-C.",
         file=out,
     )
     out.flush()

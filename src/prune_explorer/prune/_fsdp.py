@@ -5,8 +5,8 @@ plain parameter again, and the pruning hook passes its mask through :func:`unsha
 
 Under FSDP2 the parameter's new name ``name_orig`` is reported to FSDP, whose forward then
 unshards ``name_orig``; the pruning hook gathers the mask for that forward (one all-gather of
-the mask per forward), and after the forward only this rank's shard of the pruned tensor
-``name`` is kept (:class:`_KeepShard`).
+the mask per forward). The pruned tensor ``name`` of a sharded parameter is not kept between
+forwards but computed on demand (see below): per rank, pruning adds only the mask's shard.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from ._sharded import Layout, gathered, is_sharded
+from ._sharded import gathered, is_sharded
 
-__all__ = ["attached", "detached", "unshard_like"]
+__all__ = ["attached", "detached", "kept_attribute", "restored", "unshard_like"]
 
 
 def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
@@ -26,39 +26,109 @@ def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
 
 
 def attached(module: torch.nn.Module, name: str) -> None:
-    """Called by the core once ``name`` of ``module`` is pruned for the first time."""
+    """Called by the core once ``name`` of ``module`` is pruned (idempotent)."""
     _follow_rename(module, name, name + "_orig")
-    if is_sharded(module._buffers.get(name + "_mask")) and not any(
-            isinstance(h, _KeepShard) and h.name == name for h in module._forward_hooks.values()):
-        module.register_forward_hook(_KeepShard(name))
+    if is_sharded(module._buffers.get(name + "_mask")):
+        _on_demand(module, name)
 
 
 def detached(module: torch.nn.Module, name: str) -> None:
     """Called by the core once ``name`` of ``module`` is a plain parameter again."""
     _follow_rename(module, name + "_orig", name)
+    _off_demand(module, name)
+
+
+def restored(module: torch.nn.Module, name: str) -> None:
+    """Called once a snapshot has put ``name`` of ``module`` back as it was (undo, rollback):
+    FSDP2's record of the parameter's name and the on-demand pruned tensor follow that state."""
+    if name + "_orig" in module._parameters:
+        attached(module, name)
+    elif name in module._parameters:
+        detached(module, name)
+
+
+def kept_attribute(module: torch.nn.Module, name: str) -> bool:
+    """Whether the pruned tensor ``name`` is kept as an attribute between forwards (torch's
+    layout); False for sharded masks, whose pruned tensor is computed on demand."""
+    return not is_sharded(module._buffers.get(name + "_mask"))
+
+
+# -- the pruned tensor of a sharded parameter, on demand ------------------------------------------
+#
+# torch keeps the pruned tensor ``name = orig * mask`` as a plain attribute: as large as the
+# parameter again. For a sharded parameter it is not kept: the pruning hook computes it for each
+# forward (from the unsharded ``name_orig`` under FSDP2), a forward hook drops it afterwards (the
+# autograd graph keeps what backward needs), and reading ``module.name`` between forwards computes
+# it afresh (``orig * mask``, a DTensor laid out like the mask). For that the module's class is
+# swapped for a subclass adding that ``__getattr__`` fallback -- the way FSDP2's ``fully_shard``
+# and ``torch.nn.utils.parametrize`` give modules their behaviour -- and swapped back once no
+# tensor of the module is pruned on demand.
+
+_ON_DEMAND = "_pruned_on_demand"  # instance attribute: the names computed on demand
+_CLASSES: dict[type, type] = {}
+
+
+def _on_demand_class(cls: type) -> type:
+    if getattr(cls, "_pruned_on_demand_base", None) is not None:
+        return cls
+    if cls not in _CLASSES:
+        fallback = cls.__getattr__  # type: ignore[attr-defined]
+
+        def __getattr__(self: torch.nn.Module, attr: str) -> Any:
+            if attr in self.__dict__.get(_ON_DEMAND, ()):
+                for hook in self._forward_pre_hooks.values():
+                    if getattr(hook, "_tensor_name", None) == attr and hasattr(hook,
+                                                                               "apply_mask"):
+                        return hook.apply_mask(self)
+            return fallback(self, attr)
+
+        attrs: dict[str, Any] = {"__getattr__": __getattr__, "_pruned_on_demand_base": cls,
+                                 "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        if hasattr(cls, "_orig_cls_mro_index"):  # FSDP2's class finds the original in its MRO
+            attrs["_orig_cls_mro_index"] = cls._orig_cls_mro_index + 1
+        _CLASSES[cls] = type(cls.__name__, (cls,), attrs)
+    return _CLASSES[cls]
+
+
+def _on_demand(module: torch.nn.Module, name: str) -> None:
+    names = module.__dict__.setdefault(_ON_DEMAND, set())
+    names.add(name)
+    module.__dict__.pop(name, None)
+    module.__class__ = _on_demand_class(type(module))
+    if not any(isinstance(h, _DropPruned) and h.name == name
+               for h in module._forward_hooks.values()):
+        module.register_forward_hook(_DropPruned(name))
+
+
+def _off_demand(module: torch.nn.Module, name: str) -> None:
+    names = module.__dict__.get(_ON_DEMAND)
+    if names is None:
+        return
+    names.discard(name)
     for key, hook in list(module._forward_hooks.items()):
-        if isinstance(hook, _KeepShard) and hook.name == name:
+        if isinstance(hook, _DropPruned) and hook.name == name:
             del module._forward_hooks[key]
+    if not names:
+        del module.__dict__[_ON_DEMAND]
+        base = getattr(type(module), "_pruned_on_demand_base", None)
+        if base is not None:
+            module.__class__ = base
 
 
-class _KeepShard:
-    """Forward hook: after a forward in which FSDP2 unsharded ``name_orig``, the pruned tensor
-    ``name`` that the pruning hook computed is the full tensor; keep only this rank's shard of
-    it (a detached DTensor laid out like the mask), so no rank holds full weights between
-    forwards. The autograd graph keeps what backward needs."""
+class _DropPruned:
+    """Forward hook: after a forward, drop the pruned tensor ``name`` the pruning hook computed
+    for it (the full tensor under FSDP2); it is computed again on demand. The autograd graph
+    keeps what backward needs."""
 
     def __init__(self, name: str) -> None:
         self.name = name
 
     def __call__(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        value = module.__dict__.get(self.name)
-        mask = module._buffers.get(self.name + "_mask")
-        if isinstance(value, torch.Tensor) and is_sharded(mask) and not is_sharded(value):
-            layout = Layout(mask, "forward")
-            module.__dict__[self.name] = layout.wrap(layout.local(value.detach()).clone())
+        if self.name in module.__dict__.get(_ON_DEMAND, ()):
+            module.__dict__.pop(self.name, None)
 
     def __repr__(self) -> str:
-        return f"_KeepShard(tensor={self.name!r})"
+        return f"_DropPruned(tensor={self.name!r})"
 
 
 def _follow_rename(module: torch.nn.Module, old: str, new: str) -> None:

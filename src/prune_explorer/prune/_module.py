@@ -195,6 +195,8 @@ class ModuleSnapshot:
         mappings: tuple[dict[Any, Any], ...] = (m._parameters, m._buffers, m._forward_pre_hooks)
         for mapping, order in zip(mappings, self.order, strict=True):
             _reorder(mapping, order)
+        for name in self.names:
+            _fsdp.restored(m, name)  # DTensors / FSDP2: its parameter name follows
         refresh = getattr(m, "_init_flat_weights", None)  # RNNs cache their weights in a list
         if refresh is not None:
             refresh()
@@ -280,10 +282,10 @@ def install(
             else:
                 hook = PruningContainer(previous, method)
         module.register_buffer(name + "_mask", mask)
-        setattr(module, name, hook.apply_mask(module))
+        if _fsdp.kept_attribute(module, name):  # sharded: computed on demand instead
+            setattr(module, name, hook.apply_mask(module))
         module.register_forward_pre_hook(hook)
-        if old is None:
-            _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
+        _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
     return hook
 
 

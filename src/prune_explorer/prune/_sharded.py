@@ -46,7 +46,8 @@ import torch.distributed as dist
 
 from . import _radix
 
-__all__ = ["Layout", "any_sharded", "gathered", "global_masks", "is_sharded", "mask_for"]
+__all__ = ["Layout", "any_sharded", "contiguous_stride", "gathered", "global_masks", "is_sharded",
+           "mask_for"]
 
 
 def _dtensor_type() -> type | None:
@@ -64,6 +65,15 @@ def is_sharded(t: object) -> bool:
 def any_sharded(tensors: Iterable[object]) -> bool:
     """Whether any of ``tensors`` is a DTensor."""
     return any(is_sharded(t) for t in tensors)
+
+
+def contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a contiguous tensor of ``shape``."""
+    stride, acc = [], 1
+    for size in reversed(shape):
+        stride.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(stride))
 
 
 class Layout:
@@ -140,7 +150,7 @@ class Layout:
 
         return DTensor.from_local(local, self.mesh, self.placements, run_check=False,
                                   shape=torch.Size(self.shape),
-                                  stride=torch.empty(self.shape, device="meta").stride())
+                                  stride=contiguous_stride(self.shape))
 
 
 # The core's rules used here (the only names this module takes from the core's validation).

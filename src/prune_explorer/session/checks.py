@@ -28,6 +28,7 @@ from torch import nn
 
 from prune_explorer.prune import validation
 
+from .distributed import is_dtensor, nonzero_summary
 from .errors import InvalidStepError
 from .hooks import find_hook
 from .methods import core_errors
@@ -42,6 +43,8 @@ def unpruned_entries(module: nn.Module, tensor_name: str) -> int:
     mask = getattr(module, tensor_name + "_mask", None)
     if mask is None or find_hook(module, tensor_name) is None:
         return getattr(module, tensor_name).numel()
+    if is_dtensor(mask):  # sharded: counted on each shard, all-reduced
+        return nonzero_summary(mask == 1)[0]
     return int(torch.count_nonzero(mask == 1))
 
 
@@ -59,6 +62,8 @@ def kept_slices(kept: torch.Tensor, dim: int) -> int:
 
     ``kept`` is a bool mask or a 0/1 mask as ``torch.nn.utils.prune`` makes them.
     """
+    if is_dtensor(kept):  # sharded: per-slice counts on each shard, all-reduced
+        return int(torch.count_nonzero(nonzero_summary(kept)[1][dim]))
     if kept.dim() == 0:
         return int(bool(kept))
     # An explicit row length: reshape(n, -1) is ambiguous for tensors with no entries.

@@ -36,6 +36,7 @@ from torch import nn
 
 from prune_explorer import prune
 
+from .distributed import is_dtensor, nonzero_summary
 from .methods import prune_class
 from .order_cache import OrderCache, TensorOrder, global_thresholds
 from .seeding import core_kwargs
@@ -139,6 +140,15 @@ class GlobalPreview(Mapping[str, torch.Tensor]):
         order, cut = self._cuts[address]
         return order.alive - cut
 
+    def zeros(self, address: str) -> int:
+        """Entries of ``address`` that are exactly 0 once the step is applied (``report()``'s
+        ``zeros`` after it), without a mask: ``O(log n)``. Unmasked exact zeros have the
+        smallest ``|w|``, so the cut takes them first."""
+        order, cut = self._cuts[address]
+        zeros = int(torch.searchsorted(order.sorted_keys, order.sorted_keys.new_zeros(1),
+                                       right=True))
+        return order.rank.numel() - order.alive + max(cut, zeros)
+
     def __repr__(self) -> str:
         built = sum(a in self._masks for a in self._cuts)
         return f"GlobalPreview({len(self._cuts)} targets, {built} masks built)"
@@ -148,7 +158,8 @@ def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
     """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
     if isinstance(masks, GlobalPreview):
         return masks.kept(address)
-    return int(masks[address].count_nonzero())
+    mask = masks[address]
+    return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
 
 
 def global_masks(model: nn.Module, step: Step,

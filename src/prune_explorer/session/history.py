@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from .describe import ReportFrame
+from .distributed import count_nonzero
 from .packed import PackedMask
 from .step import Step
 
@@ -121,7 +123,12 @@ class TensorHistory:
         """How many entries :meth:`newly_pruned` ``(k)`` holds, counted on the packed bits."""
         k = range(len(self.entries))[k]
         after = self.entries[k].mask
-        return after.pruned if k == 0 else after.pruned_since(self.entries[k - 1].mask)
+        if k == 0:
+            return after.pruned
+        before = self.entries[k - 1].mask
+        if type(after) is not PackedMask or type(before) is not PackedMask:
+            return count_nonzero(self.newly_pruned(k))  # sharded: counted over every rank
+        return after.pruned_since(before)
 
     def pruned_counts(self) -> list[int]:
         """Entries pruned after each step (entry 0 first)."""
@@ -134,8 +141,9 @@ class TensorHistory:
     def to_frame(self) -> pd.DataFrame:
         """One row per entry, columns :data:`HISTORY_COLUMNS`.
 
-        ``settings`` is a dict (custom masks shown as their :class:`PackedMask`), ``seed`` is
-        None for deterministic steps, ``newly_pruned`` counts entries pruned by that step.
+        ``settings`` is a dict (custom masks shown as their :class:`PackedMask`), ``seed`` (an
+        object column) is the exact int seed, or None for deterministic steps,
+        ``newly_pruned`` counts entries pruned by that step.
         """
         rows = []
         for k, entry in enumerate(self.entries):
@@ -151,7 +159,11 @@ class TensorHistory:
                     "newly_pruned": self.newly_pruned_count(k),
                 }
             )
-        return pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+        frame = ReportFrame(rows, columns=HISTORY_COLUMNS)
+        # Python ints and None: a float64 column (NaN for None) would round seeds above 2**53.
+        frame["seed"] = pd.Series([row["seed"] for row in rows], index=frame.index,
+                                  dtype=object)
+        return frame
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{e.method} {e.sparsity:.0%}" for e in self.entries[:6])

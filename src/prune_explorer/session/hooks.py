@@ -23,6 +23,7 @@ from typing import Any
 import torch.nn.utils.prune as torch_prune
 from torch import nn
 
+from prune_explorer.prune._fsdp import kept_attribute
 from prune_explorer.prune._module import find_hook as _core_find_hook
 
 from .methods import CLASS_TO_NAME
@@ -76,5 +77,6 @@ def refresh_pruned(module: nn.Module, tensor_name: str) -> bool:
     found = find_hook(module, tensor_name)
     if found is None:
         return False
-    setattr(module, tensor_name, found[1].apply_mask(module))
+    if kept_attribute(module, tensor_name):  # sharded: computed on demand, nothing to refresh
+        setattr(module, tensor_name, found[1].apply_mask(module))
     return True

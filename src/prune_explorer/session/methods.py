@@ -44,6 +44,7 @@ __all__ = [
     "check_settings",
     "core_errors",
     "is_random",
+    "norm_suits_rank",
     "prune_class",
 ]
 
@@ -153,6 +154,23 @@ def check_n(value: Any, where: str) -> int | float | str:
             where, "n", validation.CONSTRAINTS["n"].rule, value), "n")
     _core_check("n", value, where)
     return value if isinstance(value, str) else int(value) if is_int(value) else float(value)
+
+
+def norm_suits_rank(n: Any, ndim: int) -> bool:
+    """Whether the norm order ``n`` of ``ln_structured`` can prune an ``ndim``-D tensor (the
+    core's rule, :func:`prune_explorer.prune.validation.check_norm_rank`): what the explorer
+    offers for the tensor on show.
+
+    Examples
+    --------
+    >>> [n for n in (2, "fro", "nuc") if norm_suits_rank(n, 4)], norm_suits_rank("nuc", 3)
+    ([2], True)
+    """
+    try:
+        validation.check_norm_rank(n, ndim, "norm_suits_rank")
+    except RuntimeError:
+        return False
+    return True
 
 
 def check_dim(value: Any, where: str) -> int:

@@ -428,9 +428,13 @@ class OrderCache:
     def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T]) -> T:
         """``compute()``, or what it returned for ``module.name`` in the same state (checked
         as for the orders): small facts such as a report's counts, computed once per tensor
-        state. Tensors of at most ``SMALL`` entries are always computed afresh."""
-        if getattr(module, name).numel() <= SMALL:
-            return compute()
+        state. Tensors of at most ``SMALL`` entries and sharded ones are always computed
+        afresh."""
+        param = module._parameters.get(name + "_orig")
+        if param is None:
+            param = module._parameters.get(name)
+        if param is None or param.numel() <= SMALL or is_sharded(param):
+            return compute()  # small, or sharded (every rank must join the collectives)
         key = (id(module), name, what)
         now = _state(module, name)
         hit = self._facts.get(key)

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from prune_explorer.prune._sharded import is_sharded
+
 __all__ = ["PackedMask"]
 
 _SHIFTS: dict[torch.device, torch.Tensor] = {}
@@ -102,7 +104,16 @@ class PackedMask:
     # -- construction ---------------------------------------------------------------------------
     @classmethod
     def from_tensor(cls, mask: torch.Tensor) -> PackedMask:
-        """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device."""
+        """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device.
+
+        A DTensor (a mask sharded over processes) gives a
+        :class:`~prune_explorer.session.distributed.ShardedMask` of this rank's shard (a
+        collective: its kept count is all-reduced).
+        """
+        if is_sharded(mask):
+            from .distributed import ShardedMask
+
+            return ShardedMask.of(mask)
         kept = mask.detach() if mask.dtype == torch.bool else mask.detach() != 0
         count = int(torch.count_nonzero(kept))
         if count == kept.numel():

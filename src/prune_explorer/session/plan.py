@@ -213,8 +213,16 @@ class Plan:
         return cls.from_dict(load_document(text, "Plan.from_json"), where="Plan.from_json")
 
     def save(self, path: str | PathLike[str]) -> None:
-        """Write :meth:`to_json` to ``path``."""
-        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+        """Write :meth:`to_json` to ``path``.
+
+        Under ``torch.distributed`` (e.g. a session on each rank of an FSDP2 model, where every
+        rank holds the same plan) only rank 0 writes; the other ranks return without touching
+        the file system.
+        """
+        from .distributed import rank
+
+        if rank() == 0:
+            Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | PathLike[str]) -> Plan:

@@ -14,15 +14,17 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
 
 from .arguments import as_list
+from .compute import GlobalPreview
 from .errors import InvalidStepError
 from .hooks import find_hook
+from .magnitudes import MagnitudeCache, Magnitudes
 from .previewing import Previewing
 from .reports import compare_frame, memory_report, tensor_report, with_total
 from .step import Step
@@ -35,6 +37,7 @@ class Reporting(Previewing):
     """Read-only questions about the session (a mixin of ``Session``)."""
 
     _found_methods: dict[str, tuple[str, ...]]
+    _magnitudes: MagnitudeCache
 
     if TYPE_CHECKING:  # defined by Session, which this class is a mixin of
         def default_targets(self) -> list[str]: ...
@@ -76,6 +79,50 @@ class Reporting(Previewing):
             mask = getattr(module, tensor_name + "_mask") if pruned else None
         kept = values != 0
         return kept if mask is None else kept & (mask != 0)
+
+    @locked
+    def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
+        """Per tensor of a preview's ``masks``, the :meth:`report` ``zeros`` once they are
+        installed (entries masked or exactly 0). ``O(log n)`` per target of a lazy global L1
+        preview (``compute.GlobalPreview``); otherwise one pass over each tensor.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> zeros = s.zeros_after(s.preview_global(["0.weight", "0.bias"], amount=5))
+        >>> sorted(zeros), sum(zeros.values())
+        (['0.bias', '0.weight'], 5)
+        """
+        if isinstance(masks, GlobalPreview):
+            return {name: masks.zeros(name) for name in masks}
+        out = {}
+        for name, mask in masks.items():
+            kept = self.alive(name, mask)
+            out[name] = kept.numel() - int(kept.count_nonzero())
+        return out
+
+    @locked
+    def magnitudes(self, name: str, *, n: Any = None, dim: int | None = None) -> Magnitudes:
+        """What a magnitude step on ``name`` ranks, sorted: ``|w|`` of the unpruned entries
+        (``l1_unstructured``), or with ``dim`` the ``n``-norms of the unpruned slices along it
+        (``ln_structured``). Built once per tensor state (see :mod:`.magnitudes`).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> m = s.magnitudes("0.weight")
+        >>> m.count, m.cut(3) == float(s.tensor("0.weight").abs().flatten().sort().values[3])
+        (8, True)
+        >>> s.magnitudes("0.weight", n=2, dim=0).unit
+        'channels along dim 0'
+        """
+        name = self._check_name(name, "Session.magnitudes")
+        module, tensor_name = self._locate(name)
+        return self._magnitudes.get(module, tensor_name, self._orders, n=n, dim=dim)
 
     @locked
     def report(self, totals: bool = False) -> pd.DataFrame:

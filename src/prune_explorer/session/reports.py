@@ -1,5 +1,8 @@
 """DataFrames describing a model's pruning state (fixed, documented columns).
 
+Each is a :class:`~prune_explorer.session.describe.ReportFrame`: a DataFrame with the plain
+values below that prints for people (percentages, separators).
+
 Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
 
 ``REPORT_COLUMNS`` (:func:`tensor_report`)
@@ -15,7 +18,10 @@ Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
     ``name``; ``orig_bytes`` the ``_orig`` parameter; ``mask_bytes`` the ``_mask`` buffer;
     ``pruned_copy_bytes`` the ``orig * mask`` tensor the forward pass uses; ``bytes_before`` the
     three together; ``bytes_after`` what remains after ``prune.remove`` (the pruned copy, now the
-    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``.
+    parameter); ``freed`` = before - after = ``_orig`` + ``_mask``. A parameter sharded over
+    processes keeps no pruned copy (it is computed on demand), so there ``pruned_copy_bytes`` is
+    0, ``bytes_after`` is ``_orig`` (``remove`` writes into it) and ``freed`` is ``_mask``;
+    bytes are those of the whole tensor, summed over ranks.
 
 Examples
 --------
@@ -36,6 +42,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from prune_explorer.prune._fsdp import kept_attribute
+
+from .describe import ReportFrame
+from .distributed import count_nonzero, nonzero_summary
 from .hooks import find_hook
 from .registry import TensorInfo
 
@@ -44,6 +54,8 @@ __all__ = [
     "MEMORY_COLUMNS",
     "REPORT_COLUMNS",
     "channels_pruned",
+    "collapsed_layers",
+    "collapses",
     "compare_frame",
     "effective_tensor",
     "is_collapsed",
@@ -74,39 +86,64 @@ def effective_tensor(module: nn.Module, tensor_name: str) -> torch.Tensor:
         return getattr(module, tensor_name).detach()
 
 
-def _dead_slices(kept: torch.Tensor, dim: int) -> int:
-    # Slices along `dim` with no kept (nonzero) entry.
-    alive = kept.movedim(dim, 0).reshape(kept.shape[dim], -1).any(dim=1)
-    return int(alive.numel() - torch.count_nonzero(alive))
+def _dead_slices(per_dim: list[torch.Tensor]) -> dict[int, int]:
+    # Slices along each dim with no kept (nonzero) entry, from nonzero_summary's counts.
+    return {d: int(torch.count_nonzero(v == 0)) for d, v in enumerate(per_dim)}
 
 
 def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
-    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor``."""
-    nonzero = tensor != 0
-    if nonzero.numel() == 0:
-        return {d: 0 for d in range(nonzero.dim())}
-    return {d: _dead_slices(nonzero, d) for d in range(nonzero.dim())}
+    """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor`` (a
+    collective for a DTensor: per-slice counts are all-reduced, see :mod:`.distributed`)."""
+    if tensor.numel() == 0:
+        return {d: 0 for d in range(tensor.dim())}
+    return _dead_slices(nonzero_summary(tensor)[1])
+
+
+def collapses(kept: int, numel: int, threshold: float = 0.99) -> bool:
+    """The layer-collapse rule on counts: at least ``threshold`` of the ``numel`` entries pruned
+    (``kept`` entries left). Losing every slice along some dim (every channel of a channel set)
+    is included: it leaves no entry kept.
+
+    Examples
+    --------
+    >>> collapses(1, 100), collapses(2, 100), collapses(0, 0)
+    (True, False, False)
+    """
+    return numel > 0 and (numel - kept) / numel >= threshold
 
 
 def is_collapsed(kept: torch.Tensor, threshold: float = 0.99) -> bool:
-    """Layer collapse: at least ``threshold`` of the entries pruned, or, structurally, every
-    slice along some dim (every channel of a channel set) pruned.
+    """Layer collapse (:func:`collapses`) of a mask: at least ``threshold`` of the entries
+    pruned, or, structurally, every slice along some dim (every channel of a channel set)
+    pruned.
 
     ``kept`` is a mask (bool or 0/1), True/1 = kept.
     """
-    kept = kept != 0
-    numel = kept.numel()
-    if numel == 0:
-        return False
-    if (numel - int(torch.count_nonzero(kept))) / numel >= threshold:
-        return True
-    return any(_dead_slices(kept, d) == kept.shape[d] for d in range(kept.dim()))
+    return collapses(count_nonzero(kept), kept.numel(), threshold)
+
+
+def collapsed_layers(kept: Mapping[str, int], numel: Mapping[str, int],
+                     threshold: float = 0.99) -> list[str]:
+    """Addresses, in the order of ``kept``, whose layer a step collapses (:func:`collapses`):
+    ``kept`` holds the entries each would keep, ``numel`` their sizes. Counts only, so a
+    preview's lazy masks (``Session.preview_global``) need not be built.
+
+    Examples
+    --------
+    >>> collapsed_layers({"a": 4, "b": 0}, {"a": 4, "b": 4})
+    ['b']
+    """
+    return [name for name, count in kept.items() if collapses(count, numel[name], threshold)]
 
 
 def _counts(module: nn.Module, tensor_name: str) -> tuple[int, dict[int, int]]:
-    """(exact zeros, channels pruned) of ``module.tensor_name`` as the forward pass sees it."""
+    """(exact zeros, channels pruned) of ``module.tensor_name`` as the forward pass sees it
+    (collectives for a DTensor, see :func:`~prune_explorer.session.distributed.nonzero_summary`)."""
     values = effective_tensor(module, tensor_name)
-    return values.numel() - int(torch.count_nonzero(values)), channels_pruned(values)
+    count, per_dim = nonzero_summary(values)
+    if not values.numel():
+        return 0, {d: 0 for d in range(values.dim())}
+    return values.numel() - count, _dead_slices(per_dim)
 
 
 def tensor_report(
@@ -140,8 +177,8 @@ def tensor_report(
                 "methods": tuple(methods.get(name, ())),
             }
         )
-    return pd.DataFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
-                                                              "sparsity": "float64"})
+    return ReportFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
+                                                             "sparsity": "float64"})
 
 
 def with_total(frame: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +199,7 @@ def with_total(frame: pd.DataFrame) -> pd.DataFrame:
         "channels_pruned": {},
         "methods": (),
     }
-    out = pd.DataFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
+    out = ReportFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
     return out.astype({"numel": "int64", "zeros": "int64", "sparsity": "float64"})
 
 
@@ -178,9 +215,13 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
             continue
         orig = getattr(module, info.tensor_name + "_orig")
         mask = getattr(module, info.tensor_name + "_mask")
-        copy = getattr(module, info.tensor_name)
         orig_b, mask_b = orig.numel() * orig.element_size(), mask.numel() * mask.element_size()
-        copy_b = copy.numel() * copy.element_size()
+        if kept_attribute(module, info.tensor_name):
+            copy = getattr(module, info.tensor_name)
+            copy_b = copy.numel() * copy.element_size()
+            after = copy_b  # the pruned copy becomes the parameter
+        else:  # sharded: no pruned copy is kept; remove writes into the parameter in place
+            copy_b, after = 0, orig_b
         rows.append(
             {
                 "name": name,
@@ -188,14 +229,14 @@ def memory_report(model: nn.Module, known: Mapping[str, TensorInfo]) -> pd.DataF
                 "mask_bytes": mask_b,
                 "pruned_copy_bytes": copy_b,
                 "bytes_before": orig_b + mask_b + copy_b,
-                "bytes_after": copy_b,
-                "freed": orig_b + mask_b,
+                "bytes_after": after,
+                "freed": orig_b + mask_b + copy_b - after,
             }
         )
     total: dict[str, Any] = {"name": "TOTAL"}
     for column in MEMORY_COLUMNS[1:]:
         total[column] = sum(int(row[column]) for row in rows)
-    frame = pd.DataFrame([*rows, total], columns=MEMORY_COLUMNS)
+    frame = ReportFrame([*rows, total], columns=MEMORY_COLUMNS)
     return frame.astype({c: "int64" for c in MEMORY_COLUMNS[1:]})
 
 
@@ -214,9 +255,9 @@ def compare_frame(
     rows: list[dict[str, Any]] = []
     for name in names:
         numel = known[name].numel
-        g_kept, l_kept = global_masks[name] != 0, local_masks[name] != 0
-        g_pruned = numel - int(torch.count_nonzero(g_kept))
-        l_pruned = numel - int(torch.count_nonzero(l_kept))
+        g_kept, l_kept = global_masks[name], local_masks[name]
+        g_pruned = numel - count_nonzero(g_kept)
+        l_pruned = numel - count_nonzero(l_kept)
         rows.append(
             {
                 "name": name,
@@ -244,7 +285,7 @@ def compare_frame(
             "collapsed_local": any(r["collapsed_local"] for r in rows),
         }
     )
-    frame = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    frame = ReportFrame(rows, columns=COMPARE_COLUMNS)
     return frame.astype(
         {
             "numel": "int64",

@@ -19,12 +19,12 @@ True
 ([0, 8], 24)
 >>> s.undo()
 Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstructured', amount=0.5)
->>> s.report()[["name", "zeros", "methods"]]
-       name  zeros           methods
-0  0.weight      8  (ln_structured,)
-1    0.bias      0                ()
-2  2.weight      0                ()
-3    2.bias      0                ()
+>>> s.report()[["name", "methods", "zeros", "sparsity"]]  # prints for people (values: fractions)
+       name        methods zeros sparsity
+0  0.weight  ln_structured     8    25.0%
+1    0.bias                    0     0.0%
+2  2.weight                    0     0.0%
+3    2.bias                    0     0.0%
 >>> result = s.commit()
 >>> result.names, result.freed
 (('0.weight',), 256)
@@ -41,10 +41,12 @@ import torch
 from torch import nn
 
 from .commits import CommitResult, CommitReview, Committing
+from .distributed import ones_mask, refuse_sharded
 from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
 from .hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .magnitudes import MagnitudeCache
 from .methods import check_seed
 from .order_cache import OrderCache
 from .packed import PackedMask
@@ -108,8 +110,7 @@ class Session(Reporting, Committing):
             module = model.get_submodule(info.module_name)
             found = find_hook(module, info.tensor_name)
             if found is None:
-                device = getattr(module, info.tensor_name).device
-                mask = PackedMask.ones(info.shape, device)
+                mask = ones_mask(getattr(module, info.tensor_name))
                 self._found_methods[name] = ()
             else:
                 mask = PackedMask.from_tensor(getattr(module, info.tensor_name + "_mask"))
@@ -119,6 +120,7 @@ class Session(Reporting, Committing):
         self._events = self._journal.events  # the subscribers (tests count them)
         self._seen = {name: seen(*self._locate(name)) for name in self._known}
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
+        self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -284,6 +286,7 @@ class Session(Reporting, Committing):
         :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
+        refuse_sharded(self._model, "Session.sensitivity")
         return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
@@ -381,6 +384,7 @@ class Session(Reporting, Committing):
         """
         from .shrink import shrink
 
+        refuse_sharded(self._model, "Session.shrink")
         with self._lock:
             return shrink(self._model, example_inputs, repeats=repeats)
 

@@ -34,11 +34,13 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
 
+from .distributed import is_dtensor, reduce_extremes
 from .order_cache import TensorOrder
 from .packed import PackedMask
 from .seeding import draws_for
@@ -117,6 +119,8 @@ def note_ties(
         inner = step.method
     else:
         return None
+    if is_dtensor(importance[step.targets[0]]):
+        return _note_sharded(model, step, inner, before, importance)
     masks = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
@@ -144,6 +148,32 @@ def note_ties(
         # the largest draws are pruned: the smallest negated ones
         split = split_of(draws.neg().cpu(), flags)
     return split if split in ("lowest", "highest") else None
+
+
+def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str, PackedMask],
+                  importance: Mapping[str, torch.Tensor]) -> str | None:
+    """:func:`note_ties` for targets sharded over processes (a collective): the largest pruned
+    and smallest kept keys of each shard, reduced. The core took tied entries lowest global
+    index first, so a straddling tie is ``"lowest"``. Random steps get no note (see
+    :mod:`.distributed`)."""
+    if inner != "l1_unstructured":
+        return None
+    top, bottom, nan = float("-inf"), float("inf"), False
+    for address in step.targets:
+        module_name, tensor_name = split_address(address)
+        after = getattr(model.get_submodule(module_name), tensor_name + "_mask").to_local()
+        kept = after.reshape(-1) != 0
+        was = before[address].unpack(device=after.device).to_local().reshape(-1)
+        keys = importance[address].detach().to_local().reshape(-1).abs().double()
+        nan = nan or bool(torch.isnan(keys).any())
+        if keys.numel():
+            top = max(top, float(torch.where(was & ~kept, keys, float("-inf")).amax()))
+            bottom = min(bottom, float(torch.where(kept, keys, float("inf")).amin()))
+    first = importance[step.targets[0]]
+    top, bottom, nan = reduce_extremes(first, top, bottom, nan)
+    if nan or not (math.isfinite(top) and math.isfinite(bottom)) or top < bottom:
+        return None
+    return "lowest"
 
 
 def note_from_cuts(cuts: Sequence[tuple[TensorOrder, int]]) -> str | None:

@@ -49,6 +49,7 @@ from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
 # legend of the three classes sits under the axes.
 _AXES_RECT = (0.15, 0.22, 0.63, 0.59)
 _CBAR_RECT = (0.81, 0.22, 0.03, 0.59)
+_TITLE_LEFT = 0.03  # the title's left edge, in figure fractions
 
 # Square cells wherever the picture is at most this many times taller than wide (or wider than
 # tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
@@ -65,6 +66,29 @@ _Rect = tuple[float, float, float, float]  # left, bottom, width, height (figure
 def _nothing(shape: tuple[int, ...]) -> np.ma.MaskedArray:
     # An all-masked array: an overlay that draws nothing (numpy's masked_all is unannotated).
     return np.ma.MaskedArray(np.zeros(shape), mask=True)
+
+def newly_pruned_fraction(before: PooledView | None, after: PooledView) -> np.ma.MaskedArray:
+    """Fraction of each cell that a step prunes (kept before, pruned after), masked where none.
+
+    The vermillion overlay of the preview and of the zoom (:mod:`prune_explorer.viz.zoom`);
+    all masked when there is no ``before`` or it was pooled into other cells.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from prune_explorer.viz.pooling import pool_fraction
+    >>> before = pool_fraction(np.array([[1, 1, 0, 1]], dtype=bool), max_cells=(1, 2))
+    >>> after = pool_fraction(np.array([[1, 0, 0, 0]], dtype=bool), max_cells=(1, 2))
+    >>> newly_pruned_fraction(before, after).tolist()
+    [[0.5, 0.5]]
+    """
+    if before is None or before.kept.shape != after.kept.shape:
+        return _nothing(after.values.shape)
+    newly = np.clip(before.kept - after.kept, 0, None)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = newly / np.maximum(after.area, 1)
+    return np.ma.masked_where(newly == 0, values)
+
 
 class MaskPreview:
     """One figure that redraws a mask quickly, for a slider callback.
@@ -240,24 +264,19 @@ class MaskPreview:
         if self.pooled_before is not None:
             sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% now → "
                         f"{100.0 * pooled.sparsity:.1f}% after")
-        text += ("\n" if "\n" not in text else " · ") + sparsity
         if not pooled.full_resolution:
-            text += f" · cell = {pooled.block_text()}"
-        # Left-aligned from the axes' left edge: a narrow picture does not clip its title.
-        self.ax.set_title(text, fontsize="small", horizontalalignment="left", x=0.0)
+            sparsity += f" · cell = {pooled.block_text()}"
+        text += "\n" + sparsity  # a line of its own: titles stay within a narrow figure
+        # Left-aligned at the figure's left margin, wherever the (square-celled) axes sits.
+        left, _, width, _ = self.ax.get_position().bounds
+        self.ax.set_title(text, fontsize="small", horizontalalignment="left",
+                          x=(_TITLE_LEFT - left) / width)
         self.pooled = pooled
         self.view = view
         return pooled
 
     def _newly(self, after: PooledView) -> np.ma.MaskedArray:
-        # Fraction of each cell that the step prunes (kept before, pruned after); masked where 0.
-        before = self.pooled_before
-        if before is None or before.kept.shape != after.kept.shape:
-            return _nothing(after.values.shape)
-        newly = np.clip(before.kept - after.kept, 0, None)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            values = newly / np.maximum(after.area, 1)
-        return np.ma.masked_where(newly == 0, values)
+        return newly_pruned_fraction(self.pooled_before, after)
 
     def cell_edges(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Row and column block edges of the cells a tensor of ``shape`` is pooled into (matrix

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from prune_explorer.session.describe import plural
+
 from .errors import WidgetInputError
 from .html import esc, human_bytes, message
 
@@ -113,8 +115,8 @@ class CommitPane:
     def do_review(self) -> None:
         """Show memory and state_dict changes of the chosen commit; enable Confirm."""
         self.ex.act("Review commit", lambda _: self._review(),
-                    done=lambda names: f"Review: committing {len(names)} tensor(s) frees the "
-                                       "memory shown; press Confirm commit to do it")
+                    done=lambda names: f"Review: committing {plural(len(names), 'tensor')} "
+                                       "frees the memory shown; press Confirm commit to do it.")
 
     def _review(self) -> tuple[str, ...]:
         self._drop_review()
@@ -135,12 +137,12 @@ class CommitPane:
         )
         self.details.value = (
             '<div class="pe-commit-summary">'
-            f"<b>Commit {len(names)} tensor(s)</b>: memory {human_bytes(before)} → "
+            f"<b>Commit {plural(len(names), 'tensor')}</b>: memory {human_bytes(before)} → "
             f"{human_bytes(after)} (frees {human_bytes(before - after)}). "
             "The pruned values become the parameter; the original values and masks are "
             "dropped. <b>This cannot be undone.</b></div>"
-            '<table class="pe-commit-table" style="font-size:12px"><thead><tr><th>tensor</th>'
-            "<th>before</th><th>after</th><th>freed</th></tr></thead>"
+            '<table class="pe-commit-table" style="font-size:12px"><thead><tr><th>Tensor</th>'
+            "<th>Before</th><th>After</th><th>Freed</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>"
             f'<div class="pe-commit-keys-removed">state_dict keys removed: '
             f"{esc(', '.join(removed) or '-')}</div>"
@@ -164,5 +166,5 @@ class CommitPane:
             return self.ex.session.commit(list(names))
 
         self.ex.act("Commit", run,
-                    done=lambda r: f"Committed {len(r.names)} tensor(s); freed "
-                                   f"{human_bytes(r.freed)}")
+                    done=lambda r: f"Committed {plural(len(r.names), 'tensor')}; freed "
+                                   f"{human_bytes(r.freed)}.")

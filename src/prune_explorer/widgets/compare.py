@@ -31,9 +31,9 @@ from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
 from prune_explorer.viz.charts import GlobalLocalPlot
 
 from .errors import WidgetInputError
-from .html import esc, frame_table, message
+from .html import collapse_warning, esc, frame_table, message
 from .scheduler import LatestOnly
-from .status import Progress
+from .status import Progress, human_error
 from .tabs import COMPARE_TAB
 
 if TYPE_CHECKING:
@@ -71,10 +71,11 @@ class ComparePane:
         self.warnings = ui.add("compare_warnings", widgets.HTML(value=""))
         self.apply_global = ui.add("apply_global", widgets.Button(
             description="Apply global", button_style="primary",
-            tooltip="global_unstructured (l1) over the chosen tensors",
+            tooltip="one L1-magnitude threshold over all the chosen tensors (global_unstructured)",
         ))
         self.apply_local = ui.add("apply_local", widgets.Button(
-            description="Apply local", tooltip="l1_unstructured with this amount on each tensor",
+            description="Apply local",
+            tooltip="L1 magnitude, this amount of each chosen tensor (l1_unstructured)",
         ))
         self.box = widgets.VBox([
             widgets.HBox([widgets.VBox([self.targets, self.amount]),
@@ -135,19 +136,15 @@ class ComparePane:
         for scope in ("global", "local"):
             hit = [str(n) for n in layers.loc[layers[f"collapsed_{scope}"].astype(bool), "name"]]
             if hit:
-                lines.append(message(
-                    "warning",
-                    f"Layer collapse with {scope} pruning: {', '.join(hit)} would be (almost) "
-                    "entirely pruned, or lose every slice along a dim; the network can no "
-                    "longer pass signal through it.",
-                ))
+                lines.append(collapse_warning(f"{scope} pruning", hit))
         self.warnings.value = "<br>".join(lines) or message("ok", "No layer collapses.")
         self.frame = frame
         self.ex.status.clear(source="compare")
 
     def _fail(self, err: BaseException) -> None:
         self.frame = None
-        self.table.value = f'<span style="color:#b2182b">{esc(err)}</span>'
+        text = esc(human_error(err, "Global vs local"))
+        self.table.value = f'<span style="color:#b2182b">{text}</span>'
         self.warnings.value = ""
         self.ex.status.error(err, "Global vs local", source="compare")
 
@@ -155,27 +152,28 @@ class ComparePane:
     def do_apply_global(self) -> None:
         """Apply ``global_unstructured`` (l1) over the chosen tensors."""
         names, amount = list(self.targets.value), float(self.amount.value)
+        before = self.ex.zeros_snapshot()
         self.ex.act(
             "Apply global",
             lambda _: self.ex.session.apply_global(names, "l1_unstructured", amount=amount),
-            done=lambda step: f"Applied global_unstructured on {len(names)} tensors "
-                              f"(amount={amount:g})",
+            done=lambda step: self.ex.outcome("Applied", [step], before),
         )
 
     def do_apply_local(self) -> None:
         """Apply ``l1_unstructured`` with the same amount to each chosen tensor, all or none."""
         names, amount = list(self.targets.value), float(self.amount.value)
+        before = self.ex.zeros_snapshot()
 
         def run(progress: Progress) -> Any:
             if not names:
                 raise WidgetInputError("Apply local: choose at least one tensor")
             session = self.ex.session
+            steps = []
             with self.ex.batch(), session.transaction():  # all or nothing
                 for index, name in enumerate(names):
-                    session.apply(name, "l1_unstructured", amount=amount)
+                    steps.append(session.apply(name, "l1_unstructured", amount=amount))
                     progress(index + 1, len(names))
-            applied = len(names)
-            return applied
+            return steps
 
         self.ex.act("Apply local", run,
-                    done=lambda n: f"Applied l1_unstructured (amount={amount:g}) to {n} tensors")
+                    done=lambda steps: self.ex.outcome("Applied", steps, before))

@@ -2,7 +2,8 @@
 
 Which controls a method uses comes from the session's method table
 (:data:`prune_explorer.session.methods.METHODS`): ``amount``, ``n`` and ``dim`` settings show
-their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note;
+their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note
+and upload;
 ``pattern`` (``"N:M"``) and ``block`` (e.g. ``4,4``) those of the two hardware patterns.
 The others are hidden and disabled.
 
@@ -13,21 +14,30 @@ Examples
 >>> c.set_tensor(rank=4, left={"entries": 100, "dim": [8, 3, 3, 3]})
 >>> sorted(name for name, w in c.optional.items() if w.layout.display != "none")
 ['amount', 'amount_mode', 'dim', 'left', 'n']
+>>> c.n.options  # only the norms that suit a 4-D tensor ('fro', 'nuc' would fail)
+('1', '2', 'inf', '-inf')
 >>> parse_n("inf"), parse_n("2"), parse_n("fro"), parse_n("1.5")
 (inf, 2, 'fro', 1.5)
+>>> parse_count("12")
+12
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 
-from prune_explorer.session.methods import GLOBAL_METHODS, METHODS
+from prune_explorer.session.describe import noun, plural
+from prune_explorer.session.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
-__all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "PruningControls",
-           "parse_block", "parse_n"]
+from .errors import WidgetInputError
+
+__all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "CountText",
+           "PruningControls", "n_choices", "parse_block", "parse_count", "parse_n"]
 
 #: Methods offered, in the order of the session's table (``remove`` is the Commit tab).
 METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
@@ -37,7 +47,8 @@ METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
 )
 #: Suggestions for the N:M pattern of ``semi_structured``; any "N:M" can be typed.
 PATTERN_CHOICES = ("2:4", "1:4", "4:8", "1:2")
-#: Suggestions for the norm order ``n``; any number can be typed.
+#: Suggestions for the norm order ``n``; any number can be typed. Only those that suit the
+#: tensor on show are offered (:func:`n_choices`).
 N_CHOICES = ("1", "2", "inf", "-inf", "fro", "nuc")
 LAYOUT_CHOICES = (("matrix", "auto"), ("kernels", "kernels"), ("channels", "channels"))
 
@@ -64,6 +75,39 @@ def parse_n(text: str) -> int | float | str:
         return float(text)
     except ValueError:
         return text
+
+
+def n_choices(rank: int) -> tuple[str, ...]:
+    """The suggestions of :data:`N_CHOICES` that can prune a ``rank``-D tensor (the session's
+    rule: 'nuc' only for 3-D, 'fro' up to 3-D)."""
+    return tuple(n for n in N_CHOICES if norm_suits_rank(parse_n(n), rank))
+
+
+def parse_count(text: Any, unit: str = "entry") -> int:
+    """The whole number typed in the ``count`` box.
+
+    Raises
+    ------
+    WidgetInputError
+        The text is not a whole number ("2.5", "1e3", "ten"): it is refused, never rounded or
+        stripped to another number. A negative count passes on (the session names its rule).
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    stripped = str(text).strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", stripped):
+        raise WidgetInputError(
+            f"count: must be a whole number of {noun(2, unit)} to prune (0, 1, 2, ...); "
+            f"got {str(text)!r}"
+        )
+    return int(stripped)
+
+
+class CountText(widgets.Text):  # type: ignore[misc]  # ipywidgets is untyped
+    """The ``count`` box: holds the text as typed, so "2.5" reaches the explorer and is refused
+    with a message (a number box drops the "." and shows 25). Code may assign an int."""
+
+    value = traitlets.CUnicode("", help="the count as typed").tag(sync=True)
 
 
 def parse_block(text: str) -> tuple[int, ...] | str:
@@ -96,7 +140,9 @@ class PruningControls:
     Attributes
     ----------
     method, amount_mode, amount, count, left, n, dim, global_method, global_targets, custom,
-    layout : ipywidgets widgets
+    custom_upload, layout : ipywidgets widgets
+        ``count`` holds text (:class:`CountText`); ``n`` offers only the norms that suit the
+        tensor on show (:func:`n_choices`).
     optional : dict
         The widgets shown only for some methods, by name.
     box : ipywidgets.VBox
@@ -115,11 +161,12 @@ class PruningControls:
             value=0.3, min=0.0, max=1.0, step=0.01, readout_format=".2f",
             continuous_update=True, description="amount", layout=_wide(), style=_STYLE,
         )
-        self.count = widgets.IntText(value=0, description="count", layout=_wide(), style=_STYLE)
+        self.count = CountText(value="0", description="count", continuous_update=False,
+                               placeholder="a whole number", layout=_wide(), style=_STYLE)
         self.left = widgets.HTML(value="")
         self.n = widgets.Combobox(
-            options=N_CHOICES, value="2", ensure_option=False, description="n (norm)",
-            placeholder="1, 2, inf, -inf, fro or a number", layout=_wide(), style=_STYLE,
+            options=n_choices(2), value="2", ensure_option=False, description="n (norm)",
+            placeholder=f"{', '.join(n_choices(2))} or a number", layout=_wide(), style=_STYLE,
         )
         self.dim = widgets.Dropdown(options=[0], value=0, description="dim", layout=_wide(),
                                     style=_STYLE)
@@ -131,6 +178,10 @@ class PruningControls:
             options=[], value=[], rows=5, description="targets", layout=_wide(), style=_STYLE,
         )
         self.custom = widgets.HTML(value="")
+        self.custom_upload = widgets.FileUpload(
+            accept=".pt,.npy", multiple=False, description="Upload mask",
+            tooltip="a .pt (torch.save of a tensor) or .npy file of 0/1 values, 1 = keep",
+        )
         self.pattern = widgets.Combobox(
             options=PATTERN_CHOICES, value="2:4", ensure_option=False, description="pattern",
             placeholder="N:M, e.g. 2:4", layout=_wide(), style=_STYLE,
@@ -150,13 +201,14 @@ class PruningControls:
             "global_method": self.global_method,
             "global_targets": self.global_targets,
             "custom": self.custom,
+            "custom_upload": self.custom_upload,
             "pattern": self.pattern,
             "block": self.block,
         }
         self.box = widgets.VBox([
             self.method, self.amount_mode, self.amount, self.count, self.left, self.pattern,
             self.block, self.n, self.dim, self.global_method, self.global_targets, self.custom,
-            self.layout,
+            self.custom_upload, self.layout,
         ])
         self.rank = 2
         self._left: Mapping[str, Any] = {"entries": 0, "dim": []}
@@ -176,6 +228,10 @@ class PruningControls:
         """
         self.rank = rank
         self._left = left
+        offered = n_choices(rank)
+        if tuple(self.n.options) != offered:
+            self.n.options = offered
+            self.n.placeholder = f"{', '.join(offered)} or a number"
         dims = list(range(max(rank, 1)))
         if list(self.dim.options) != dims:
             old = self.dim.value
@@ -193,12 +249,13 @@ class PruningControls:
 
     @property
     def units_left(self) -> tuple[int, str]:
-        """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim."""
+        """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim (the
+        unit singular, for :func:`~prune_explorer.session.describe.plural`)."""
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value
-            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channels along dim {dim}"
-        return int(self._left.get("entries", 0)), "entries"
+            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channel along dim {dim}"
+        return int(self._left.get("entries", 0)), "entry"
 
     def update_visibility(self) -> None:
         """Show the controls the method uses, hide (and disable) the others."""
@@ -213,21 +270,35 @@ class PruningControls:
         _show(self.global_method, "global" in used)
         _show(self.global_targets, "global" in used)
         _show(self.custom, "custom" in used)
+        _show(self.custom_upload, "custom" in used)
         _show(self.pattern, "pattern" in used)
         _show(self.block, "block" in used)
         count, unit = self.units_left
-        self.left.value = f'<span class="pe-left-text">{count:,} {unit} left to prune</span>'
+        self.left.value = f'<span class="pe-left-text">{plural(count, unit)} left to prune</span>'
+
+    def set_view(self, view: str) -> None:
+        """Show the picture as ``view``: ``"matrix"``, ``"kernels"`` or ``"channels"``.
+
+        Only the views offered for the current tensor are accepted (kernels: rank 3 or 4).
+        """
+        offered = {label: value for label, value in self.layout.options}
+        if view not in offered:
+            raise WidgetInputError(
+                f"view must be one of {list(offered)} for this rank-{self.rank} tensor; "
+                f"got {view!r}"
+            )
+        self.layout.value = offered[view]
 
     def amount_value(self) -> float | int:
         """The amount as the session takes it: a float fraction or an int count."""
         if self.amount_mode.value == "count":
-            return int(self.count.value)
+            return parse_count(self.count.value, self.units_left[1])
         return float(self.amount.value)
 
     def sync_count(self) -> None:
         """Set the count to what the fraction means now (used when switching to count)."""
         count, _ = self.units_left
-        self.count.value = round(self.amount.value * count)
+        self.count.value = str(round(self.amount.value * count))
 
     def settings(self, custom_mask: Any = None) -> dict[str, Any]:
         """Keyword settings of the chosen method for ``Session.preview``/``apply``."""

@@ -1,5 +1,10 @@
 """The Explore tab: pruning controls, the live preview and the Apply/Undo/Reset buttons.
 
+Reset asks first: the button shows *Confirm reset* and *Cancel* (``Session.reset`` drops the
+history, so it cannot be undone); any change to the session cancels the question. A preview that
+would leave a layer (almost) empty says so (``pe-collapse-warning``) before you apply it, by the
+rule of the Global vs local tab.
+
 Controls become a :class:`~prune_explorer.widgets.preview.PreviewRequest`; the session computes
 its preview (on a background thread unless ``debounce`` is None, under the session's lock) and,
 on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the counts
@@ -29,13 +34,17 @@ import torch
 
 from prune_explorer.session import Session
 from prune_explorer.session.compute import kept_count
+from prune_explorer.session.reports import collapsed_layers
 
-from .controls import PruningControls
+from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
-from .html import esc
+from .html import collapse_warning, esc, message
+from .maskfile import read_mask_file, uploaded_file
+from .panels import ExplorePanels
 from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import describe_error
+from .zoom import ZoomPane
 
 if TYPE_CHECKING:
     from .explorer import Explorer
@@ -85,33 +94,56 @@ class ExplorePane:
         self.preview_stats: PreviewStats | None = None
         self.preview_request: PreviewRequest | None = None
         self.preview_error: str | None = None
+        # What the picture shows, for the zoom: kept after the step (or now), kept now.
+        self.preview_shown: torch.Tensor | None = None
+        self.preview_before: torch.Tensor | None = None
         self.render_count = 0
+        self.collapsed: list[str] = []  # layers the previewed step would collapse
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
         self._kept_cache: dict[tuple[str, str, int], MaskSummary] = {}
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
-                     "global_method", "global_targets", "custom", "layout", "pattern", "block"):
+                     "global_method", "global_targets", "custom", "custom_upload", "layout",
+                     "pattern", "block"):
             ui.add(name, getattr(c, name))
         self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
         ui.add("preview", self.preview_pane.image)
         ui.add("preview_info", self.preview_pane.info)
+        ui.add("collapse_warning", widgets.HTML(value=""))
         ui.add("apply", widgets.Button(description="Apply", button_style="primary",
                                        tooltip="prune the tensor as previewed"))
         ui.add("undo", widgets.Button(description="Undo", tooltip="undo the last step"))
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
+        ui.add("reset_question", widgets.HTML(value=""))
+        ui.add("reset_confirm", widgets.Button(description="Confirm reset", button_style="danger",
+                                               tooltip="undo every step; this cannot be undone"))
+        ui.add("reset_cancel", widgets.Button(description="Cancel", tooltip="keep every step"))
+        self.reset_row = widgets.HBox([ui.reset_question, ui.reset_confirm, ui.reset_cancel],
+                                      layout=widgets.Layout(flex_flow="row wrap"))
+        self.reset_row.add_class("pe-reset-row")
+        self._drop_reset()
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, ui.preview_info]
+        left = widgets.VBox([c.box, buttons, self.reset_row, ui.preview_info,
+                             ui.collapse_warning]
                             + ([ui.metric] if "metric" in ui else []))
         left.add_class("pe-explore-controls")
-        self.box = widgets.HBox([left, ui.preview])  # wraps when narrow (see stylesheet.py)
+        self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
+        picture = widgets.VBox([ui.preview, self.zoom.box])
+        picture.add_class("pe-explore-picture")
+        self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
+        self.panels = ExplorePanels(explorer)  # model view, magnitudes (collapsed)
+        self.tab = widgets.VBox([self.box, self.panels.box])  # the Explore tab
         c.observe_all(self._on_control)
         ui.apply.on_click(lambda _: explorer.apply())
         ui.undo.on_click(lambda _: explorer.undo())
-        ui.reset.on_click(lambda _: explorer.reset())
+        ui.reset.on_click(lambda _: self.ask_reset())
+        ui.reset_confirm.on_click(lambda _: self._confirm_reset())
+        ui.reset_cancel.on_click(lambda _: self._drop_reset())
+        c.custom_upload.observe(self._on_upload, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
 
@@ -124,6 +156,37 @@ class ExplorePane:
         if name == self.ex.tensor and self.controls.method.value == "custom_from_mask":
             self.request_preview()
 
+    def load_custom_mask(self, filename: str, data: bytes) -> torch.Tensor:
+        """Read a ``.pt``/``.npy`` mask file as data only (see :mod:`.maskfile`) for the tensor
+        on show, check it as the session will (0/1 values, shape), then keep it.
+
+        Raises
+        ------
+        WidgetInputError or InvalidStepError
+            The file is refused; the masks kept so far are unchanged.
+        """
+        name = self.ex.tensor
+        where = "custom mask upload"
+        if name is None:
+            raise WidgetInputError(f"{where}: no tensor is chosen (the model has none)")
+        mask = read_mask_file(filename, data, where)
+        check_custom(self.ex.session, name, mask, where)
+        self.ex.session.preview(name, "custom_from_mask", mask=mask)  # the session's checks
+        self.set_custom_mask(name, mask)
+        return mask
+
+    def _on_upload(self, change: dict[str, Any]) -> None:
+        found = uploaded_file(change["new"])
+        if found is None:
+            return
+        filename, data = found
+        with self.ex.quiet():
+            self.controls.custom_upload.value = ()  # the same file can be chosen again
+        self.ex.act("Upload custom mask", lambda _: self.load_custom_mask(filename, data),
+                    done=lambda mask: f"Loaded the custom mask for {self.ex.tensor!r} from "
+                                      f"{filename} ({int(mask.count_nonzero()):,} of "
+                                      f"{mask.numel():,} kept)")
+
     @property
     def custom_masks(self) -> dict[str, torch.Tensor]:
         """The custom masks given so far, by address (a copy)."""
@@ -134,13 +197,45 @@ class ExplorePane:
         name = self.ex.tensor
         mask = self._custom.get(name) if name is not None else None
         if mask is None:
-            text = (f"No custom mask for {name!r}: call explorer.set_custom_mask({name!r}, "
-                    "mask) (1 = keep, 0 = prune).")
+            text = (f"No custom mask for {name!r}: upload a .pt or .npy file of 0/1 values "
+                    f"(1 = keep, 0 = prune), or from code call explorer.set_custom_mask("
+                    f"{name!r}, mask) or explore(model, custom_masks={{{name!r}: mask}}).")
         else:
             kept = int(mask.count_nonzero())
             text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps {kept:,} of "
                     f"{mask.numel():,}.")
         self.controls.custom.value = f'<span class="pe-custom-text">{esc(text)}</span>'
+
+    # -- reset, after a question ------------------------------------------------------------------
+    @property
+    def asking_reset(self) -> bool:
+        """True while *Confirm reset* / *Cancel* are on show."""
+        return self.reset_row.layout.display != "none"
+
+    def ask_reset(self) -> None:
+        """The Reset button: ask before undoing every step (``Session.reset`` is not undoable)."""
+        steps = len(self.ex.session.steps)
+        ui = self.ex.ui
+        ui.reset_question.value = message(
+            "warning", f"Undo all {steps:,} step{'s' * (steps != 1)}? Reset cannot be undone.")
+        for widget in (ui.reset_confirm, ui.reset_cancel):
+            widget.disabled = False
+            widget.layout.display = ""
+        self.reset_row.layout.display = ""
+
+    def _confirm_reset(self) -> None:
+        if not self.asking_reset:
+            return
+        self._drop_reset()
+        self.ex.reset()
+
+    def _drop_reset(self) -> None:
+        ui = self.ex.ui
+        ui.reset_question.value = ""
+        for widget in (ui.reset_confirm, ui.reset_cancel):
+            widget.disabled = True
+            widget.layout.display = "none"
+        self.reset_row.layout.display = "none"
 
     # -- requests ---------------------------------------------------------------------------------
     def current_request(self) -> PreviewRequest:
@@ -155,8 +250,8 @@ class ExplorePane:
             custom = self._custom.get(name)
             if custom is None:
                 raise WidgetInputError(
-                    f"custom mask: no mask was given for {name!r}; pass "
-                    f"Explorer(model, custom_masks={{{name!r}: mask}}) or call "
+                    f"custom mask: no mask was given for {name!r}; upload a .pt or .npy file, "
+                    f"pass Explorer(model, custom_masks={{{name!r}: mask}}) or call "
                     f"explorer.set_custom_mask({name!r}, mask)"
                 )
         targets: tuple[str, ...] = ()
@@ -204,6 +299,7 @@ class ExplorePane:
         ui, session = self.ex.ui, self.ex.session
         ui.undo.disabled = not session.can_undo
         ui.reset.disabled = not session.steps
+        self._drop_reset()  # the question was about the state before this change
         ui.apply.disabled = self.ex.tensor is None
         self.update_custom_note()
 
@@ -225,8 +321,12 @@ class ExplorePane:
         c.set_tensor(len(self.ex.session.info(name).shape), self._left(name))
         if c.amount_mode.value == "count":
             count, _ = c.units_left
-            if c.count.value > count:
-                c.count.value = count
+            try:
+                typed = parse_count(c.count.value)
+            except WidgetInputError:
+                typed = None  # the preview names the problem
+            if typed is not None and typed > count:
+                c.count.value = str(count)
 
     def _refresh_left(self) -> None:
         name = self.ex.tensor
@@ -286,6 +386,7 @@ class ExplorePane:
                     mask if exact else session.alive(request.target, mask))
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
                           if n != request.target}  # counts only: no mask of theirs is built
+                sizes = {n: session.info(n).numel for n in masks}
                 module_type = session.info(request.target).module_type
             except Exception as err:
                 self._failed(err)
@@ -312,19 +413,40 @@ class ExplorePane:
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
+        self.preview_shown = shown
+        self.preview_before = None if mask is None else now.kept
         self.render_count += 1
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
+        # Counts only (a global preview's other masks stay unbuilt); also when the tensor on
+        # show is not a global target, since the step may still empty the others.
+        kept_after = {n: others[n][1] for n in others}
+        if mask is not None:
+            kept_after[request.target] = (int(mask.count_nonzero()) if mask_kept is None
+                                          else mask_kept)
+        self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
+        self.panels.show(request, masks, stats)  # nothing while collapsed
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
+        self.zoom.preview_changed()  # closed: marks it out of date only
+
+    def _warn_collapse(self, request: PreviewRequest, names: list[str]) -> None:
+        self.collapsed = names
+        what = "global pruning" if request.is_global else "this step"
+        self.ex.ui.collapse_warning.value = collapse_warning(what, names) if names else ""
 
     def _failed(self, err: BaseException) -> None:
+        self.collapsed = []
+        self.ex.ui.collapse_warning.value = ""
         self.preview_mask = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
+        self.preview_shown = self.preview_before = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.panels.mark_stale()
         self.ex.ui.apply.disabled = True
         self.ex.status.error(err, "Preview", source="preview")
+        self.zoom.preview_changed()

@@ -22,9 +22,11 @@ Examples
 >>> ex.ui.apply.click()
 >>> ex.session.steps
 (Step('l1_unstructured', '0.weight', amount=0.5),)
+>>> ex.status.text
+'Applied L1 magnitude, 50% of 0.weight: 16 entries pruned (now 50.0% sparse).'
 >>> ex.ui.undo.click()
 >>> ex.status.text
-"Undid Step('l1_unstructured', '0.weight', amount=0.5)"
+'Undid L1 magnitude, 50% of 0.weight: 16 entries restored (now 0.0% sparse).'
 >>> ex.close()
 """
 
@@ -38,7 +40,8 @@ import ipywidgets as widgets
 import torch
 from torch import nn
 
-from prune_explorer.session import Session, SessionEvent
+from prune_explorer.session import Session, SessionEvent, Step
+from prune_explorer.session.describe import describe_change, percent, plural, shape_text
 
 from .commit import CommitPane
 from .compare import ComparePane
@@ -46,53 +49,17 @@ from .errors import WidgetInputError
 from .explore_pane import ExplorePane, check_custom
 from .export import ExportPane
 from .history import HistoryPane
-from .html import esc, percent
+from .html import esc
 from .metric import Evaluate, MetricReadout
 from .preview import MaskSummary, PreviewRequest
 from .shrink import ShrinkPane
 from .status import Progress, StatusBar
 from .stylesheet import stylesheet
 from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
+from .ui import UI, add_header, model_device
 
 __all__ = ["UI", "Explorer", "explore"]
 
-
-
-class UI(dict[str, widgets.Widget]):
-    """The explorer's widgets by name; ``ui.amount`` is ``ui["amount"]`` (CSS ``pe-amount``)."""
-
-    def __getattr__(self, name: str) -> widgets.Widget:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"Explorer.ui has no widget {name!r}; it has {sorted(self)}"
-                                 ) from None
-
-    def add(self, name: str, widget: widgets.Widget) -> widgets.Widget:
-        """Register ``widget`` as ``name`` and give it the CSS class ``pe-<name>``."""
-        widget.add_class("pe-" + name.replace("_", "-"))
-        self[name] = widget
-        return widget
-
-
-def _devices() -> list[str]:
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return out
-
-
-def _model_device(model: nn.Module) -> str:
-    for tensor in (*model.parameters(), *model.buffers()):
-        device = tensor.device
-        if device.type == "cuda":
-            return f"cuda:{device.index or 0}"
-        return str(device)
-    return "cpu"
-
-
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "×".join(str(s) for s in shape) or "scalar"
 
 
 class Explorer:
@@ -190,7 +157,7 @@ class Explorer:
         self.export_pane = ExportPane(self)
         commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
         tabs = widgets.Tab(
-            children=[self.explore_pane.box, self.history_pane.box, self.compare_pane.box,
+            children=[self.explore_pane.tab, self.history_pane.box, self.compare_pane.box,
                       commit_tab, self.export_pane.box],
             titles=TAB_TITLES,
         )
@@ -212,20 +179,9 @@ class Explorer:
 
     # -- building ---------------------------------------------------------------------------------
     def _build_header(self) -> None:
-        ui = self.ui
-        ui.add("tensor", widgets.Dropdown(options=[], description="tensor",
-                                          layout=widgets.Layout(width="460px"),
-                                          style={"description_width": "60px"}))
-        device = _model_device(self.session.model)
-        devices = _devices()
-        ui.add("device", widgets.Dropdown(options=devices + [device] * (device not in devices),
-                                          value=device,
-                                          description="device",
-                                          layout=widgets.Layout(width="180px"),
-                                          style={"description_width": "50px"}))
-        ui.add("summary", widgets.HTML(value=""))
-        ui.tensor.observe(self._on_tensor, names="value")
-        ui.device.observe(self._on_device, names="value")
+        add_header(self.ui, self.session.model)
+        self.ui.tensor.observe(self._on_tensor, names="value")
+        self.ui.device.observe(self._on_device, names="value")
 
     # -- public -----------------------------------------------------------------------------------
     @property
@@ -288,6 +244,11 @@ class Explorer:
         """Entries of ``name`` that are exactly 0 (from the last report)."""
         return self._zeros.get(name, 0)
 
+    def zeros_snapshot(self) -> dict[str, int]:
+        """Exact zeros of every tensor now (a copy), to say later what an action changed
+        (:meth:`outcome`)."""
+        return dict(self._zeros)
+
     def flush(self) -> None:
         """Render every pending picture now (preview, history, comparison) and return."""
         self.explore_pane.runner.flush()
@@ -318,17 +279,26 @@ class Explorer:
     def apply(self) -> None:
         """Apply the previewed step (the Apply button). Its error is about these controls: the
         next valid preview clears it."""
+        before = self.zeros_snapshot()
         self.act("Apply", lambda _: self.current_request().apply(self.session),
-                 done=lambda step: f"Applied {step!r}", source="apply")
+                 done=lambda step: self.outcome("Applied", [step], before), source="apply")
 
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
-        self.act("Undo", lambda _: self.session.undo(), done=lambda step: f"Undid {step!r}")
+        before = self.zeros_snapshot()
+        self.act("Undo", lambda _: self.session.undo(),
+                 done=lambda step: self.outcome("Undid", [step], before))
+
+    def outcome(self, verb: str, steps: list[Step], before: Mapping[str, int]) -> str:
+        """The status line for ``steps`` done (or undone), with what changed since ``before``
+        (:meth:`zeros_snapshot`; see :func:`~prune_explorer.session.describe.describe_change`)."""
+        numel = {n: self.session.info(n).numel for n in self.session.names}
+        return describe_change(verb, steps, before, self._zeros, numel)
 
     def reset(self) -> None:
-        """Undo every step (the Reset button)."""
+        """Undo every step, at once (the Reset button asks first, then calls this)."""
         self.act("Reset", lambda _: self.session.reset(),
-                 done="Reset: the model is back to how the session found it")
+                 done="Reset: the model is back to how the session found it.")
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -349,6 +319,7 @@ class Explorer:
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
         self.explore_pane.runner.close()
+        self.explore_pane.panels.close()
         self.history_pane.runner.close()
         self.compare_pane.runner.close()
         if self.metric is not None:
@@ -376,7 +347,7 @@ class Explorer:
         self.version += 1
         if event.kind == "to":
             with self.quiet():
-                self.ui.device.value = _model_device(self.session.model)
+                self.ui.device.value = model_device(self.session.model)
         if self._batch_depth:
             self._batch_dirty = True
             return
@@ -439,7 +410,7 @@ class Explorer:
         self._zeros = {str(n): int(z) for n, z in zip(report["name"], report["zeros"],
                                                       strict=True)}
         options = [
-            (f"{row.name} · {_shape_text(row.shape)} · {percent(row.sparsity)} pruned", row.name)
+            (f"{row.name} · {shape_text(row.shape)} · {percent(row.sparsity)} pruned", row.name)
             for row in report.itertuples()
         ]
         picker = self.ui.tensor
@@ -459,12 +430,10 @@ class Explorer:
         total = report.iloc[-1]
         steps = len(self.session.steps)
         pruned = int(sum(1 for methods in report["methods"].iloc[:-1] if methods))
-        self.ui.summary.value = (
-            f'<span class="pe-summary-text">{esc(type(self.model).__name__)}: '
-            f"{len(self.session.names)} tensors, {pruned} pruned, {steps} "
-            f"step{'s' * (steps != 1)}, {int(total['zeros']):,} of {int(total['numel']):,} "
-            f"zero ({percent(total['sparsity'])})</span>"
-        )
+        text = (f"{type(self.model).__name__}: {plural(len(self.session.names), 'tensor')}, "
+                f"{pruned:,} pruned, {plural(steps, 'step')}, {int(total['zeros']):,} of "
+                f"{plural(int(total['numel']), 'entry')} zero ({percent(total['sparsity'])})")
+        self.ui.summary.value = f'<span class="pe-summary-text">{esc(text)}</span>'
 
 def _close_tree(widget: widgets.Widget) -> None:
     for child in getattr(widget, "children", ()):
@@ -472,15 +441,26 @@ def _close_tree(widget: widgets.Widget) -> None:
     widget.close()
 
 
-def explore(model: nn.Module, **kwargs: Any) -> Explorer:
-    """Open the explorer on ``model`` (see :class:`Explorer` for the keyword arguments).
+def explore(model: nn.Module, *, tensor: str | None = None, view: str | None = None,
+            **kwargs: Any) -> Explorer:
+    """Open the explorer on ``model``, showing ``tensor`` (an address) as ``view`` (``"matrix"``,
+    ``"kernels"`` or ``"channels"``) when given; other keywords as for :class:`Explorer`.
 
     Examples
     --------
-    >>> from prune_explorer.demo import load_mlp
-    >>> ex = explore(load_mlp(), debounce=None)
-    >>> ex.tensor
-    'fc1.weight'
+    >>> from prune_explorer.demo import load_cnn
+    >>> ex = explore(load_cnn(), tensor="features.3.weight", view="kernels", debounce=None)
+    >>> ex.tensor, ex.ui.layout.value
+    ('features.3.weight', 'kernels')
     >>> ex.close()
     """
-    return Explorer(model, **kwargs)
+    ex = Explorer(model, **kwargs)
+    try:
+        if tensor is not None:
+            ex.select(tensor)
+        if view is not None:
+            ex.explore_pane.controls.set_view(view)
+    except BaseException:
+        ex.close()
+        raise
+    return ex

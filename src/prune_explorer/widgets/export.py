@@ -2,9 +2,10 @@
 
 The tab is built when it is shown (and rebuilt on every change while it is): the snippet of a
 large custom mask is big, and nothing is computed or sent to the browser for a hidden tab.
-Both texts sit in text areas you can select and copy (``pe-snippet``, ``pe-json``) and behind
-download links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server
-round trip). To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
+Both texts sit in text areas you can select, each with a *Copy* button that puts it on the
+clipboard (``pe-copy-snippet``, ``pe-copy-json``; see :mod:`.copybutton`), and behind download
+links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server round trip).
+To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
 (``pe-import-upload``, which fills the text area), then press *Import plan* (``pe-import``).
 The plan is parsed strictly (``Plan.from_json``) and applied on top of the current state in one
 session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
@@ -24,7 +25,7 @@ True
 >>> ex.ui.import_text.value = '{"format": "prune-explorer-plan", "version": 1, "steps": [7]}'
 >>> ex.ui.import_plan.click()
 >>> print(ex.status.text)
-Import plan failed: Plan.from_json: steps[0]: a step must be a JSON object; got int
+Import plan failed: steps[0]: a step must be a JSON object; got int
 >>> ex.close()
 """
 
@@ -35,10 +36,13 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from prune_explorer.session import InvalidPlanError, Plan
+from prune_explorer.session.describe import plural
 from prune_explorer.session.planfile import plan_text
 
+from .copybutton import CopyButton
 from .errors import WidgetInputError
 from .html import download_link, message
+from .maskfile import uploaded_file
 from .status import Progress
 from .tabs import EXPORT_TAB
 
@@ -52,13 +56,10 @@ _TEXT_LAYOUT = {"width": "96%", "height": "220px"}
 
 def _uploaded_text(value: Any) -> tuple[str, str] | None:
     """``(file name, text)`` of the first uploaded file, or None if there is none."""
-    files = list(value.values()) if isinstance(value, dict) else list(value or ())
-    if not files:
+    found = uploaded_file(value)
+    if found is None:
         return None
-    first = files[0]
-    content = first["content"]
-    raw = content.tobytes() if hasattr(content, "tobytes") else bytes(content)
-    name = str(first.get("name", "upload"))
+    name, raw = found
     try:
         return name, plan_text(raw, where=f"Import plan: file {name!r}")  # as Plan.from_json
     except InvalidPlanError as err:
@@ -81,6 +82,8 @@ class ExportPane:
             value="", description="", layout=widgets.Layout(**_TEXT_LAYOUT)))
         self.json = ui.add("json", widgets.Textarea(
             value="", description="", layout=widgets.Layout(**_TEXT_LAYOUT)))
+        self.copy_snippet = ui.add("copy_snippet", CopyButton(label="Copy snippet"))
+        self.copy_json = ui.add("copy_json", CopyButton(label="Copy JSON"))
         self.downloads = ui.add("download", widgets.HTML(value=""))
         self.note = ui.add("export_note", widgets.HTML(value=""))
         self.import_text = ui.add("import_text", widgets.Textarea(
@@ -93,10 +96,10 @@ class ExportPane:
             tooltip="check the plan, then apply its steps to this model"))
         self.box = widgets.VBox([
             self.note,
-            widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; binds to "
-                         "<code>model</code>)"),
+            widgets.HBox([widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; "
+                                       "binds to <code>model</code>)"), self.copy_snippet]),
             self.snippet,
-            widgets.HTML("<b>Plan as JSON</b>"),
+            widgets.HBox([widgets.HTML("<b>Plan as JSON</b>"), self.copy_json]),
             self.json,
             self.downloads,
             widgets.HTML("<b>Import a plan</b>"),
@@ -105,6 +108,10 @@ class ExportPane:
         ])
         self.imported: Plan | None = None
         self.upload.observe(self._on_upload, names="value")
+        for button, what in ((self.copy_snippet, "the Python snippet"),
+                             (self.copy_json, "the plan as JSON")):
+            button.observe(lambda _, what=what: self.ex.status.show(
+                "ok", f"Copied {what} to the clipboard."), names="copies")
         self.import_button.on_click(lambda _: self.do_import())
 
     @property
@@ -122,6 +129,7 @@ class ExportPane:
             self.refresh()
             return
         self.snippet.value = self.json.value = self.downloads.value = ""
+        self.copy_snippet.text = self.copy_json.text = ""
 
     def refresh(self) -> None:
         """Show the session's current plan (and say when it starts from pruning found on the
@@ -135,8 +143,8 @@ class ExportPane:
             f"({', '.join(found)}); replay it on a model in that same state.",
         )
         snippet, text = plan.to_snippet(), plan.to_json()
-        self.snippet.value = snippet
-        self.json.value = text
+        self.snippet.value = self.copy_snippet.text = snippet
+        self.json.value = self.copy_json.text = text
         self.downloads.value = (
             download_link("pruning_plan.py", snippet, "text/x-python", "pe-download-snippet")
             + " · "
@@ -169,6 +177,7 @@ class ExportPane:
             return plan
 
         plan = self.ex.act("Import plan", run,
-                           done=lambda p: f"Imported a plan of {len(p)} step(s) and applied it")
+                           done=lambda p: f"Imported a plan of {plural(len(p), 'step')} and "
+                                          "applied it.")
         if plan is not None:
             self.imported = plan

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import torch
 
+from prune_explorer.session.describe import describe_step, plural
 from prune_explorer.session.history import TensorHistory
 from prune_explorer.viz import make_figure, plot_diff, render_png
 from prune_explorer.viz.diffs import DiffPlot
@@ -41,14 +42,6 @@ __all__ = ["HistoryPane"]
 
 #: Pictures of visited history positions kept for the slider (per session state).
 _KEEP_DRAWN = 32
-
-
-def _settings_text(settings: Any) -> str:
-    parts = []
-    for key, value in dict(settings).items():
-        shown = f"mask {tuple(value.shape)}" if key == "mask" else repr(value)
-        parts.append(f"{key}={shown}" if key != "mask" else shown)
-    return ", ".join(parts)
 
 
 class HistoryPane:
@@ -151,24 +144,18 @@ class HistoryPane:
             module_type = self.ex.session.info(name).module_type
         if self.runner.pending:
             return
-        settings = "" if entry.step is None else _settings_text(entry.step.settings)
-        seed = "" if entry.step is None or entry.step.seed is None else f", seed={entry.step.seed}"
-        title = (f"{name} · state after step {k}: {entry.method}"
-                 + (f"({settings}{seed})" if entry.step else ""))
+        state = ("as the session found it" if entry.step is None else
+                 f"state after step {k}: {describe_step(entry.step)}")
+        title = f"{name} · {state}"
         fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
         plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
         png = render_png(fig, compress_level=1)
-        frame = frame.assign(settings=[
-            _settings_text(s) for s in frame["settings"]
-        ])
-        steps = frame_table(
-            frame, css_class="pe-history-table", highlight_row=k, percent_columns=("sparsity",)
-        )
+        steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         count = int(frame["newly_pruned"].iloc[k])
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
-            f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(title)} · '
-            f"{count:,} entries {what_text} (highlighted)</span>"
+            f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(state)} · '
+            f"{esc(plural(count, 'entry'))} {what_text} (highlighted)</span>"
         )
         if any(v != version for _, _, v in self._drawn):
             self._drawn.clear()  # pictures of older session states are of no use any more

@@ -1,7 +1,9 @@
 """Small HTML helpers for the explorer's text panes (escaping, tables, download links).
 
 Everything that reaches an ``ipywidgets.HTML`` goes through :func:`esc` or is built here, so a
-tensor name or an error message can never inject markup.
+tensor name or an error message can never inject markup. Words and numbers are formatted by
+:mod:`prune_explorer.session.describe` (``percent``, ``human_bytes`` and every table's cells and
+headers), the one place for that.
 
 Examples
 --------
@@ -23,7 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["download_link", "esc", "frame_table", "human_bytes", "message", "percent"]
+from prune_explorer.session.describe import display_table, human_bytes, percent
+
+__all__ = ["collapse_warning", "download_link", "esc", "frame_table", "human_bytes", "message",
+           "percent"]
 
 # Colours of the status kinds (Okabe-Ito-like, readable on white and on dark themes' cards).
 _KIND_STYLE = {
@@ -40,37 +45,21 @@ def esc(value: Any, quote: bool = False) -> str:
     return html.escape(str(value), quote=quote)
 
 
-def percent(fraction: float, digits: int = 1) -> str:
-    """``0.25 -> '25.0%'``."""
-    return f"{100.0 * float(fraction):.{digits}f}%"
-
-
-def human_bytes(count: int) -> str:
-    """Bytes as B, KiB, MiB or GiB with one decimal."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB"):
-        if abs(value) < 1024.0:
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024.0
-    return f"{value:.1f} GiB"
-
-
 def message(kind: str, text: str) -> str:
     """A one-line status message; ``kind`` is ok, error, working, info or warning."""
     style = _KIND_STYLE.get(kind, _KIND_STYLE["info"])
     return f'<span class="pe-status-{esc(kind, True)}" style="{style}">{esc(text)}</span>'
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
-        return ", ".join(value) if value else "-"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_cell(v)}" for k, v in value.items()) if value else "-"
-    return str(value)
+def collapse_warning(what: str, names: Sequence[str]) -> str:
+    """The warning for the layers ``what`` ("global pruning", "this step") would collapse (the
+    session's rule: ``session.reports.collapses``), as a message."""
+    return message(
+        "warning",
+        f"Layer collapse with {what}: {', '.join(names)} would be (almost) entirely "
+        "pruned, or lose every slice along a dim; the network can no longer pass signal "
+        "through it.",
+    )
 
 
 def frame_table(
@@ -81,18 +70,20 @@ def frame_table(
     highlight_row: int | None = None,
     percent_columns: Sequence[str] = (),
 ) -> str:
-    """Render ``frame`` as a small HTML table (escaped), optionally highlighting one row."""
-    columns = list(frame.columns) if columns is None else list(columns)
-    head = "".join(f'<th style="padding:2px 8px;text-align:left">{esc(c)}</th>' for c in columns)
+    """Render ``frame`` as a small HTML table (escaped), optionally highlighting one row.
+
+    Cells and headers are those of :func:`~prune_explorer.session.describe.display_table`
+    (human headers, percentages, separators, Yes/No, blank for none); ``columns`` picks and
+    orders them, ``percent_columns`` adds percentage columns to the ``sparsity`` ones.
+    """
+    shown = display_table(frame, columns, percent_columns=percent_columns)
+    head = "".join(f'<th style="padding:2px 8px;text-align:left">{esc(c)}</th>'
+                   for c in shown.columns)
     rows = []
-    for position, (_, row) in enumerate(frame.iterrows()):
+    for position, values in enumerate(shown.itertuples(index=False, name=None)):
         style = ' style="background:#fff3b0"' if position == highlight_row else ""
-        cells = []
-        for column in columns:
-            value = row[column]
-            text = percent(value) if column in percent_columns else _cell(value)
-            cells.append(f'<td style="padding:2px 8px">{esc(text)}</td>')
-        rows.append(f'<tr{style} data-row="{position}">{"".join(cells)}</tr>')
+        cells = "".join(f'<td style="padding:2px 8px">{esc(text)}</td>' for text in values)
+        rows.append(f'<tr{style} data-row="{position}">{cells}</tr>')
     return (
         f'<table class="{esc(css_class, True)}" style="border-collapse:collapse;font-size:12px">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

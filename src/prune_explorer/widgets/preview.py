@@ -19,7 +19,7 @@ Examples
 >>> mask = request.preview(s)
 >>> stats = PreviewStats.measure(MaskSummary.of(s.mask("0.weight")), mask, request)
 >>> stats.newly_pruned, stats.rounding
-(10, '0.25 × 40 entries left = 10 → 10')
+(10, '25% of 40 entries left = 10, rounded to 10')
 """
 
 from __future__ import annotations
@@ -34,10 +34,18 @@ import torch
 
 from prune_explorer.session import Session, Step
 from prune_explorer.session.checks import kept_slices
+from prune_explorer.session.describe import (
+    count,
+    describe_rounding,
+    noun,
+    percent,
+    plural,
+    shape_text,
+)
 from prune_explorer.session.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
-from .html import esc, percent
+from .html import esc
 
 __all__ = ["MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
 
@@ -165,8 +173,8 @@ class PreviewStats:
     pruned_before, pruned_after : int
         Pruned entries of the shown tensor now and after the step.
     unit : str
-        What ``amount`` counts: ``"entries"``, ``"channels along dim d"`` or ``"entries over
-        k tensors"`` (global).
+        What ``amount`` counts, singular: ``"entry"``, ``"channel along dim d"`` or ``"entry
+        over k tensors"`` (global); :func:`~prune_explorer.session.describe.plural` counts it.
     left : int
         Units still unpruned now (what ``amount`` is a fraction of, and the bound of a count).
     units_pruned : int
@@ -190,14 +198,9 @@ class PreviewStats:
 
     @property
     def rounding(self) -> str:
-        """How ``amount`` became a count, e.g. ``"0.3 × 1,000 entries left = 300 → 300"``."""
-        if self.amount is None:
-            return f"prunes {self.units_pruned:,} {self.unit}"
-        if isinstance(self.amount, int):
-            return f"count {self.amount:,} of {self.left:,} {self.unit} left"
-        exact = self.amount * self.left
-        shown = f"{exact:,.0f}" if exact == math.floor(exact) else f"{exact:,.3f}".rstrip("0")
-        return f"{self.amount:g} × {self.left:,} {self.unit} left = {shown} → {self.units_pruned:,}"
+        """How ``amount`` became a count, e.g. ``"30% of 1,000 entries left = 300, rounded to
+        300"`` (:func:`~prune_explorer.session.describe.describe_rounding`)."""
+        return describe_rounding(self.amount, self.left, self.unit, self.units_pruned)
 
     @classmethod
     def measure(
@@ -224,16 +227,16 @@ class PreviewStats:
         if dim is not None:
             left = before.kept_slices[dim]
             units_pruned = left - kept_slices(after, dim)
-            unit = f"channels along dim {dim}"
+            unit = f"channel along dim {dim}"
         else:
             left = kept_before
             units_pruned = kept_before - kept_after
-            unit = "entries"
+            unit = "entry"
             if request.is_global and others:
                 for other_before, other_kept in others.values():
                     left += other_before.kept_count
                     units_pruned += other_before.kept_count - other_kept
-                unit = f"entries over {len(others) + 1} tensors"
+                unit = f"entry over {len(others) + 1} tensors"
         return cls(numel, numel - kept_before, numel - kept_after, unit, left, units_pruned,
                    amount)
 
@@ -242,9 +245,10 @@ class PreviewStats:
         share = self.newly_pruned / self.numel if self.numel else 0.0
         before = self.pruned_before / self.numel if self.numel else 0.0
         after = self.pruned_after / self.numel if self.numel else 0.0
-        step = f"this step prunes {self.newly_pruned:,} more entries ({percent(share)} of it)"
-        if "channels" in self.unit:
-            step += f": {self.units_pruned:,} {self.unit}"
+        step = (f"this step prunes {count(self.newly_pruned)} more "
+                f"{noun(self.newly_pruned, 'entry')} ({percent(share)} of it)")
+        if self.unit.startswith("channel"):
+            step += f": {plural(self.units_pruned, self.unit)}"
         return [
             ("pe-info-already", f"already pruned: {self.pruned_before:,} ({percent(before)})"),
             ("pe-info-step", step),
@@ -314,10 +318,9 @@ class PreviewPane:
         for widget in (self.image, self.info):
             widget.remove_class("pe-stale")
         numel = math.prod(shape)
-        shape_text = "×".join(str(s) for s in shape) or "scalar"
         head = (
-            f'<div class="pe-info-tensor"><b>{esc(request.target)}</b> · {esc(shape_text)} · '
-            f"{numel:,} entries</div>"
+            f'<div class="pe-info-tensor"><b>{esc(request.target)}</b> · '
+            f"{esc(shape_text(shape))} · {esc(plural(numel, 'entry'))}</div>"
         )
         body = ""
         if note:
@@ -326,8 +329,9 @@ class PreviewPane:
             body += "".join(f'<div class="{c}">{esc(t)}</div>' for c, t in stats.lines())
         if unmasked_zeros > 0:
             body += (
-                f'<div class="pe-info-zeros">{unmasked_zeros:,} entries are exactly 0 without '
-                "a mask (committed pruning or zero weights); they count as pruned</div>"
+                f'<div class="pe-info-zeros">{esc(plural(unmasked_zeros, "entry"))} '
+                f"{'is' if unmasked_zeros == 1 else 'are'} exactly 0 without a mask (committed "
+                "pruning or zero weights); they count as pruned</div>"
             )
         self.info.value = head + body
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from prune_explorer.session.describe import plural
+
 from .errors import WidgetInputError
 
 if TYPE_CHECKING:
@@ -78,5 +80,5 @@ class ShrinkPane:
             return report
 
         self.ex.act("Shrink", run,
-                    done=lambda r: f"Shrink: removed {sum(r.removed.values())} channels in a "
-                                   "new model (the session's model is unchanged)")
+                    done=lambda r: f"Shrink: removed {plural(sum(r.removed.values()), 'channel')} "
+                                   "in a new model (the session's model is unchanged).")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,7 +29,7 @@ import ipywidgets as widgets
 
 from .html import message
 
-__all__ = ["Progress", "StatusBar", "describe_error"]
+__all__ = ["Progress", "StatusBar", "describe_error", "human_error"]
 
 LOG = logging.getLogger("prune_explorer.widgets")
 
@@ -50,6 +51,29 @@ def describe_error(err: BaseException) -> str:
     ):
         return text
     return f"{type(err).__name__}: {text}"
+
+
+# "Session.preview: ", "Plan.from_json: ", "Explorer: ": where in the API a message was raised.
+_LOCATION = re.compile(r"(?:[A-Z]\w*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+): ")
+
+
+def human_error(err: BaseException, what: str = "") -> str:
+    """:func:`describe_error` for people: without the API location that starts the package's
+    own messages (``"Session.preview: "``, or ``what`` itself), which the action names already.
+
+    >>> human_error(ValueError("x"))
+    'ValueError: x'
+    >>> from prune_explorer.session import InvalidStepError
+    >>> human_error(InvalidStepError("Session.preview: amount must be in [0, 1]; got 2", "amount"))
+    'amount must be in [0, 1]; got 2'
+    """
+    text = describe_error(err)
+    if text != str(err).strip():
+        return text  # a foreign exception: its type name leads, nothing to strip
+    if what and text.startswith(what + ": "):
+        return text[len(what) + 2:]
+    match = _LOCATION.match(text)
+    return text[match.end():] if match else text
 
 
 class StatusBar:
@@ -99,11 +123,12 @@ class StatusBar:
             self.html.value = message(kind, text)
 
     def error(self, err: BaseException, what: str, source: str = "action") -> None:
-        """Show ``"<what> failed: <description of err>"`` and log the traceback at DEBUG."""
+        """Show ``"<what> failed: <description of err>"`` (:func:`human_error`) and log the
+        traceback at DEBUG."""
         with self._lock:
             self.last_error = err
             LOG.debug("%s failed", what, exc_info=err)
-            self.show("error", f"{what} failed: {describe_error(err)}", source)
+            self.show("error", f"{what} failed: {human_error(err, what)}", source)
 
     def clear(self, source: str | tuple[str, ...] | None = None) -> None:
         """Remove the message (only if ``source``, or one of several, wrote it, when given)."""

@@ -28,6 +28,7 @@ CSS = """
 .pe-explore-controls .widget-button, .pe-explore-controls .widget-label {
   overflow: visible; text-overflow: clip;
 }
+.pe-explore-picture { flex: 0 1 auto; max-width: 100%; }
 .pe-preview { flex: 0 1 auto; max-width: 100%; height: auto !important;
   object-fit: contain; align-self: flex-start; }
 """

@@ -1,0 +1,216 @@
+"""The session on a model sharded over processes (FSDP2 / DTensor parameters): the rank helpers.
+
+Every rank builds its own ``Session(model)`` and calls the same methods in the same order, as for
+any collective: applying, undoing and the reports talk to the other ranks. What each rank holds
+and what it says:
+
+* **Masks and history** stay sharded: each rank packs the bits of its own shard of every mask
+  (:class:`ShardedMask`), with the *global* kept count (one all-reduced integer), so a tensor's
+  history, ``pruned`` counts and ``repr`` are the same on every rank and no rank holds a full mask.
+  Undo snapshots keep the local bits too and give back a DTensor laid out as before.
+* **Reports** are collective: counts of nonzero entries -- per tensor, and per slice along each
+  dim for ``channels_pruned`` -- are computed on each shard and all-reduced
+  (:func:`nonzero_summary`),
+  never gathered; every rank gets the same table.
+* **Previews** use the core's sharded path (the mask is a DTensor; the only traffic is the core's
+  histograms), not the order cache, which refuses DTensors.
+* **The plan** is the same on every rank; :meth:`Plan.save <prune_explorer.session.Plan.save>`
+  writes the file on rank 0 only (:func:`rank`).
+* ``shrink`` and ``sensitivity`` build or score one-process models: they refuse a sharded
+  model (:func:`refuse_sharded`).
+* **Tie notes** (``Step.ties``): for an L1 step, the largest pruned and the smallest kept key
+  are all-reduced; a tie straddling the cut gets ``"lowest"``, as on one process (the core's
+  "index" rule). A random step on sharded tensors gets no tie note: its snippet for stock torch
+  may then pick other entries among draws tied exactly at the cut (the session's own replay is
+  exact either way).
+
+Examples
+--------
+>>> import torch
+>>> rank(), is_sharded(torch.nn.Linear(2, 2))  # no process group: rank 0, nothing sharded
+(0, False)
+>>> count, per_dim = nonzero_summary(torch.tensor([[0.0, 1.0], [0.0, 2.0]]))
+>>> count, [v.tolist() for v in per_dim]
+(2, [[1, 1], [0, 2]])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from prune_explorer.prune._radix import all_reduce
+from prune_explorer.prune._sharded import Layout, contiguous_stride
+from prune_explorer.prune._sharded import is_sharded as is_dtensor
+
+from .packed import PackedMask
+
+__all__ = ["ShardedMask", "count_nonzero", "is_dtensor", "is_sharded", "nonzero_summary",
+           "ones_mask", "rank", "reduce_extremes", "refuse_sharded", "total_count"]
+
+
+def ones_mask(t: Any) -> PackedMask:
+    """The packed mask of ``t`` that prunes nothing, sharded like ``t`` if it is a DTensor."""
+    if is_dtensor(t):
+        return ShardedMask.ones_like(t)
+    return PackedMask.ones(tuple(t.shape), t.device)
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether any parameter or buffer of ``model`` is a DTensor (e.g. after ``fully_shard``)."""
+    return any(is_dtensor(t) for t in (*model.parameters(), *model.buffers()))
+
+
+def rank() -> int:
+    """This process's rank in the default group; 0 without ``torch.distributed``."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return 0
+
+
+def refuse_sharded(model: nn.Module, where: str) -> None:
+    """Raise ``NotImplementedError`` naming ``where`` if ``model`` is sharded (every rank
+    raises alike, so no rank waits on the others)."""
+    if is_sharded(model):
+        raise NotImplementedError(
+            f"{where}: the model is sharded over processes (DTensor parameters, e.g. after "
+            "fully_shard); this works on a one-process model only: load the full state_dict "
+            "into an unsharded copy and use a Session on that")
+
+
+def _group(t: Any) -> Any:
+    """The process group whose ranks hold the different shards of DTensor ``t``."""
+    return Layout(t, "Session").group
+
+
+def total_count(t: Any, local: int) -> int:
+    """``local`` (a count over this rank's shard of ``t``) summed over the shards of ``t``;
+    ``local`` itself for a plain tensor. A collective for DTensors."""
+    if not is_dtensor(t):
+        return local
+    out = torch.tensor([local], dtype=torch.int64, device=t.to_local().device)
+    return int(all_reduce(out, _group(t))[0])
+
+
+def count_nonzero(t: Any) -> int:
+    """Nonzero entries of ``t``, over every shard for a DTensor (one all-reduce of one int)."""
+    local = t.to_local() if is_dtensor(t) else t
+    return total_count(t, int(torch.count_nonzero(local.detach())))
+
+
+def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
+    """(nonzero entries of ``t``, for each dim the nonzero count of every slice along it).
+
+    For a DTensor the counts are taken on each shard and all-reduced in one call (``1 + sum of
+    the dims`` integers), so every rank gets the same answer and nothing is gathered.
+    """
+    local = t.to_local() if is_dtensor(t) else t
+    shape = tuple(t.shape)
+    offset = Layout(t, "Session.report").offset if is_dtensor(t) else (0,) * len(shape)
+    nonzero = local.detach() != 0
+    parts = [torch.tensor([int(torch.count_nonzero(nonzero))], dtype=torch.int64,
+                          device=local.device)]
+    for d, size in enumerate(shape):
+        per = torch.zeros(size, dtype=torch.int64, device=local.device)
+        if nonzero.numel():
+            others = [i for i in range(nonzero.dim()) if i != d]
+            counts = nonzero.sum(dim=others) if others else nonzero.to(torch.int64)
+            per[offset[d]:offset[d] + local.shape[d]] = counts
+        parts.append(per)
+    flat = torch.cat(parts)
+    if is_dtensor(t):
+        all_reduce(flat, _group(t))
+    flat = flat.cpu()
+    return int(flat[0]), list(flat[1:].split(list(shape))) if shape else []
+
+
+def reduce_extremes(t: Any, top: float, bottom: float, flag: bool) -> tuple[float, float, bool]:
+    """(max of ``top``, min of ``bottom``, any ``flag``) over the shards of DTensor ``t``."""
+    device = t.to_local().device
+    group = _group(t)
+    high = all_reduce(torch.tensor([top, float(flag)], dtype=torch.float64, device=device),
+                      group, dist.ReduceOp.MAX)
+    low = all_reduce(torch.tensor([bottom], dtype=torch.float64, device=device), group,
+                     dist.ReduceOp.MIN)
+    return float(high[0]), float(low[0]), bool(high[1])
+
+
+class ShardedMask(PackedMask):
+    """A mask of a sharded tensor as one rank keeps it: the bits of its own shard, with the
+    global shape and the global kept count (the same on every rank).
+
+    :meth:`unpack` gives back a DTensor laid out as the mask was; ``==`` compares this rank's
+    bits. The bytes of the whole mask (:meth:`to_bytes`) exist on no rank: gather the mask
+    (``DTensor.full_tensor()``) to export it.
+    """
+
+    __slots__ = ("_local", "_mesh", "_placements")
+
+    def __init__(self, mask: Any, local: PackedMask, kept: int) -> None:
+        super().__init__(tuple(mask.shape), None, kept, local.device)
+        self._local = local
+        self._mesh = mask.device_mesh
+        self._placements = tuple(mask.placements)
+
+    @classmethod
+    def of(cls, mask: Any) -> ShardedMask:
+        """Pack this rank's shard of DTensor ``mask``; the kept count is all-reduced."""
+        local = PackedMask.from_tensor(mask.to_local())
+        return cls(mask, local, total_count(mask, local.kept))
+
+    @classmethod
+    def ones_like(cls, t: Any) -> ShardedMask:
+        """The mask of DTensor ``t`` that prunes nothing (no bits, no communication)."""
+        local = t.to_local()
+        return cls(t, PackedMask.ones(tuple(local.shape), local.device), t.numel())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of this rank's bits."""
+        return self._local.nbytes
+
+    @property
+    def local(self) -> PackedMask:
+        """This rank's shard, packed."""
+        return self._local
+
+    def unpack(self, dtype: torch.dtype = torch.bool,
+               device: torch.device | str | None = None) -> Any:
+        """The mask as a DTensor of ``dtype`` (this rank's shard unpacked; no communication)."""
+        from torch.distributed.tensor import DTensor
+
+        local = self._local.unpack(dtype, device)
+        return DTensor.from_local(local, self._mesh, self._placements, run_check=False,
+                                  shape=torch.Size(self.shape),
+                                  stride=contiguous_stride(self.shape))
+
+    def to(self, device: torch.device | str) -> ShardedMask:
+        """The same mask with this rank's bits on ``device``."""
+        out = ShardedMask.__new__(ShardedMask)
+        PackedMask.__init__(out, self.shape, None, self.kept, device)
+        out._local, out._mesh, out._placements = (self._local.to(device), self._mesh,
+                                                  self._placements)
+        return out
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError(
+            f"ShardedMask.to_bytes: the mask of shape {self.shape} is sharded over processes "
+            "and no rank holds all its bits; gather it with DTensor.full_tensor() and pack that")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShardedMask):
+            return self.shape == other.shape and self.kept == other.kept and \
+                self._local == other._local
+        if isinstance(other, PackedMask):  # only "nothing pruned" is known without the bits
+            return self.shape == other.shape and self.kept == other.kept == self.numel
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.kept))
+
+    def __repr__(self) -> str:
+        return (f"ShardedMask(shape={self.shape}, kept={self.kept}, pruned={self.pruned}, "
+                f"local shard {self._local.shape}, {self.nbytes} bytes here)")

@@ -1,0 +1,88 @@
+"""Files given to the explorer: the first file of a ``FileUpload``, and a custom mask read as
+data only.
+
+A mask file is untrusted input, so it is read without running anything it holds: ``.pt`` with
+``torch.load(..., weights_only=True)`` (plain tensors and containers, no pickled classes),
+``.npy`` with ``numpy.load(..., allow_pickle=False)``. What it holds must be one tensor or array;
+whether it suits the tensor (0/1 values, shape) is the session's check.
+
+Examples
+--------
+>>> import io, numpy as np
+>>> buffer = io.BytesIO()
+>>> np.save(buffer, np.array([[1, 0], [0, 1]], dtype=np.uint8))
+>>> read_mask_file("mask.npy", buffer.getvalue())
+tensor([[1, 0],
+        [0, 1]], dtype=torch.uint8)
+>>> try:
+...     read_mask_file("mask.txt", b"1 0")
+... except ValueError as err:
+...     print(err)
+custom mask upload: file 'mask.txt' must end in .pt or .npy; got '.txt'
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import WidgetInputError
+
+__all__ = ["MASK_SUFFIXES", "read_mask_file", "uploaded_file"]
+
+#: The mask files the upload accepts.
+MASK_SUFFIXES = (".pt", ".npy")
+
+
+def uploaded_file(value: Any) -> tuple[str, bytes] | None:
+    """``(file name, bytes)`` of the first file of a ``FileUpload`` value, or None if none."""
+    files = list(value.values()) if isinstance(value, dict) else list(value or ())
+    if not files:
+        return None
+    first = files[0]
+    content = first["content"]
+    raw = content.tobytes() if hasattr(content, "tobytes") else bytes(content)
+    return str(first.get("name", "upload")), raw
+
+
+def read_mask_file(name: str, data: bytes, where: str = "custom mask upload") -> torch.Tensor:
+    """The tensor held by a ``.pt`` or ``.npy`` file's bytes, read as data only.
+
+    Raises
+    ------
+    WidgetInputError
+        Another suffix, a file that cannot be read as data (pickled objects included), or one
+        that holds something other than a single tensor or numeric array.
+    """
+    suffix = PurePath(name).suffix.lower()
+    if suffix not in MASK_SUFFIXES:
+        raise WidgetInputError(
+            f"{where}: file {name!r} must end in {' or '.join(MASK_SUFFIXES)}; got {suffix!r}")
+    try:
+        if suffix == ".pt":
+            loaded: Any = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        else:
+            loaded = np.load(io.BytesIO(data), allow_pickle=False)
+    except (pickle.UnpicklingError, zipfile.BadZipFile, ValueError, RuntimeError, EOFError,
+            OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise WidgetInputError(
+            f"{where}: file {name!r} must be a {suffix} file holding one tensor of 0/1 values, "
+            f"readable as data only; reading it failed: {first}") from None
+    if isinstance(loaded, np.ndarray):
+        if loaded.dtype.kind not in "biuf":
+            raise WidgetInputError(
+                f"{where}: file {name!r} must hold numbers (0/1 or bools); got an array of "
+                f"dtype {loaded.dtype}")
+        return torch.from_numpy(np.ascontiguousarray(loaded))
+    if isinstance(loaded, torch.Tensor):
+        return loaded.detach()
+    raise WidgetInputError(
+        f"{where}: file {name!r} must hold one tensor (torch.save(mask, file)); got "
+        f"{type(loaded).__name__}")

@@ -1,0 +1,69 @@
+"""The collapsible panels under the Explore tab's picture: model view and magnitudes.
+
+Both follow every preview the explore pane draws, and compute nothing while collapsed. A panel
+that cannot show the preview says so in itself; it never fails the preview.
+
+Examples
+--------
+>>> import torch
+>>> from prune_explorer.widgets import Explorer
+>>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(8, 4)), debounce=None)
+>>> ex.explore_pane.panels
+ExplorePanels(ModelView(2 tensors, open=False), MagnitudePanel(open=False, cut=None))
+>>> ex.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import ipywidgets as widgets
+import torch
+
+from .magnitude import MagnitudePanel
+from .modelview import ModelView
+from .preview import PreviewRequest, PreviewStats
+
+if TYPE_CHECKING:
+    from .explorer import Explorer
+
+__all__ = ["ExplorePanels"]
+
+
+class ExplorePanels:
+    """"Model view" and "Magnitudes", side by side where they fit (``box``, class
+    ``pe-explore-panels``)."""
+
+    def __init__(self, explorer: Explorer) -> None:
+        self.model_view = ModelView(explorer)
+        self.magnitudes = MagnitudePanel(explorer)
+        self.box = widgets.HBox(
+            [self.model_view.accordion, self.magnitudes.accordion],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start",
+                                  width="100%"))
+        for acc in (self.model_view.accordion, self.magnitudes.accordion):
+            acc.layout = widgets.Layout(flex="1 1 400px", min_width="0", max_width="620px")
+        self.box.add_class("pe-explore-panels")
+
+    def show(self, request: PreviewRequest | None, masks: Mapping[str, torch.Tensor],
+             stats: PreviewStats | None) -> None:
+        """Follow a new preview (on the explore pane's thread)."""
+        for title, panel in (("Model view", self.model_view), ("Magnitudes", self.magnitudes)):
+            try:
+                panel.show(request, masks, stats)
+            except Exception as err:  # a panel never fails the preview; the next one clears it
+                panel.mark_stale()
+                panel.ex.status.error(err, title, source="preview")
+
+    def mark_stale(self) -> None:
+        """The preview failed: dim both panels."""
+        self.model_view.mark_stale()
+        self.magnitudes.mark_stale()
+
+    def close(self) -> None:
+        """Stop the panels' background work."""
+        self.magnitudes.heatmap.close()
+
+    def __repr__(self) -> str:
+        return f"ExplorePanels({self.model_view!r}, {self.magnitudes!r})"

@@ -1,0 +1,61 @@
+"""``explore(model, tensor=..., view=...)``: open the explorer on a given tensor and view."""
+
+from __future__ import annotations
+
+import pytest
+from torch import nn
+
+from _widget_helpers import cnn, mlp
+from prune_explorer.widgets import Explorer, WidgetInputError, explore
+
+
+def two_convs() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(2, 6, 3), nn.ReLU(), nn.Conv2d(6, 4, 3), nn.Flatten(),
+                         nn.Linear(4, 3))
+
+
+@pytest.mark.parametrize(("view", "layout", "shape"), [
+    ("kernels", "kernels", (4 * 4 - 1, 6 * 4 - 1)),  # 4x6 tiles of 3x3 with 1-cell gaps
+    ("matrix", "auto", (4, 54)),                      # out x (in·kh·kw)
+])
+def test_opens_on_the_tensor_and_view(view, layout, shape):
+    ex = explore(two_convs(), tensor="2.weight", view=view, debounce=None)
+    try:
+        assert ex.tensor == "2.weight"
+        assert ex.ui.layout.value == layout
+        assert ex.preview_array.shape == shape  # the picture drawn is that view of that tensor
+    finally:
+        ex.close()
+
+
+def test_without_keywords_the_defaults_stay():
+    ex = explore(cnn(), debounce=None)
+    try:
+        assert ex.tensor == "0.weight"
+        assert ex.ui.layout.value == "auto"
+    finally:
+        ex.close()
+
+
+def test_a_view_the_tensor_does_not_offer_is_refused_and_the_explorer_closed(monkeypatch):
+    closed = []
+    real_close = Explorer.close
+    monkeypatch.setattr(Explorer, "close", lambda self: closed.append(self) or real_close(self))
+    with pytest.raises(WidgetInputError,
+                       match=r"view must be one of \['matrix', 'channels'\] for this rank-2 "
+                             r"tensor; got 'kernels'"):
+        explore(mlp(), tensor="0.weight", view="kernels", debounce=None)
+    assert len(closed) == 1  # its widgets and background renderers do not outlive the error
+
+
+def test_unknown_tensor_is_refused_by_name():
+    with pytest.raises(WidgetInputError, match="name 'nope' is not a prunable tensor"):
+        explore(mlp(), tensor="nope", debounce=None)
+
+
+def test_view_alone_applies_to_the_default_tensor():
+    ex = explore(cnn(), view="channels", debounce=None)
+    try:
+        assert (ex.tensor, ex.ui.layout.value) == ("0.weight", "channels")
+    finally:
+        ex.close()
