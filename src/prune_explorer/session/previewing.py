@@ -92,10 +92,12 @@ class Previewing(Arguments):
         ``target`` viewed as ``(shape[0], numel / shape[0])``. Exactly the counts of the mask
         :meth:`preview` returns (``method="global_unstructured"`` with ``targets`` and
         ``pruning_method``/``amount`` for a global step), computed from the tensor's cached
-        L1 order in ``O(cells log n)``. None when only the mask can tell (other methods, small
-        tensors): then pool :meth:`preview`'s mask. ``alive=True`` counts what stays alive, as
+        order in ``O(cells log n)`` (L1 and seeded random_unstructured), or from its cached
+        slice scores and per-line counts (ln_structured with a numeric ``n``, seeded
+        random_structured). None when only the mask can tell (other methods, small tensors):
+        then pool :meth:`preview`'s mask. ``alive=True`` counts what stays alive, as
         :meth:`alive` does (kept and not exactly 0); None also when the tensor has too many
-        exact zeros to subtract one by one.
+        exact zeros to subtract one by one (unstructured steps).
 
         Examples
         --------
