@@ -264,3 +264,17 @@ def test_explorer_structured_slider_step_computes_no_norm_and_pools_no_mask(monk
                                   pool_view(tensor_view(ex.preview_mask), cells).values)
     assert int((ex.preview_mask.sum(dim=0) == 0).sum()) == 300
     ex.close()
+
+
+def test_the_magnitude_view_reads_the_slider_s_slice_norms_not_its_own():
+    # One computation of the channel norms per tensor state serves the slider and the histogram.
+    model = torch.nn.Sequential(torch.nn.Linear(600, 400))
+    s = Session(model)
+    s.apply("0.weight", "ln_structured", amount=0.25, n=2, dim=0)
+    mags = s.magnitudes("0.weight", n=2, dim=0)
+    held = s._orders.slices(model[0], "weight", prune.LnStructured(0.0, 2, 0), build=False)
+    assert held is not None
+    assert mags.count == held.alive == 300
+    assert mags.pruned == 100
+    ranked = torch.sort(held.scores).values
+    assert torch.equal(mags.keys, ranked.view(mags.keys.dtype))

@@ -41,9 +41,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from prune_explorer.prune.methods import slice_norms
+from prune_explorer.prune.methods import LnStructured, slice_norms
 
 from .order_cache import _BITS, OrderCache, _state, _still
+from .slice_order import alive_slices
 
 __all__ = ["MagnitudeCache", "Magnitudes"]
 
@@ -150,15 +151,16 @@ def _build(module: nn.Module, name: str, orders: OrderCache | None, n: Any,
     # As PruningContainer ranks a structured step: the slices the mask still keeps any of,
     # by the n-norm of the current values (the core's own slice_norms).
     dim = dim % current.dim()
-    others = [d for d in range(current.dim()) if d != dim]
-    alive = torch.ones(current.shape[dim], dtype=torch.bool, device=current.device) \
-        if mask is None else mask.sum(dim=others) != 0
-    index = tuple(alive if d == dim else slice(None) for d in range(current.dim()))
-    norms = slice_norms(current[index], n, dim)
+    scores = None if orders is None else orders.slices(module, name, LnStructured(0.0, n, dim))
+    if scores is not None:  # the session's own slice norms (the slider's), no second pass
+        norms, alive_count = scores.scores, scores.alive
+    else:
+        _, rest = alive_slices(current, mask, dim)
+        norms, alive_count = slice_norms(rest, n, dim), rest.shape[dim]
     keys = _keys(norms)
     label = f"L{n:g} norm" if isinstance(n, (int, float)) else f"{n} norm"
     return Magnitudes(keys, norms.dtype if norms.dtype in _BITS else torch.float32,
-                      f"channels along dim {dim}", int((~alive).sum()), label)
+                      f"channels along dim {dim}", current.shape[dim] - alive_count, label)
 
 
 class MagnitudeCache:

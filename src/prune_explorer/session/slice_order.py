@@ -42,7 +42,24 @@ import torch
 from prune_explorer import prune
 from prune_explorer.prune.methods import slice_norms
 
-__all__ = ["SliceScores", "slice_spec"]
+__all__ = ["SliceScores", "alive_slices", "slice_spec"]
+
+
+def alive_slices(current: torch.Tensor, kept: torch.Tensor | None,
+                 dim: int) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(which slices along ``dim`` are alive, ``current`` restricted to them): a slice is alive
+    while the mask ``kept`` keeps any of its entries (the rule a ``PruningContainer`` uses to
+    hand a structured step what it may still prune). ``(None, current)`` without a mask.
+
+    >>> alive, rest = alive_slices(torch.ones(3, 2), torch.tensor([[1, 0], [0, 0], [0, 1]]), 0)
+    >>> alive.tolist(), tuple(rest.shape)
+    ([True, False, True], (2, 2))
+    """
+    if kept is None:
+        return None, current
+    others = [d for d in range(current.dim()) if d != dim]
+    lines = kept.sum(dim=others) != 0
+    return lines, current[tuple(lines if d == dim else slice(None) for d in range(current.dim()))]
 
 
 def slice_spec(method: Any, seed: int | None, ndim: int) -> tuple[Any, ...] | None:
@@ -80,11 +97,7 @@ class SliceScores:
         name, _, dim = spec
         with torch.no_grad():
             t = current.detach()
-            self.lines: torch.Tensor | None = None  # alive slices (bool), None: all
-            if kept is not None:
-                others = [d for d in range(t.dim()) if d != dim]
-                self.lines = kept.sum(dim=others) != 0  # the container's rule
-                t = t[tuple(self.lines if d == dim else slice(None) for d in range(t.dim()))]
+            self.lines, t = alive_slices(t, kept, dim)  # lines None: all alive
             size = t.shape[dim]
             # the core's own computations, on what the core's compute_mask would be handed
             if name == "ln_structured":
