@@ -49,7 +49,7 @@ from prune_explorer.prune._sharded import is_sharded as is_dtensor
 from .packed import PackedMask
 
 __all__ = ["ShardedMask", "count_nonzero", "is_dtensor", "is_sharded", "nonzero_summary",
-           "ones_mask", "rank", "reduce_extremes", "refuse_sharded", "total_count"]
+           "ones_mask", "rank", "reduce_extremes", "refuse_sharded", "shard_of", "total_count"]
 
 
 def ones_mask(t: Any) -> PackedMask:
@@ -95,10 +95,14 @@ def total_count(t: Any, local: int) -> int:
     return int(all_reduce(out, _group(t))[0])
 
 
+def shard_of(t: Any) -> torch.Tensor:
+    """This rank's shard of DTensor ``t``; ``t`` itself for a plain tensor."""
+    return t.to_local() if is_dtensor(t) else t
+
+
 def count_nonzero(t: Any) -> int:
     """Nonzero entries of ``t``, over every shard for a DTensor (one all-reduce of one int)."""
-    local = t.to_local() if is_dtensor(t) else t
-    return total_count(t, int(torch.count_nonzero(local.detach())))
+    return total_count(t, int(torch.count_nonzero(shard_of(t).detach())))
 
 
 def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
@@ -107,18 +111,18 @@ def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
     For a DTensor the counts are taken on each shard and all-reduced in one call (``1 + sum of
     the dims`` integers), so every rank gets the same answer and nothing is gathered.
     """
-    local = t.to_local() if is_dtensor(t) else t
+    shard = shard_of(t)
     shape = tuple(t.shape)
     offset = Layout(t, "Session.report").offset if is_dtensor(t) else (0,) * len(shape)
-    nonzero = local.detach() != 0
+    nonzero = shard.detach() != 0
     parts = [torch.tensor([int(torch.count_nonzero(nonzero))], dtype=torch.int64,
-                          device=local.device)]
+                          device=shard.device)]
     for d, size in enumerate(shape):
-        per = torch.zeros(size, dtype=torch.int64, device=local.device)
+        per = torch.zeros(size, dtype=torch.int64, device=shard.device)
         if nonzero.numel():
             others = [i for i in range(nonzero.dim()) if i != d]
             counts = nonzero.sum(dim=others) if others else nonzero.to(torch.int64)
-            per[offset[d]:offset[d] + local.shape[d]] = counts
+            per[offset[d]:offset[d] + shard.shape[d]] = counts
         parts.append(per)
     flat = torch.cat(parts)
     if is_dtensor(t):

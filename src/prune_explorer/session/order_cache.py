@@ -199,6 +199,7 @@ class TensorOrder:
             cut = self.alive - alive
             minus_one = torch.tensor(-1, dtype=flat.dtype, device=flat.device)
             prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut: first `cut` go
+            by_rank: slice | torch.Tensor
             if prefix:
                 by_rank = slice(cut, None)
                 rank = (flat - cut).clamp_(min=-1)  # the first `cut` (and the dead): -1

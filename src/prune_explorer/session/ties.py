@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from .distributed import is_dtensor, reduce_extremes
+from .distributed import is_dtensor, reduce_extremes, shard_of
 from .order_cache import TensorOrder
 from .packed import PackedMask
 from .seeding import draws_for
@@ -161,10 +161,10 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     top, bottom, nan = float("-inf"), float("inf"), False
     for address in step.targets:
         module_name, tensor_name = split_address(address)
-        after = getattr(model.get_submodule(module_name), tensor_name + "_mask").to_local()
+        after = shard_of(getattr(model.get_submodule(module_name), tensor_name + "_mask"))
         kept = after.reshape(-1) != 0
-        was = before[address].unpack(device=after.device).to_local().reshape(-1)
-        keys = importance[address].detach().to_local().reshape(-1).abs().double()
+        was = shard_of(before[address].unpack(device=after.device)).reshape(-1)
+        keys = shard_of(importance[address].detach()).reshape(-1).abs().double()
         nan = nan or bool(torch.isnan(keys).any())
         if keys.numel():
             top = max(top, float(torch.where(was & ~kept, keys, float("-inf")).amax()))
