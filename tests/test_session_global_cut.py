@@ -58,7 +58,8 @@ def test_histogram_cut_masks_are_the_cores(dtype, pruned_first):
         straddled += cut.straddles
         for i, expected in enumerate(_core(pairs, amount)):
             got = cut.mask(i)
-            assert got.dtype == expected.dtype and torch.equal(got, expected), (amount, i)
+            assert got.dtype == expected.dtype
+            assert torch.equal(got, expected), (amount, i)
             assert cut.kept(i) == int(expected.count_nonzero()), (amount, i)
     assert straddled >= 3  # the data does put ties across the cut
 
@@ -125,7 +126,8 @@ def test_histograms_follow_the_tensor_state():
     assert cache.histogram(model[0], "weight") is first
     prune.l1_unstructured(model[0], "weight", amount=0.5)
     again = cache.histogram(model[0], "weight")
-    assert again is not first and again.alive == first.alive - 100_000
+    assert again is not first
+    assert again.alive == first.alive - 100_000
     assert cache.histogram(model[0], "weight", build=False) is again
     with torch.no_grad():
         model[0].weight_orig.add_(1)

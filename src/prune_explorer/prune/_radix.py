@@ -130,12 +130,26 @@ class Cut:
 
 def histogram(
     chunks: Iterator[torch.Tensor], shift: int, width: int, prefix: int, device: torch.device,
+    *, ceiling: int | None = None,
 ) -> torch.Tensor:
     """Counts (int64, ``2**width`` bins) of the digit ``(key >> shift) - (prefix << width)`` of
     the keys ``chunks`` yields whose bits above ``shift + width`` equal ``prefix``; keys of
-    another prefix and negative markers are binned out of range and dropped (no gather)."""
+    another prefix and negative markers are binned out of range and dropped (no gather).
+
+    ``ceiling``: the largest key that can occur, if known. Where the histogram covers the top
+    bits (no ``prefix``) and ``(ceiling >> shift) < 2**width - 128`` (magnitude keys, whose NaN
+    are at :data:`NAN_BITS`), a piece is counted with one shift, one ``&`` and one ``bincount``
+    in its own integer type: a marker in [-128, -1] lands in a bin above the ceiling's, and
+    those bins are cleared at the end.
+    """
+    top = None if ceiling is None or prefix else ceiling >> shift
+    whole = top is not None and top < (1 << width) - 128
     hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
     for c in chunks:
+        if whole:
+            digit = (c >> shift) if shift else c
+            hist += torch.bincount(digit & ((1 << width) - 1), minlength=1 << width)
+            continue
         digit = c >> shift
         if digit.dtype == torch.int16:
             digit = digit.int()
@@ -144,6 +158,8 @@ def histogram(
         # digit + 1 of the keys under the prefix; 0 or 2**width + 1 for the others
         digit.clamp_(-1, 1 << width).add_(1)
         hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
+    if whole:
+        hist[top + 1:] = 0
     return hist
 
 

@@ -113,8 +113,9 @@ class KeyHistogram:
         self.width = min(WIDTH, self.bits)
         self.shift = self.bits - self.width
         with torch.no_grad():
-            self.counts = _radix.histogram(source.chunks(), self.shift,
-                                           self.width, 0, values.device).cpu()
+            self.counts = _radix.histogram(source.chunks(), self.shift, self.width, 0,
+                                           values.device,
+                                           ceiling=_radix.NAN_BITS[values.dtype]).cpu()
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
         self._state = state
