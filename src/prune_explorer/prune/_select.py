@@ -74,6 +74,8 @@ TIE_RULES = ("index", "torch")
 _SAMPLE = 1 << 16
 _CHUNK = 1 << 18  # entries per piece when scanning (1 MiB of float32: stays in cache)
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INT_OF = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+           torch.float64: torch.int64}
 
 _TIE_BREAK: ContextVar[str] = ContextVar("prune_explorer_tie_break", default="index")
 
@@ -165,6 +167,8 @@ class Selection:
         picks = self._picks(i, out.device)
         if self.value is None:
             out.fill_(1)
+        elif self.magnitude and not self.largest and keys.dtype in _INT_OF:
+            self._write_kept_bits(keys, out, self.value.to(keys.device))
         else:
             v = self.value.to(keys.device)
             if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
@@ -182,6 +186,20 @@ class Selection:
         if picks is not None:
             out.view(-1)[picks] = 0
         return out
+
+    def _write_kept_bits(self, keys: torch.Tensor, out: torch.Tensor, v: torch.Tensor) -> None:
+        # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns with
+        # the sign bit cleared, which order as |key| does with NaN above inf -- two operations
+        # a piece instead of abs, compare and flip
+        itype = _INT_OF[keys.dtype]
+        clear = (1 << (8 * keys.element_size() - 1)) - 1
+        cut = int(v.abs().reshape(1).view(itype)[0])
+        compare = torch.gt if self.inclusive else torch.ge
+        buffer = torch.empty(0, dtype=itype, device=keys.device)
+        for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
+                               strict=True):
+            bits = torch.bitwise_and(piece.view(itype), clear, out=buffer.resize_(piece.shape))
+            compare(bits, cut, out=dest)
 
 
 def select(
