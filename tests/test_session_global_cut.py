@@ -132,3 +132,23 @@ def test_histograms_follow_the_tensor_state():
     with torch.no_grad():
         model[0].weight_orig.add_(1)
     assert cache.histogram(model[0], "weight", build=False) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_apply_global_without_preview_cuts_from_histograms(dtype):
+    """Session.apply_global finds its cut from the key histograms (no model-sized copy, no
+    look at the masks afterwards): same masks as the core, same tie note as the full look."""
+    fast, slow = Session(_model(dtype)), Session(_model(dtype))
+    slow._orders.budget = 0  # cache off: the core computes, the note comes from the full look
+    targets = ["2.weight", "0.weight", "1.weight"]
+    pairs = [(fast.model[int(t[0])], "weight") for t in targets]
+    for amount in (0.3, 0.6):
+        expected = [m.clone() for m in _core(pairs, amount)]
+        a = fast.apply_global(targets, amount=amount)
+        b = slow.apply_global(targets, amount=amount)
+        assert len(fast._orders._hists) == 3
+        assert not fast._orders._orders
+        assert a.ties == b.ties == "lowest"  # bf16 and the 1/64 grid: the cut is a tie
+        for t, mask in zip(targets, expected, strict=True):
+            assert torch.equal(fast.mask(t).to(mask.dtype), mask), (amount, t)
+            assert torch.equal(fast.mask(t), slow.mask(t)), (amount, t)

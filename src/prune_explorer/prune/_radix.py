@@ -137,13 +137,13 @@ def histogram(
     another prefix and negative markers are binned out of range and dropped (no gather).
 
     ``ceiling``: the largest key that can occur, if known. Where the histogram covers the top
-    bits (no ``prefix``) and ``(ceiling >> shift) < 2**width - 128`` (magnitude keys, whose NaN
+    bits (no ``prefix``) and ``(ceiling >> shift) < 2**width - 64`` (magnitude keys, whose NaN
     are at :data:`NAN_BITS`), a piece is counted with one shift, one ``&`` and one ``bincount``
-    in its own integer type: a marker in [-128, -1] lands in a bin above the ceiling's, and
+    in its own integer type: a marker in [-64, -1] lands in a bin above the ceiling's, and
     those bins are cleared at the end.
     """
     top = None if ceiling is None or prefix else ceiling >> shift
-    whole = top is not None and top < (1 << width) - 128
+    whole = top is not None and top < (1 << width) - 64
     hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
     for c in chunks:
         if whole:

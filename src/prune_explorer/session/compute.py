@@ -139,20 +139,22 @@ def global_masks(model: nn.Module, step: Step,
     return dict(zip(step.targets, masks, strict=True))
 
 
-def cached_cuts(model: nn.Module, step: Step,
-                orders: OrderCache) -> list[tuple[Any, int]] | None:
+def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
+                build_global: bool = False) -> list[tuple[Any, int]] | None:
     """What a preview of ``step`` left for the apply to install, from what the cache holds for
     the targets as they are now: per target a pair ``(source, n)`` whose mask is
     ``source.mask(n)`` -- the target's order and how many of its first entries ``step``
     prunes, or, for a global L1 step, the :class:`GlobalCut` and the target's place. None:
     some target has nothing cached, or ``step`` is not an unstructured L1 or seeded
-    random_unstructured step. Builds no order or histogram."""
+    random_unstructured step. Builds no order; builds the key histograms of a global L1 step
+    only with ``build_global`` (they are small, and the cut from them is the lightest way to
+    apply the step and to tell how it split a tie)."""
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        cut = _global_cut(pairs, step, orders, build=False)
+        cut = _global_cut(pairs, step, orders, build=build_global)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None
     if step.method not in ("l1_unstructured", "random_unstructured") or (

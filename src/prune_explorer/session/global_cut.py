@@ -164,7 +164,8 @@ class GlobalCut:
 
     def mask(self, i: int) -> torch.Tensor:
         """Target ``i``'s mask (1 = kept; the dtype and device the core gives), built now from
-        its values as they were when the cut was found."""
+        its values as they were when the cut was found: per piece, kept where the key is at or
+        above the cut value, then the first ``take`` keys equal to it pruned."""
         source = self._sources[i]
         if source.changed:
             raise RuntimeError(
@@ -173,16 +174,27 @@ class GlobalCut:
         values, kept = source.values, source.kept
         dtype = values.dtype if kept is None else kept.dtype
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
+        ints, bits = _radix.int_view(values.reshape(-1))
+        alive = None if kept is None else kept.reshape(-1).to(out.device)
+        clear = (1 << bits) - 1
         left = self.take[i]
+        buffer = torch.empty(0, dtype=ints.dtype, device=ints.device)
         with torch.no_grad():
-            for keys, piece in zip(source.chunks(), out.view(-1).split(_radix.CHUNK),
-                                            strict=True):
-                chosen = (keys < self.value) & (keys >= 0)
+            for start, piece in zip(range(0, ints.numel(), _radix.CHUNK),
+                                    out.view(-1).split(_radix.CHUNK), strict=True):
+                part = ints[start:start + _radix.CHUNK]
+                keys = torch.bitwise_and(part, clear, out=buffer.resize_(part.shape))
+                torch.ge(keys, self.value, out=piece)  # NaN keys lie above: kept, as the core
+                live = None if alive is None else alive[start:start + _radix.CHUNK] == 1
+                if live is not None:  # already pruned: 1 here, times the old mask below
+                    piece.masked_fill_(~live, 1)
                 if left:
-                    hits = torch.nonzero(keys == self.value).view(-1)[:left]
-                    chosen[hits] = True
+                    tied = keys == self.value
+                    if live is not None:
+                        tied &= live
+                    hits = torch.nonzero(tied).view(-1)[:left]
+                    piece[hits] = 0
                     left -= hits.numel()
-                torch.logical_not(chosen, out=piece)
             if kept is not None:  # as the core: what was pruned stays pruned
                 out.mul_(kept.to(out.device))
         return out

@@ -320,9 +320,11 @@ class Transactional:
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
-        # The tie note, from the targets' cached orders if a preview built them (no pass over
-        # the entries); else looked up after the step ran.
-        cuts = cached_cuts(self._model, step, self._orders) if kind == "apply" else None
+        # The masks and the tie note, from the targets' cached orders if a preview built them
+        # (no pass over the entries) or from a global L1 step's key histograms (built if need
+        # be); else the core computes the masks and the note is looked up after the step ran.
+        cuts = cached_cuts(self._model, step, self._orders, build_global=True) \
+            if kind == "apply" else None
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         if kind == "apply":
