@@ -62,6 +62,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _radix
+
 __all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
            "tie_break"]
 
@@ -327,6 +329,9 @@ def _order_statistic(
     """
     total = sum(x.numel() for x in keys)
     dtype = keys[0].dtype
+    if magnitude and dtype in (torch.float16, torch.bfloat16) and len(
+            {x.device for x in keys}) == 1:
+        return _order_statistic_16(keys, rank)
     cpu = torch.device("cpu")
     # cache-sized pieces: (key number, offset in the key, view)
     chunks = [(i, j * _CHUNK, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(_CHUNK))]
@@ -400,3 +405,20 @@ def _order_statistic(
             return value, n_lt, int(torch.count_nonzero(equal)), tied
         margin *= 16.0
     return None  # the rank falls among NaNs
+
+
+def _order_statistic_16(
+    keys: Sequence[torch.Tensor], rank: int
+) -> tuple[torch.Tensor, int, int, None] | None:
+    """:func:`_order_statistic` of ``|keys|`` for 2-byte floats: every value has its own bin in
+    one 15-bit histogram of the bit patterns (``_radix.histogram``, one ``bincount`` a piece),
+    so one pass gives the value and the counts below and at it, with no sample and no gather."""
+    dtype = keys[0].dtype
+    pieces = (_radix.magnitude_keys(c)[0] for x in keys for c in x.reshape(-1).split(_radix.CHUNK))
+    hist = _radix.histogram(pieces, 0, 15, 0, keys[0].device, ceiling=_radix.NAN_BITS[dtype])
+    cum = hist.cumsum(0)
+    j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
+    if j >= _radix.NAN_BITS[dtype]:
+        return None  # the rank falls among NaNs
+    value = torch.tensor([j], dtype=torch.int16).view(dtype)[0]
+    return value, int(cum[j - 1]) if j else 0, int(hist[j]), None
