@@ -87,13 +87,14 @@ def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x.view(_INT_OF[size]), 8 * size - 1
 
 
-def magnitude_keys(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+def magnitude_keys(x: torch.Tensor, clamp: bool = True) -> tuple[torch.Tensor, int]:
     """The keys of ``|x|`` (``x`` a flat floating tensor, read not written): its bit patterns
-    with the sign bit cleared and every NaN at :data:`NAN_BITS` (one key: NaN ties rank by
-    index, above ``inf``), and how many value bits they carry. A new tensor of ``x``'s size."""
+    with the sign bit cleared and, with ``clamp``, every NaN at :data:`NAN_BITS` (one key: NaN
+    ties rank by index, above ``inf``), and how many value bits they carry. A new tensor of
+    ``x``'s size."""
     ints, bits = int_view(x)
     keys = ints & ((1 << bits) - 1)
-    return keys.clamp_(max=NAN_BITS[x.dtype]), bits
+    return (keys.clamp_(max=NAN_BITS[x.dtype]) if clamp else keys), bits
 
 
 class KeySet:
@@ -130,17 +131,19 @@ class Cut:
 
 def histogram(
     chunks: Iterator[torch.Tensor], shift: int, width: int, prefix: int, device: torch.device,
-    *, ceiling: int | None = None,
+    *, ceiling: int | None = None, markers: bool = True,
 ) -> torch.Tensor:
     """Counts (int64, ``2**width`` bins) of the digit ``(key >> shift) - (prefix << width)`` of
     the keys ``chunks`` yields whose bits above ``shift + width`` equal ``prefix``; keys of
     another prefix and negative markers are binned out of range and dropped (no gather).
 
-    ``ceiling``: the largest key that can occur, if known. Where the histogram covers the top
-    bits (no ``prefix``) and ``(ceiling >> shift) < 2**width - 64`` (magnitude keys, whose NaN
-    are at :data:`NAN_BITS`), a piece is counted with one shift, one ``&`` and one ``bincount``
-    in its own integer type: a marker in [-64, -1] lands in a bin above the ceiling's, and
-    those bins are cleared at the end.
+    ``ceiling``: where the histogram covers the top bits (no ``prefix``) of magnitude keys
+    (:func:`magnitude_keys`; ``ceiling`` their NaN key, with ``(ceiling >> shift) < 2**width -
+    64``), a piece is counted with at most a shift, an ``&`` and one ``bincount`` in its own
+    integer type. With ``markers`` the keys must be clamped to ``ceiling`` and markers be in
+    [-64, -1]: they land in bins above the ceiling's, which are cleared at the end. Without
+    markers the keys need no clamp: the bins above the ceiling's (NaN bit patterns) are added
+    to the ceiling's, as if clamped.
     """
     top = None if ceiling is None or prefix else ceiling >> shift
     whole = top is not None and top < (1 << width) - 64
@@ -148,7 +151,9 @@ def histogram(
     for c in chunks:
         if whole:
             digit = (c >> shift) if shift else c
-            hist += torch.bincount(digit & ((1 << width) - 1), minlength=1 << width)
+            if markers:
+                digit = digit & ((1 << width) - 1)
+            hist += torch.bincount(digit, minlength=1 << width)
             continue
         digit = c >> shift
         if digit.dtype == torch.int16:
@@ -159,6 +164,8 @@ def histogram(
         digit.clamp_(-1, 1 << width).add_(1)
         hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
     if whole:
+        if not markers:
+            hist[top] += hist[top + 1:].sum()
         hist[top + 1:] = 0
     return hist
 

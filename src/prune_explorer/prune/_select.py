@@ -414,8 +414,10 @@ def _order_statistic_16(
     one 15-bit histogram of the bit patterns (``_radix.histogram``, one ``bincount`` a piece),
     so one pass gives the value and the counts below and at it, with no sample and no gather."""
     dtype = keys[0].dtype
-    pieces = (_radix.magnitude_keys(c)[0] for x in keys for c in x.reshape(-1).split(_radix.CHUNK))
-    hist = _radix.histogram(pieces, 0, 15, 0, keys[0].device, ceiling=_radix.NAN_BITS[dtype])
+    pieces = (_radix.magnitude_keys(c, clamp=False)[0] for x in keys
+              for c in x.reshape(-1).split(_radix.CHUNK))
+    hist = _radix.histogram(pieces, 0, 15, 0, keys[0].device, ceiling=_radix.NAN_BITS[dtype],
+                            markers=False)
     cum = hist.cumsum(0)
     j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
     if j >= _radix.NAN_BITS[dtype]:

@@ -81,12 +81,13 @@ class _Source:
         return self._versions() != self.versions
 
     def chunks(self) -> Iterator[torch.Tensor]:
-        """The keys in flat order, in pieces of at most ``CHUNK``; already pruned entries -1."""
+        """The keys in flat order, in pieces of at most ``CHUNK``; already pruned entries -1
+        (their NaN then clamped to one key; not clamped where nothing is pruned)."""
         flat = self.values.reshape(-1)
         alive = None if self.kept is None else self.kept.reshape(-1)
         for start in range(0, flat.numel(), _radix.CHUNK):
             stop = start + _radix.CHUNK
-            keys, _ = _radix.magnitude_keys(flat[start:stop])
+            keys, _ = _radix.magnitude_keys(flat[start:stop], clamp=alive is not None)
             if alive is not None:
                 keys.masked_fill_(alive[start:stop].to(keys.device) != 1, -1)
             yield keys
@@ -114,8 +115,8 @@ class KeyHistogram:
         self.shift = self.bits - self.width
         with torch.no_grad():
             self.counts = _radix.histogram(source.chunks(), self.shift, self.width, 0,
-                                           values.device,
-                                           ceiling=_radix.NAN_BITS[values.dtype]).cpu()
+                                           values.device, ceiling=_radix.NAN_BITS[values.dtype],
+                                           markers=source.kept is not None).cpu()
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
         self._state = state
@@ -221,6 +222,8 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
     j = int(torch.searchsorted(cum, torch.tensor([pruned])))
     below = int(cum[j - 1]) if j else 0
     less = [h.below(j) for h in hists]
+    if j >= _radix.NAN_BITS[first.dtype] >> first.shift:
+        return None  # at inf or NaN: the core's rules for NaN decide
     if first.shift == 0:  # the bin is the value
         value = j
         equal = [int(h.counts[j]) for h in hists]
@@ -232,8 +235,6 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         less = [le + int(torch.count_nonzero(k < value)) for le, k in zip(less, keys,
                                                                           strict=True)]
         equal = [int(torch.count_nonzero(k == value)) for k in keys]
-    if value >= _radix.NAN_BITS[first.dtype]:
-        return None  # NaN pruned: the core's rules for NaN decide
     need = pruned - sum(less)
     take = []
     for eq in equal:
