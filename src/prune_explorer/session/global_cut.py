@@ -10,9 +10,9 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   order as their bits do; every NaN is one key above ``inf``). See
   :func:`prune_explorer.prune._radix.magnitude_keys`.
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
-  their top 16 value bits -- every bit of a bfloat16/float16 key; the exponent and 7 mantissa
-  bits of a float32 one. One streamed pass over the tensor, chunk by chunk; then 512 KiB per
-  tensor, whatever its size. The :class:`~prune_explorer.session.order_cache.OrderCache` keeps it
+  their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
+  wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
+  One streamed pass over the tensor, chunk by chunk. The :class:`~prune_explorer.session.order_cache.OrderCache` keeps it
   and drops it when the tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For wider floats the keys of
