@@ -12,8 +12,9 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
-  One streamed pass over the tensor, chunk by chunk. The :class:`~prune_explorer.session.order_cache.OrderCache` keeps it
-  and drops it when the tensor's state changes, like an order.
+  One streamed pass over the tensor, chunk by chunk. The
+  :class:`~prune_explorer.session.order_cache.OrderCache` keeps it and drops it when the
+  tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For wider floats the keys of
   that one bin are gathered (one pass; kept per tensor for the next move into the same bin) and
