@@ -19,6 +19,11 @@ Usage::
     python benchmarks/bench_prune.py                  # all four cases
     python benchmarks/bench_prune.py --cases l1 ln    # a subset
     python benchmarks/bench_prune.py --cases gpt2 --dtype bfloat16 --data normal
+    python benchmarks/bench_prune.py --cases session-global --dtype bfloat16 --data normal
+
+``session-global`` times ``Session.apply_global`` on a fresh ``Session`` (built before the clock
+starts, no preview before: the session's own one-pass path) against torch's
+``global_unstructured``; the peak memory is that of the call.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import torch
 CASES = {
     "resnet50": "global_unstructured L1 0.5 over ResNet-50 weight shapes",
     "gpt2": "global_unstructured L1 0.5 over GPT-2-small weight shapes",
+    "session-global": "Session.apply_global L1 0.5 over GPT-2-small weight shapes "
+                      "(torch: global_unstructured)",
     "l1": "l1_unstructured 0.5 on one 4096x4096 weight",
     "ln": "ln_structured n=2 dim=0 on one 4096x4096 weight",
 }
@@ -70,7 +77,7 @@ def gpt2_shapes() -> list[tuple[int, ...]]:
 def case_shapes(case: str) -> list[tuple[int, ...]]:
     if case == "resnet50":
         return resnet50_shapes()
-    if case == "gpt2":
+    if case in ("gpt2", "session-global"):
         return gpt2_shapes()
     return [(4096, 4096)]
 
@@ -127,12 +134,22 @@ def _modules(weights: list[torch.Tensor]) -> list[torch.nn.Module]:
     return mods
 
 
-def _run(impl: str, case: str, mods: list[torch.nn.Module]) -> None:
+def _prepare(impl: str, case: str, mods: list[torch.nn.Module]) -> object:
+    """What a call needs that is not timed: the Session of the session case (ours)."""
+    if impl == "torch" or case != "session-global":
+        return None
+    from prune_explorer import Session
+    return Session(torch.nn.ModuleList(mods))
+
+
+def _run(impl: str, case: str, mods: list[torch.nn.Module], session: object = None) -> None:
     if impl == "torch":
         import torch.nn.utils.prune as prune
     else:
         from prune_explorer import prune  # type: ignore[no-redef]
-    if case in ("resnet50", "gpt2"):
+    if session is not None:
+        session.apply_global([f"{i}.weight" for i in range(len(mods))], amount=0.5)
+    elif case in ("resnet50", "gpt2", "session-global"):
         prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured, amount=0.5)
     elif case == "l1":
         prune.l1_unstructured(mods[0], "weight", amount=0.5)
@@ -148,11 +165,12 @@ def child(impl: str, case: str, data: str, dtype: str, repeats: int) -> dict:
     mods: list[torch.nn.Module] = []
     for r in range(repeats):
         mods = _modules(weights)
+        session = _prepare(impl, case, mods)
         if r == 0:
             _peak_rss_reset()
             before = _rss_kib("VmRSS")
         t0 = time.perf_counter()
-        _run(impl, case, mods)
+        _run(impl, case, mods, session)
         times.append(time.perf_counter() - t0)
         if r == 0:
             peak = _rss_kib("VmHWM") - before

@@ -16,7 +16,7 @@ from torch import nn
 
 from prune_explorer import prune
 from prune_explorer.session import Session
-from prune_explorer.session.order_cache import OrderCache, TensorOrder, global_thresholds
+from prune_explorer.session.order_cache import OrderCache, TensorOrder
 from prune_explorer.viz.pooling import block_edges, pool_fraction
 
 AMOUNTS = [0.0, 0.01, 0.25, 0.5, 0.77, 0.999, 1.0, 3, 100_000]
@@ -52,22 +52,6 @@ def test_order_masks_are_the_cores_fresh_and_iterative(dtype):
             got = order.mask(k)
             assert got.dtype == expected.dtype
             assert torch.equal(got, expected), amount
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_global_thresholds_give_the_cores_global_masks(dtype):
-    model = _model(dtype)
-    prune.l1_unstructured(model[1], "weight", amount=0.4)
-    pairs = [(model[2], "weight"), (model[0], "weight"), (model[1], "weight")]
-    cache = OrderCache()
-    orders = [cache.get(m, n) for m, n in pairs]
-    alive = sum(o.alive for o in orders)
-    for amount in [*AMOUNTS, alive]:
-        with prune.tie_break("index"):
-            expected = prune.global_masks(pairs, prune.L1Unstructured, amount=amount)
-        cuts = global_thresholds(orders, prune._compute_nparams_toprune(amount, alive))
-        for order, cut, mask in zip(orders, cuts, expected, strict=True):
-            assert torch.equal(order.mask(cut), mask), amount
 
 
 def test_pruned_per_cell_counts_what_pooling_the_mask_counts():

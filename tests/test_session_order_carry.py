@@ -78,10 +78,15 @@ def test_apply_carries_the_l1_order_exactly(dtype, method, settings):
         s.undo()
 
 
-def test_global_apply_carries_every_targets_order():
+def test_global_apply_carries_every_targets_order_that_was_built():
+    # A global preview cuts from key histograms and builds no order; the picture of a target
+    # builds that one's (cell_counts). Each order built before the step is carried past it.
     s = Session(_model(torch.bfloat16))
     targets = ["0.weight", "1.weight"]
     s.preview_global(targets, amount=0.5)
+    assert all(s._orders.peek(layer, "weight") is None for layer in s.model)
+    for layer in s.model:
+        assert s._orders.get(layer, "weight") is not None  # as the picture of each would
     s.apply_global(targets, amount=0.5)
     for layer in s.model:
         carried = s._orders.peek(layer, "weight")

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "draw_stream", "find_cut", "int_view",
-           "write_kept"]
+__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "draw_stream", "find_cut", "histogram",
+           "int_view", "magnitude_keys", "radix_select", "write_kept"]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -87,6 +87,16 @@ def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x.view(_INT_OF[size]), 8 * size - 1
 
 
+def magnitude_keys(x: torch.Tensor, clamp: bool = True) -> tuple[torch.Tensor, int]:
+    """The keys of ``|x|`` (``x`` a flat floating tensor, read not written): its bit patterns
+    with the sign bit cleared and, with ``clamp``, every NaN at :data:`NAN_BITS` (one key: NaN
+    ties rank by index, above ``inf``), and how many value bits they carry. A new tensor of
+    ``x``'s size."""
+    ints, bits = int_view(x)
+    keys = ints & ((1 << bits) - 1)
+    return (keys.clamp_(max=NAN_BITS[x.dtype]) if clamp else keys), bits
+
+
 class KeySet:
     """One rank's keys of one tensor: an integer view plus where its entries sit globally.
 
@@ -119,28 +129,66 @@ class Cut:
     last: int | None
 
 
-def _radix(
+def histogram(
+    chunks: Iterator[torch.Tensor], shift: int, width: int, prefix: int, device: torch.device,
+    *, ceiling: int | None = None, markers: bool = True,
+) -> torch.Tensor:
+    """Counts (int64, ``2**width`` bins) of the digit ``(key >> shift) - (prefix << width)`` of
+    the keys ``chunks`` yields whose bits above ``shift + width`` equal ``prefix``; keys of
+    another prefix and negative markers are binned out of range and dropped (no gather).
+
+    ``ceiling``: where the histogram covers the top bits (no ``prefix``) of magnitude keys
+    (:func:`magnitude_keys`; ``ceiling`` their NaN key, with ``(ceiling >> shift) < 2**width -
+    64``), a piece is counted with at most a shift, an ``&`` and one ``bincount`` in its own
+    integer type. With ``markers`` the keys must be clamped to ``ceiling`` and markers be in
+    [-64, -1]: they land in bins above the ceiling's, which are cleared at the end. Without
+    markers the keys need no clamp: the bins above the ceiling's (NaN bit patterns) are added
+    to the ceiling's, as if clamped.
+    """
+    top = None if ceiling is None or prefix else ceiling >> shift
+    whole = top is not None and top < (1 << width) - 64
+    hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
+    for c in chunks:
+        if whole:
+            digit = (c >> shift) if shift else c
+            if markers:
+                digit = digit & ((1 << width) - 1)
+            hist += torch.bincount(digit, minlength=1 << width)
+            continue
+        digit = c >> shift
+        if digit.dtype == torch.int16:
+            digit = digit.int()
+        if prefix:
+            digit.sub_(prefix << width)
+        # digit + 1 of the keys under the prefix; 0 or 2**width + 1 for the others
+        digit.clamp_(-1, 1 << width).add_(1)
+        hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
+    if whole and top is not None:
+        if not markers:
+            hist[top] += hist[top + 1:].sum()
+        hist[top + 1:] = 0
+    return hist
+
+
+def radix_select(
     chunks: Callable[[], Iterator[torch.Tensor]], k: int, bits: int, group: object,
-    device: torch.device,
+    device: torch.device, *, prefix: int = 0, below: int = 0, left: int | None = None,
 ) -> tuple[int, int, int]:
     """The k-th smallest (1-based) of the non-negative integer keys ``chunks()`` yields on all
-    ranks of ``group``, with the global counts of keys below and equal to it."""
-    prefix, below, equal, left = 0, 0, 0, bits
+    ranks of ``group`` (None: this process only), with the global counts of keys below and
+    equal to it.
+
+    The search may start part way: ``prefix`` (the top ``bits - left`` bits of the answer,
+    already known) and ``below`` (keys under that prefix, counted elsewhere, e.g. from a cached
+    histogram); ``chunks()`` then need yield only keys under the prefix.
+    """
+    left = bits if left is None else left
+    equal = 0
     source = chunks
     while left > 0:
         width = min(BITS, left)
         shift = left - width
-        hist = torch.zeros(1 << width, dtype=torch.int64, device=device)
-        for c in source():
-            # digit + 1 of the keys under the prefix; 0 or 2**width + 1 for the others (and
-            # for negative markers): binned, then dropped -- no gather, no sort
-            digit = c >> shift
-            if digit.dtype == torch.int16:
-                digit = digit.int()
-            if prefix:
-                digit.sub_(prefix << width)
-            digit.clamp_(-1, 1 << width).add_(1)
-            hist += torch.bincount(digit, minlength=(1 << width) + 2)[1:-1]
+        hist = histogram(source(), shift, width, prefix, device)
         mine = hist.clone()
         all_reduce(hist, group)
         cum = hist.cumsum(0)
@@ -173,7 +221,7 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
             for _, c in ks.chunks():
                 yield c
 
-    value, below, equal = _radix(value_chunks, k, bits, group, device)
+    value, below, equal = radix_select(value_chunks, k, bits, group, device)
     need = k - below
     if need == equal:
         return Cut(value, None)
@@ -183,7 +231,8 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
             for _, _, g in _tied(ks, value):
                 yield g
 
-    last, _, _ = _radix(index_chunks, need, max(1, total.bit_length()), group, device)
+    last, _, _ = radix_select(index_chunks, need, max(1, total.bit_length()), group,
+                              device)
     return Cut(value, last)
 
 

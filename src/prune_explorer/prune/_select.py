@@ -62,6 +62,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import _radix
+
 __all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
            "tie_break"]
 
@@ -74,6 +76,8 @@ TIE_RULES = ("index", "torch")
 _SAMPLE = 1 << 16
 _CHUNK = 1 << 18  # entries per piece when scanning (1 MiB of float32: stays in cache)
 _FAST_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INT_OF = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+           torch.float64: torch.int64}
 
 _TIE_BREAK: ContextVar[str] = ContextVar("prune_explorer_tie_break", default="index")
 
@@ -165,6 +169,8 @@ class Selection:
         picks = self._picks(i, out.device)
         if self.value is None:
             out.fill_(1)
+        elif self.magnitude and not self.largest and keys.dtype in _INT_OF:
+            self._write_kept_bits(keys, out, self.value.to(keys.device))
         else:
             v = self.value.to(keys.device)
             if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
@@ -182,6 +188,20 @@ class Selection:
         if picks is not None:
             out.view(-1)[picks] = 0
         return out
+
+    def _write_kept_bits(self, keys: torch.Tensor, out: torch.Tensor, v: torch.Tensor) -> None:
+        # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns with
+        # the sign bit cleared, which order as |key| does with NaN above inf -- two operations
+        # a piece instead of abs, compare and flip
+        itype = _INT_OF[keys.dtype]
+        clear = (1 << (8 * keys.element_size() - 1)) - 1
+        cut = int(v.abs().reshape(1).view(itype)[0])
+        compare = torch.gt if self.inclusive else torch.ge
+        buffer = torch.empty(0, dtype=itype, device=keys.device)
+        for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
+                               strict=True):
+            bits = torch.bitwise_and(piece.view(itype), clear, out=buffer.resize_(piece.shape))
+            compare(bits, cut, out=dest)
 
 
 def select(
@@ -309,6 +329,9 @@ def _order_statistic(
     """
     total = sum(x.numel() for x in keys)
     dtype = keys[0].dtype
+    if magnitude and dtype in (torch.float16, torch.bfloat16) and len(
+            {x.device for x in keys}) == 1:
+        return _order_statistic_16(keys, rank)
     cpu = torch.device("cpu")
     # cache-sized pieces: (key number, offset in the key, view)
     chunks = [(i, j * _CHUNK, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(_CHUNK))]
@@ -382,3 +405,22 @@ def _order_statistic(
             return value, n_lt, int(torch.count_nonzero(equal)), tied
         margin *= 16.0
     return None  # the rank falls among NaNs
+
+
+def _order_statistic_16(
+    keys: Sequence[torch.Tensor], rank: int
+) -> tuple[torch.Tensor, int, int, None] | None:
+    """:func:`_order_statistic` of ``|keys|`` for 2-byte floats: every value has its own bin in
+    one 15-bit histogram of the bit patterns (``_radix.histogram``, one ``bincount`` a piece),
+    so one pass gives the value and the counts below and at it, with no sample and no gather."""
+    dtype = keys[0].dtype
+    pieces = (_radix.magnitude_keys(c, clamp=False)[0] for x in keys
+              for c in x.reshape(-1).split(_radix.CHUNK))
+    hist = _radix.histogram(pieces, 0, 15, 0, keys[0].device, ceiling=_radix.NAN_BITS[dtype],
+                            markers=False)
+    cum = hist.cumsum(0)
+    j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
+    if j >= _radix.NAN_BITS[dtype]:
+        return None  # the rank falls among NaNs
+    value = torch.tensor([j], dtype=torch.int16).view(dtype)[0]
+    return value, int(cum[j - 1]) if j else 0, int(hist[j]), None

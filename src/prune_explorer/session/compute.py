@@ -10,8 +10,10 @@ Nothing here copies the model: the cost is the mask computation itself. Given an
 :class:`~prune_explorer.session.order_cache.OrderCache`, L1 and seeded random_unstructured masks
 of large tensors come from the tensor's precomputed order instead (one comparison per entry, no
 selection): the very mask the core computes, since both take tied entries lowest flat index
-first. A global L1 preview is lazy (:class:`GlobalPreview`), and an apply that follows a preview
-installs the orders' masks (:func:`cached_cuts`, used by the session's transaction).
+first. A global L1 preview finds its cut from the targets' cached key histograms
+(:mod:`~prune_explorer.session.global_cut`: no order, nothing per entry) and builds each mask
+only when asked (:class:`GlobalPreview`); an apply that follows a preview installs the orders'
+or the cut's masks (:func:`cached_cuts`, used by the session's transaction).
 
 Examples
 --------
@@ -27,7 +29,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,8 +39,9 @@ from torch import nn
 from prune_explorer import prune
 
 from .distributed import is_dtensor, nonzero_summary
+from .global_cut import GlobalCut, global_cut
 from .methods import prune_class
-from .order_cache import OrderCache, TensorOrder, global_thresholds
+from .order_cache import OrderCache, TensorOrder
 from .seeding import core_kwargs
 from .slice_order import SliceScores
 from .step import Step, split_address
@@ -112,46 +115,41 @@ def _slice_cut(module: nn.Module, tensor_name: str, step: Step,
 
 
 class GlobalPreview(Mapping[str, torch.Tensor]):
-    """The masks of a global L1 step by address, each built on first access from its target's
-    order and cut (as they were when the preview ran); :meth:`kept` counts without a mask.
+    """The masks of a global L1 step by address, each built on first access from the step's
+    :class:`~prune_explorer.session.global_cut.GlobalCut` (the targets as they were when the
+    preview ran); :meth:`kept` counts without a mask.
 
-    A global slider step thus costs the cut (``O(T log n)``) and the shown target's mask only,
-    and holds no mask it was not asked for.
+    A global slider step thus costs the cut (a sum of small histograms) and the shown target's
+    mask only, and holds no mask it was not asked for.
     """
 
-    def __init__(self, cuts: Mapping[str, tuple[TensorOrder, int]]) -> None:
-        self._cuts = dict(cuts)
+    def __init__(self, addresses: Sequence[str], cut: GlobalCut) -> None:
+        self._index = {a: i for i, a in enumerate(addresses)}
+        self._cut = cut
         self._masks: dict[str, torch.Tensor] = {}
 
     def __getitem__(self, address: str) -> torch.Tensor:
         if address not in self._masks:
-            order, cut = self._cuts[address]
-            self._masks[address] = order.mask(cut)
+            self._masks[address] = self._cut.mask(self._index[address])
         return self._masks[address]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._cuts)
+        return iter(self._index)
 
     def __len__(self) -> int:
-        return len(self._cuts)
+        return len(self._index)
 
     def kept(self, address: str) -> int:
         """Entries of ``address`` the step keeps (its mask's count of ones)."""
-        order, cut = self._cuts[address]
-        return order.alive - cut
+        return self._cut.kept(self._index[address])
 
     def zeros(self, address: str) -> int:
         """Entries of ``address`` that are exactly 0 once the step is applied (``report()``'s
-        ``zeros`` after it), without a mask: ``O(log n)``. Unmasked exact zeros have the
-        smallest ``|w|``, so the cut takes them first."""
-        order, cut = self._cuts[address]
-        zeros = int(torch.searchsorted(order.sorted_keys, order.sorted_keys.new_zeros(1),
-                                       right=True))
-        return order.rank.numel() - order.alive + max(cut, zeros)
+        ``zeros`` after it), without a mask (:meth:`GlobalCut.zeros_after`)."""
+        return self._cut.zeros_after(self._index[address])
 
     def __repr__(self) -> str:
-        built = sum(a in self._masks for a in self._cuts)
-        return f"GlobalPreview({len(self._cuts)} targets, {built} masks built)"
+        return f"GlobalPreview({len(self._index)} targets, {len(self._masks)} masks built)"
 
 
 def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
@@ -181,17 +179,23 @@ def global_masks(model: nn.Module, step: Step,
     return dict(zip(step.targets, masks, strict=True))
 
 
-def cached_cuts(model: nn.Module, step: Step,
-                orders: OrderCache) -> list[tuple[TensorOrder, int]] | None:
-    """Each target's order and how many of its first entries ``step`` prunes, from orders
-    already built for the targets as they are now (None: some target has none, or ``step`` is
-    not an unstructured L1 or seeded random_unstructured step). Builds nothing."""
+def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
+                build_global: bool = False) -> list[tuple[Any, int]] | None:
+    """What a preview of ``step`` left for the apply to install, from what the cache holds for
+    the targets as they are now: per target a pair ``(source, n)`` whose mask is
+    ``source.mask(n)`` -- the target's order and how many of its first entries ``step``
+    prunes, or, for a global L1 step, the :class:`GlobalCut` and the target's place. None:
+    some target has nothing cached, or ``step`` is not an unstructured L1 or seeded
+    random_unstructured step. Builds no order; builds the key histograms of a global L1 step
+    only with ``build_global`` (they are small, and the cut from them is the lightest way to
+    apply the step and to tell how it split a tie)."""
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        return _global_cuts(pairs, step, orders, build=False)
+        cut = _global_cut(pairs, step, orders, build=build_global)
+        return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None
     if step.method not in ("l1_unstructured", "random_unstructured") or (
             step.method == "random_unstructured" and seed is None):
@@ -202,27 +206,24 @@ def cached_cuts(model: nn.Module, step: Step,
     return [(order, prune._compute_nparams_toprune(step.settings["amount"], order.alive))]
 
 
-def _global_cuts(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
-                 build: bool = True) -> list[tuple[TensorOrder, int]] | None:
-    """Each target's order and how many of its first entries the global L1 step prunes
-    (None: not every target has an order)."""
-    if sum(getattr(m, n).numel() for m, n in pairs) > orders.budget:
-        return None  # more than the cache holds: the core's one-pass selection is better
-    found = [orders.get(m, n) if build else orders.peek(m, n) for m, n in pairs]
-    ready = [o for o in found if o is not None]
-    if len(ready) != len(found) or len({o.mask_dtype for o in ready}) != 1:
+def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
+                build: bool = True) -> GlobalCut | None:
+    """The cut of the global L1 step from the targets' key histograms (None: not every target
+    has one, or the core must decide)."""
+    hists = [orders.histogram(m, n, build) for m, n in pairs]
+    ready = [h for h in hists if h is not None]
+    if len(ready) != len(hists):
         return None
-    pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(o.alive for o in ready))
-    return list(zip(ready, global_thresholds(ready, pruned), strict=True))
+    pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(h.alive for h in ready))
+    with torch.no_grad():
+        return global_cut(pairs, ready, pruned)
 
 
 def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
                         orders: OrderCache) -> GlobalPreview | None:
-    """Global L1 masks from the targets' precomputed orders (None: not all of them have one)."""
-    cuts = _global_cuts(pairs, step, orders)
-    if cuts is None:
-        return None
-    return GlobalPreview(dict(zip(step.targets, cuts, strict=True)))
+    """Global L1 masks, lazily, from the targets' key histograms (None: the core decides)."""
+    cut = _global_cut(pairs, step, orders)
+    return None if cut is None else GlobalPreview(step.targets, cut)
 
 
 def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
@@ -244,10 +245,12 @@ def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        cuts = _global_cuts(pairs, step, orders)
-        if cuts is None:
+        found_cut = _global_cut(pairs, step, orders)
+        at = step.targets.index(address)
+        shown = orders.get(*pairs[at])  # the shown target's order only
+        if found_cut is None or shown is None or shown.alive != found_cut.alive[at]:
             return None
-        order, cut = cuts[step.targets.index(address)]
+        order, cut = shown, found_cut.pruned(at)
     else:
         sliced = _slice_cut(*pairs[0], step, orders)
         if sliced is not None:

@@ -16,9 +16,9 @@ order per (tensor state, seed).
 Then, for any ``k``:
 
 * a local L1 mask is ``rank >= k`` (one comparison, no selection);
-* a global L1 cut over several tensors is found on the sorted keys alone
-  (:func:`global_thresholds`: binary searches, ``O(T log n)``, no pass over the entries), and
-  each tensor's mask is again ``rank >= t_i``;
+* a global L1 cut over several tensors needs no order at all: the cache keeps a small
+  histogram of each target's keys instead (:mod:`prune_explorer.session.global_cut`), and the
+  shown tensor's order turns the cut into its picture's counts;
 * the pruned count of every display cell of the picture is a ``searchsorted`` of the cell's
   sorted ranks (:meth:`TensorOrder.pruned_per_cell`), ``O(cells log n)``.
 
@@ -52,7 +52,7 @@ False
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -61,10 +61,11 @@ from torch import nn
 
 from prune_explorer.prune._sharded import is_sharded
 
+from .global_cut import KeyHistogram
 from .seeding import draws_for
 from .slice_order import SliceScores, slice_spec
 
-__all__ = ["OrderCache", "TensorOrder", "global_thresholds"]
+__all__ = ["OrderCache", "TensorOrder"]
 
 T = TypeVar("T")
 
@@ -299,64 +300,22 @@ class TensorOrder:
                 f"dtype={self.mask_dtype})")
 
 
-def global_thresholds(orders: Sequence[TensorOrder], pruned: int) -> list[int]:
-    """Per tensor, how many of its first entries a global L1 cut of ``pruned`` entries takes.
-
-    The cut is the ``pruned`` smallest keys over all tensors, ties at the cut taken in tensor
-    order, lowest flat index first within a tensor (the core's global rule). Works on the sorted
-    keys only: a bisection over a small sample of them, then the exact order statistic among the
-    few keys left between two neighbouring sample values.
-    """
-    keys = [o.sorted_keys for o in orders]
-    total = sum(k.numel() for k in keys)
-    if pruned <= 0:
-        return [0] * len(keys)
-    if pruned >= total:
-        return [k.numel() for k in keys]
-
-    def count(value: torch.Tensor, right: bool) -> list[int]:
-        return [int(torch.searchsorted(k, value.to(k.device).view(1), right=right))
-                for k in keys]
-
-    step = max(1, total // 4096)
-    sample = torch.sort(torch.cat([k[::step].cpu() for k in keys])).values
-    lo, hi = -1, sample.numel() - 1  # sample[hi] has >= pruned keys at or below it (or is last)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if sum(count(sample[mid], right=True)) >= pruned:
-            hi = mid
-        else:
-            lo = mid
-    below = [0] * len(keys) if lo < 0 else count(sample[lo], right=True)
-    upto = count(sample[hi], right=True)
-    if sum(upto) < pruned:  # only past the last sample value
-        upto = [k.numel() for k in keys]
-    between = torch.cat([k[b:u].cpu() for k, b, u in zip(keys, below, upto, strict=True)])
-    value = torch.kthvalue(between, pruned - sum(below)).values
-    less = count(value, right=False)
-    equal = [r - le for r, le in zip(count(value, right=True), less, strict=True)]
-    need = pruned - sum(less)
-    out = []
-    for le, eq in zip(less, equal, strict=True):
-        take = min(eq, need)
-        need -= take
-        out.append(le + take)
-    return out
-
-
 class OrderCache:
-    """:class:`TensorOrder` by tensor, rebuilt whenever the tensor's state changed.
+    """:class:`TensorOrder` by tensor, rebuilt whenever the tensor's state changed; and the
+    :class:`~prune_explorer.session.global_cut.KeyHistogram` of each global L1 target.
 
     ``get(module, name)`` returns the order of ``module.name`` as it is now, or None when the
     core's own path must be used (``numel <= SMALL``, not floating, NaN entries, or more than
     ``budget`` entries). At most ``budget`` entries are ordered at once (about 8 bytes each for
-    rank and sorted keys); the oldest orders make room for new ones.
+    rank and sorted keys); the oldest orders make room for new ones. ``budget=0`` switches the
+    cache off, histograms included. ``len()`` counts orders and histograms.
     """
 
     def __init__(self, budget: int = 1 << 28) -> None:
         self.budget = budget  # at most this many entries ordered at once (oldest dropped)
         self._orders: dict[tuple[int, str, Any], TensorOrder | SliceScores] = {}
         self._facts: dict[tuple[int, str, str], tuple[tuple[Any, ...], Any]] = {}
+        self._hists: dict[tuple[int, str], KeyHistogram] = {}
 
     def get(self, module: nn.Module, name: str, seed: int | None = None) -> TensorOrder | None:
         """The order of ``module.name`` as it is now: by ``|w|``, or by the draws of a
@@ -380,6 +339,27 @@ class OrderCache:
             return None
         found = self._get(module, name, spec, build=build, method=method)
         return found if isinstance(found, SliceScores) else None
+
+    def histogram(self, module: nn.Module, name: str, build: bool = True) -> KeyHistogram | None:
+        """The key histogram of ``module.name`` as it is now (None: not a floating tensor, a
+        DTensor, the cache is off, or ``build=False`` and none is cached). Tensors of at most
+        ``SMALL`` entries get a fresh one, not kept (it would outweigh them)."""
+        current = getattr(module, name)
+        if self.budget <= 0 or current.dtype not in _FLOATS or is_sharded(current):
+            return None
+        if current.numel() <= SMALL:
+            return KeyHistogram(module, name)
+        key = (id(module), name)
+        now = _state(module, name)
+        found = self._hists.get(key)
+        if found is not None and _still(found._state, now):
+            return found
+        self._hists.pop(key, None)
+        if not build:
+            return None
+        found = KeyHistogram(module, name, now)
+        self._hists[key] = found
+        return found
 
     def _get(self, module: nn.Module, name: str, spec: Any, build: bool,
              method: Any = None) -> TensorOrder | SliceScores | None:
@@ -446,12 +426,14 @@ class OrderCache:
         return value
 
     def clear(self) -> None:
-        """Forget every order."""
+        """Forget every order and histogram."""
         self._orders.clear()
         self._facts.clear()
+        self._hists.clear()
 
     def __len__(self) -> int:
-        return len(self._orders)
+        return len(self._orders) + len(self._hists)
 
     def __repr__(self) -> str:
-        return f"OrderCache({len(self._orders)} tensor orders)"
+        return (f"OrderCache({len(self._orders)} tensor orders, "
+                f"{len(self._hists)} key histograms)")

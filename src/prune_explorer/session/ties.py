@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from .distributed import is_dtensor, reduce_extremes, shard_of
+from .global_cut import GlobalCut
 from .order_cache import TensorOrder
 from .packed import PackedMask
 from .seeding import draws_for
@@ -176,16 +177,20 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     return "lowest"
 
 
-def note_from_cuts(cuts: Sequence[tuple[TensorOrder, int]]) -> str | None:
-    """What :func:`note_ties` finds, read off the targets' cached orders before the step runs.
+def note_from_cuts(cuts: Sequence[tuple[TensorOrder | GlobalCut, int]]) -> str | None:
+    """What :func:`note_ties` finds, read off what the preview cached before the step runs.
 
     ``cuts``: each target's order (its state before the step) and how many of its first
-    entries the step prunes. A tie straddles the cut exactly when the largest pruned key equals
-    the smallest kept one; the core then prunes the tied entries of lowest flat index first
-    (its "index" rule, which the orders follow), so the note is ``"lowest"``. ``O(targets)``.
+    entries the step prunes, or a global L1 step's :class:`GlobalCut` (the same for every
+    target). A tie straddles the cut exactly when the largest pruned key equals the smallest
+    kept one; the core then prunes the tied entries of lowest flat index first (its "index"
+    rule, which the orders and the cut follow), so the note is ``"lowest"``. ``O(targets)``.
     """
-    pruned = [o.sorted_keys[c - 1] for o, c in cuts if c > 0]
-    kept = [o.sorted_keys[c] for o, c in cuts if c < o.alive]
+    if cuts and isinstance(cuts[0][0], GlobalCut):
+        return "lowest" if cuts[0][0].straddles else None
+    orders = [(o, c) for o, c in cuts if isinstance(o, TensorOrder)]
+    pruned = [o.sorted_keys[c - 1] for o, c in orders if c > 0]
+    kept = [o.sorted_keys[c] for o, c in orders if c < o.alive]
     if not pruned or not kept:
         return None
     top = max(int(k) for k in pruned)

@@ -46,7 +46,7 @@ from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
-from .order_cache import OrderCache, TensorOrder
+from .order_cache import OrderCache
 from .packed import PackedMask
 from .registry import TensorInfo
 from .step import Step
@@ -320,9 +320,11 @@ class Transactional:
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
-        # The tie note, from the targets' cached orders if a preview built them (no pass over
-        # the entries); else looked up after the step ran.
-        cuts = cached_cuts(self._model, step, self._orders) if kind == "apply" else None
+        # The masks and the tie note, from the targets' cached orders if a preview built them
+        # (no pass over the entries) or from a global L1 step's key histograms (built if need
+        # be); else the core computes the masks and the note is looked up after the step ran.
+        cuts = cached_cuts(self._model, step, self._orders, build_global=True) \
+            if kind == "apply" else None
         # L1 orders valid now: after the step, restricted to the survivors, they are the new
         # state's (an O(n) pass instead of a sort on the next preview).
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
@@ -347,18 +349,18 @@ class Transactional:
         return step
 
 
-def _masks_of(cuts: list[tuple[TensorOrder, int]],
+def _masks_of(cuts: list[tuple[Any, int]],
               located: list[tuple[str, nn.Module, str]]) -> dict[str, Any] | None:
-    """The masks a step leaves, from the targets' cached orders (None: the core computes them,
-    where a mask buffer's dtype or device differs from the tensor's: the orders' masks would
-    not be the core's)."""
+    """The masks a step leaves, from what its preview cached (see ``compute.cached_cuts``;
+    None: the core computes them, where a mask buffer's dtype or device differs from the mask
+    the cache gives, which then would not be the core's)."""
     masks = {}
-    for (order, cut), (address, module, tensor_name) in zip(cuts, located, strict=True):
+    for (source, n), (address, module, tensor_name) in zip(cuts, located, strict=True):
+        mask = source.mask(n)
         buffer = module._buffers.get(tensor_name + "_mask")
-        if buffer is not None and (buffer.dtype, buffer.device) != (order.mask_dtype,
-                                                                    order.rank.device):
+        if buffer is not None and (buffer.dtype, buffer.device) != (mask.dtype, mask.device):
             return None
-        masks[address] = order.mask(cut)
+        masks[address] = mask
     return masks
 
 

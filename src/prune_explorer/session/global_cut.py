@@ -1,0 +1,267 @@
+"""Where a global L1 step cuts, from small per-tensor histograms of ``|w|``: no order is kept.
+
+A global L1 step over tensors ``t_1 .. t_T`` prunes the ``k`` smallest ``|w|`` of their unpruned
+entries, ties at the cut taken in tensor order, lowest flat index first within a tensor (the
+core's "index" rule, :mod:`prune_explorer.prune._select`). Everything a slider needs to know
+about that cut is: the cut value ``v``, and per tensor how many entries lie below ``v`` and how
+many of those equal to ``v`` are taken. That comes from counting, not sorting:
+
+* **Keys.** ``|w|`` as integers: the bit pattern with the sign bit cleared (non-negative floats
+  order as their bits do; every NaN is one key above ``inf``). See
+  :func:`prune_explorer.prune._radix.magnitude_keys`.
+* **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
+  their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
+  wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
+  One streamed pass over the tensor, chunk by chunk. The
+  :class:`~prune_explorer.session.order_cache.OrderCache` keeps it and drops it when the
+  tensor's state changes, like an order.
+* **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
+  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For wider floats the keys of
+  that one bin are gathered (one pass; kept per tensor for the next move into the same bin) and
+  the radix search of the core (:func:`prune_explorer.prune._radix.radix_select`, the routine the
+  sharded path runs over processes) finishes on them.
+* **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
+  the key is below ``v``, and at the first ``take`` keys equal to ``v``.
+
+Extra memory: the histograms, one bin's keys, and the chunk-sized temporaries of a pass -- never
+anything per entry. These are the core's masks bit for bit (``prune.global_masks`` with the
+session's tie rule), and what an apply right after the preview installs.
+
+Examples
+--------
+>>> import torch
+>>> from torch import nn
+>>> from prune_explorer import prune
+>>> model = nn.Sequential(nn.Linear(300, 200), nn.Linear(200, 300)).to(torch.bfloat16)
+>>> pairs = [(model[0], "weight"), (model[1], "weight")]
+>>> hists = [KeyHistogram(m, n) for m, n in pairs]
+>>> cut = global_cut(pairs, hists, 60_000)
+>>> expected = prune.global_masks(pairs, prune.L1Unstructured, amount=60_000)
+>>> all(torch.equal(cut.mask(i), expected[i]) for i in range(2))
+True
+>>> cut.pruned(0) + cut.pruned(1)
+60000
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from prune_explorer.prune import _radix
+
+__all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
+
+#: Value bits the cached histogram resolves (2**WIDTH bins of int64).
+WIDTH = 16
+
+
+class _Source:
+    """What ranks one target's entries: the tensor whose ``|values|`` are the keys (the
+    parameter, or its ``_orig`` once pruned) and the current mask (None when not pruned), with
+    their versions when read."""
+
+    def __init__(self, module: nn.Module, name: str) -> None:
+        orig = module._parameters.get(name + "_orig")
+        if orig is not None:
+            self.values = orig.detach()
+            self.kept: torch.Tensor | None = module._buffers[name + "_mask"]
+        else:
+            self.values = getattr(module, name).detach()
+            self.kept = None
+        self.versions = self._versions()
+
+    def _versions(self) -> tuple[int, ...]:
+        return tuple(t._version for t in (self.values, self.kept) if t is not None)
+
+    @property
+    def changed(self) -> bool:
+        return self._versions() != self.versions
+
+    def chunks(self) -> Iterator[torch.Tensor]:
+        """The keys in flat order, in pieces of at most ``CHUNK``; already pruned entries -1
+        (their NaN then clamped to one key; not clamped where nothing is pruned)."""
+        flat = self.values.reshape(-1)
+        alive = None if self.kept is None else self.kept.reshape(-1)
+        for start in range(0, flat.numel(), _radix.CHUNK):
+            stop = start + _radix.CHUNK
+            keys, _ = _radix.magnitude_keys(flat[start:stop], clamp=alive is not None)
+            if alive is not None:
+                keys.masked_fill_(alive[start:stop].to(keys.device) != 1, -1)
+            yield keys
+
+
+class KeyHistogram:
+    """Counts of one tensor's unpruned ``|w|`` keys by their top :data:`WIDTH` value bits.
+
+    Attributes
+    ----------
+    counts : torch.Tensor
+        int64, ``2**width`` bins, on the CPU.
+    shift : int
+        Value bits below the binned ones (0 for 2-byte floats: each bin is one value).
+    alive : int
+        Unpruned entries.
+    """
+
+    def __init__(self, module: nn.Module, name: str, state: tuple[Any, ...] = ()) -> None:
+        source = _Source(module, name)
+        values = source.values
+        self.dtype = values.dtype
+        self.bits = 8 * values.element_size() - 1
+        self.width = min(WIDTH, self.bits)
+        self.shift = self.bits - self.width
+        with torch.no_grad():
+            self.counts = _radix.histogram(source.chunks(), self.shift, self.width, 0,
+                                           values.device, ceiling=_radix.NAN_BITS[values.dtype],
+                                           markers=source.kept is not None).cpu()
+        self.alive = int(self.counts.sum())
+        self.numel = values.numel()
+        self._state = state
+        self._bin: tuple[int, torch.Tensor] | None = None  # the last bin gathered, its keys
+        self._zeros: int | None = None
+
+    def exact_zeros(self, source: _Source) -> int:
+        """Unpruned entries exactly 0 (key 0, the smallest: a cut takes them first). Bin 0 itself
+        where each bin is one value (2-byte floats) or bin 0 is empty; else counted in one pass
+        over ``source``, once per histogram (bin 0 also holds the subnormals)."""
+        if self._zeros is None:
+            first = int(self.counts[0])
+            if self.shift and first:
+                with torch.no_grad():
+                    first = sum(int(torch.count_nonzero(k == 0)) for k in source.chunks())
+            self._zeros = first
+        return self._zeros
+
+    def below(self, j: int) -> int:
+        """Unpruned keys in the bins below ``j``."""
+        return int(self.counts[:j].sum())
+
+    def bin_keys(self, source: _Source, j: int) -> torch.Tensor:
+        """The keys (CPU) of bin ``j``, in flat order; the last bin asked for is kept."""
+        if self._bin is None or self._bin[0] != j:
+            self._bin = None  # free the old bin first
+            with torch.no_grad():
+                found = [k[(k >> self.shift) == j].cpu() for k in source.chunks()]
+            self._bin = (j, torch.cat(found))
+        return self._bin[1]
+
+    def __repr__(self) -> str:
+        return (f"KeyHistogram({self.numel:,} entries, alive={self.alive:,}, dtype={self.dtype}, "
+                f"{self.counts.numel()} bins)")
+
+
+class GlobalCut:
+    """A global L1 cut: key ``value``; per target the entries below it (``less``), equal to it
+    (``equal``) and, of those, taken (``take``: the first ones in flat order)."""
+
+    def __init__(self, sources: Sequence[_Source], value: int, less: list[int],
+                 equal: list[int], take: list[int], alive: list[int],
+                 hists: Sequence[KeyHistogram]) -> None:
+        self._sources = list(sources)
+        self._hists = list(hists)
+        self.value = value
+        self.less, self.equal, self.take, self.alive = less, equal, take, alive
+
+    def pruned(self, i: int) -> int:
+        """Unpruned entries of target ``i`` the cut prunes."""
+        return self.less[i] + self.take[i]
+
+    def kept(self, i: int) -> int:
+        """Entries of target ``i`` the cut keeps (its mask's count of ones)."""
+        return self.alive[i] - self.pruned(i)
+
+    def zeros_after(self, i: int) -> int:
+        """Entries of target ``i`` exactly 0 once the cut's mask is installed (what
+        ``Session.report()`` counts as ``zeros``), without a mask: the already pruned, plus the
+        cut or the unpruned exact zeros, whichever is more (zeros have the smallest key)."""
+        hist = self._hists[i]
+        return hist.numel - self.alive[i] + max(self.pruned(i),
+                                                hist.exact_zeros(self._sources[i]))
+
+    @property
+    def straddles(self) -> bool:
+        """Whether entries equal to the cut value are both pruned and kept."""
+        return sum(self.take) < sum(self.equal) and sum(self.take) > 0
+
+    def mask(self, i: int) -> torch.Tensor:
+        """Target ``i``'s mask (1 = kept; the dtype and device the core gives), built now from
+        its values as they were when the cut was found: per piece, kept where the key is at or
+        above the cut value, then the first ``take`` keys equal to it pruned."""
+        source = self._sources[i]
+        if source.changed:
+            raise RuntimeError(
+                f"GlobalCut.mask: target {i} was written to after the cut was found "
+                f"(versions {source.versions} -> {source._versions()}); preview again")
+        values, kept = source.values, source.kept
+        dtype = values.dtype if kept is None else kept.dtype
+        out = torch.empty(values.shape, dtype=dtype, device=values.device)
+        ints, bits = _radix.int_view(values.reshape(-1))
+        alive = None if kept is None else kept.reshape(-1).to(out.device)
+        clear = (1 << bits) - 1
+        left = self.take[i]
+        buffer = torch.empty(0, dtype=ints.dtype, device=ints.device)
+        with torch.no_grad():
+            for start, piece in zip(range(0, ints.numel(), _radix.CHUNK),
+                                    out.view(-1).split(_radix.CHUNK), strict=True):
+                part = ints[start:start + _radix.CHUNK]
+                keys = torch.bitwise_and(part, clear, out=buffer.resize_(part.shape))
+                torch.ge(keys, self.value, out=piece)  # NaN keys lie above: kept, as the core
+                live = None if alive is None else alive[start:start + _radix.CHUNK] == 1
+                if live is not None:  # already pruned: 1 here, times the old mask below
+                    piece.masked_fill_(~live, 1)
+                if left:
+                    tied = keys == self.value
+                    if live is not None:
+                        tied &= live
+                    hits = torch.nonzero(tied).view(-1)[:left]
+                    piece[hits] = 0
+                    left -= hits.numel()
+            if kept is not None:  # as the core: what was pruned stays pruned
+                out.mul_(kept.to(out.device))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"GlobalCut({len(self.less)} targets, value bits {self.value:#x}, "
+                f"pruned {sum(self.less) + sum(self.take):,})")
+
+
+def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistogram],
+               pruned: int) -> GlobalCut | None:
+    """The cut that prunes the ``pruned`` smallest unpruned ``|w|`` across ``pairs`` (with
+    their histograms ``hists``, in the same order). None where the core must decide: targets of
+    different dtypes, or a cut among NaN."""
+    if len({h.dtype for h in hists}) != 1:
+        return None
+    sources = [_Source(m, n) for m, n in pairs]
+    alive = [h.alive for h in hists]
+    if pruned <= 0:
+        zero = [0] * len(hists)
+        return GlobalCut(sources, -1, zero, zero, zero, alive, hists)
+    first = hists[0]
+    cum = torch.stack([h.counts for h in hists]).sum(0).cumsum(0)
+    j = int(torch.searchsorted(cum, torch.tensor([pruned])))
+    below = int(cum[j - 1]) if j else 0
+    less = [h.below(j) for h in hists]
+    if j >= _radix.NAN_BITS[first.dtype] >> first.shift:
+        return None  # at inf or NaN: the core's rules for NaN decide
+    if first.shift == 0:  # the bin is the value
+        value = j
+        equal = [int(h.counts[j]) for h in hists]
+    else:
+        keys = [h.bin_keys(s, j) for h, s in zip(hists, sources, strict=True)]
+        value, _, _ = _radix.radix_select(lambda: iter(keys), pruned, first.bits, None,
+                                          torch.device("cpu"), prefix=j, below=below,
+                                          left=first.shift)
+        less = [le + int(torch.count_nonzero(k < value)) for le, k in zip(less, keys,
+                                                                          strict=True)]
+        equal = [int(torch.count_nonzero(k == value)) for k in keys]
+    need = pruned - sum(less)
+    take = []
+    for eq in equal:
+        take.append(min(eq, need))
+        need -= take[-1]
+    return GlobalCut(sources, value, less, equal, take, alive, hists)
