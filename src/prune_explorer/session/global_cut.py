@@ -146,7 +146,7 @@ class KeyHistogram:
             self._bin = None  # free the old bin first
             with torch.no_grad():
                 found = [k[(k >> self.shift) == j].cpu() for k in source.chunks()]
-            self._bin = (j, torch.cat(found))
+            self._bin = (j, torch.cat(found) if found else torch.zeros(0, dtype=torch.int64))
         return self._bin[1]
 
     def __repr__(self) -> str:
@@ -199,6 +199,8 @@ class GlobalCut:
         values, kept = source.values, source.kept
         dtype = values.dtype if kept is None else kept.dtype
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
+        if out.numel() == 0:  # nothing to cut (split() of an empty tensor still gives a piece)
+            return out
         ints, bits = _radix.int_view(values.reshape(-1))
         alive = None if kept is None else kept.reshape(-1).to(out.device)
         clear = (1 << bits) - 1

@@ -342,6 +342,27 @@ class MaskPreview:
         rgba = np.asarray(self.canvas.buffer_rgba())
         return encode_png(rgba[..., :3], compress_level=self.compress_level)
 
+    def describe(self) -> str:
+        """The picture in words, as it is drawn: its title, then each axis with its label and
+        tick labels (what the explorer puts in the picture's tooltip, for screen readers and
+        for checks that cannot read pixels).
+
+        Examples
+        --------
+        >>> import torch
+        >>> preview = MaskPreview()
+        >>> _ = preview.update(torch.ones(4, 6, dtype=torch.bool), name="fc.weight")
+        >>> print(preview.describe().splitlines()[-1])
+        columns: in (dim 1); ticks 0, 1, 2, 3, 4, 5
+        """
+        lines = [self.ax.get_title()]
+        for what, axis in (("rows", self.ax.yaxis), ("columns", self.ax.xaxis)):
+            low, high = sorted(axis.get_view_interval())
+            locs = [t for t in axis.get_majorticklocs() if low <= t <= high]
+            labels = [t for t in axis.get_major_formatter().format_ticks(locs) if t]
+            lines.append(f"{what}: {axis.get_label_text()}; ticks {', '.join(labels)}")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         width, height = (self.figure.get_size_inches() * self.figure.dpi).round().astype(int)
         shown = "nothing yet"

@@ -315,6 +315,7 @@ class PreviewPane:
         pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
+        self.image.tooltip = self.picture.describe()  # title, axes and ticks, in words
         for widget in (self.image, self.info):
             widget.remove_class("pe-stale")
         numel = math.prod(shape)
