@@ -360,7 +360,8 @@ class MaskPreview:
             low, high = sorted(axis.get_view_interval())
             locs = [t for t in axis.get_majorticklocs() if low <= t <= high]
             labels = [t for t in axis.get_major_formatter().format_ticks(locs) if t]
-            lines.append(f"{what}: {axis.get_label_text()}; ticks {', '.join(labels)}")
+            lines.append(f"{what}: {axis.get_label_text() or 'unlabelled'}; "
+                         f"ticks {', '.join(labels) or 'none'}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

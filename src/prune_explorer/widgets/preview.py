@@ -315,7 +315,6 @@ class PreviewPane:
         pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
-        self.image.tooltip = self.picture.describe()  # title, axes and ticks, in words
         for widget in (self.image, self.info):
             widget.remove_class("pe-stale")
         numel = math.prod(shape)
@@ -334,7 +333,11 @@ class PreviewPane:
                 f"{'is' if unmasked_zeros == 1 else 'are'} exactly 0 without a mask (committed "
                 "pruning or zero weights); they count as pruned</div>"
             )
-        self.info.value = head + body
+        # The picture in words (title, axes, ticks) for screen readers, and for checks that
+        # cannot read pixels; kept off screen (an Image widget cannot carry a title in 8.1).
+        words = esc(self.picture.describe()).replace("\n", "<br>")
+        self.info.value = head + body + f'<div class="pe-picture-text pe-sr-only">{words}</div>'
+
 
     @property
     def stale(self) -> bool:

@@ -5,7 +5,8 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
 * a stale preview (the controls hold invalid input) is dimmed and its counts struck through;
 * the Explore tab wraps: below about 860 px of width the controls sit above the picture
   instead of beside it, so nothing is truncated on a projector or next to the file browser;
-* pictures keep their aspect ratio (never stretched by a taller neighbour).
+* pictures keep their aspect ratio (never stretched by a taller neighbour);
+* text for screen readers only (``pe-sr-only``: the picture in words) is kept off screen.
 
 Examples
 --------
@@ -31,6 +32,8 @@ CSS = """
 .pe-explore-picture { flex: 0 1 auto; max-width: 100%; }
 .pe-preview { flex: 0 1 auto; max-width: 100%; height: auto !important;
   object-fit: contain; align-self: flex-start; }
+.pe-sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden;
+  clip: rect(0 0 0 0); white-space: nowrap; }
 """
 
 
