@@ -111,6 +111,7 @@ class ExplorePane:
         self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
         ui.add("preview", self.preview_pane.image)
         ui.add("preview_info", self.preview_pane.info)
+        ui.add("picture_text", self.preview_pane.words)
         ui.add("collapse_warning", widgets.HTML(value=""))
         ui.add("apply", widgets.Button(description="Apply", button_style="primary",
                                        tooltip="prune the tensor as previewed"))
@@ -131,7 +132,7 @@ class ExplorePane:
                             + ([ui.metric] if "metric" in ui else []))
         left.add_class("pe-explore-controls")
         self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
-        picture = widgets.VBox([ui.preview, self.zoom.box])
+        picture = widgets.VBox([ui.preview, ui.picture_text, self.zoom.box])
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")

@@ -264,6 +264,8 @@ class PreviewPane:
     ----------
     image : ipywidgets.Image
     info : ipywidgets.HTML
+    words : ipywidgets.HTML
+        The picture in words (``MaskPreview.describe``), for screen readers (off screen).
     picture : MaskPreview
         The reusable figure; ``picture.pooled.values`` is the pooled array on screen.
     """
@@ -274,6 +276,8 @@ class PreviewPane:
         self.image.add_class("pe-preview")
         self.info = widgets.HTML(value="")
         self.info.add_class("pe-preview-info")
+        self.words = widgets.HTML(value="")  # the picture in words, off screen
+        self.words.add_class("pe-sr-only")
 
     def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
              plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
@@ -333,10 +337,10 @@ class PreviewPane:
                 f"{'is' if unmasked_zeros == 1 else 'are'} exactly 0 without a mask (committed "
                 "pruning or zero weights); they count as pruned</div>"
             )
+        self.info.value = head + body
         # The picture in words (title, axes, ticks) for screen readers, and for checks that
         # cannot read pixels; kept off screen (an Image widget cannot carry a title in 8.1).
-        words = esc(self.picture.describe()).replace("\n", "<br>")
-        self.info.value = head + body + f'<div class="pe-picture-text pe-sr-only">{words}</div>'
+        self.words.value = esc(self.picture.describe()).replace("\n", "<br>")
 
 
     @property
