@@ -152,3 +152,29 @@ def test_apply_global_without_preview_cuts_from_histograms(dtype):
         for t, mask in zip(targets, expected, strict=True):
             assert torch.equal(fast.mask(t).to(mask.dtype), mask), (amount, t)
             assert torch.equal(fast.mask(t), slow.mask(t)), (amount, t)
+
+
+def test_slider_moves_within_the_band_do_not_pass_over_the_tensor():
+    # float32: the cut's bin is resolved from a band of bins gathered once; moving the cut to a
+    # neighbouring bin reads the band, not the tensor (which holds far more keys).
+    torch.manual_seed(0)
+    layer = nn.Linear(1024, 512)
+    with torch.no_grad():
+        layer.weight.normal_(0, 0.02)
+    hist = KeyHistogram(layer, "weight")
+    source = global_cut([(layer, "weight")], [hist], 1)._sources[0]
+    j = int(torch.searchsorted(hist.counts.cumsum(0), torch.tensor([hist.alive // 2])))
+    first = hist.bin_keys(source, j)
+    band = hist._band
+    assert band is not None
+    assert band[0] <= j + 1 < band[1]
+    assert band[2].numel() < hist.alive // 4
+    passes = []
+    original = source.chunks
+    source.chunks = lambda: (passes.append(1), original())[1]
+    second = hist.bin_keys(source, j + 1)
+    assert not passes  # served from the band
+    assert hist._band is band
+    keys = torch.cat(list(original()))
+    for bin_, got in ((j, first), (j + 1, second)):
+        assert torch.equal(got, keys[(keys >> hist.shift) == bin_])

@@ -17,15 +17,17 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For wider floats the keys of
-  that one bin are gathered (one pass; kept per tensor for the next move into the same bin) and
-  the radix search of the core (:func:`prune_explorer.prune._radix.radix_select`, the routine the
-  sharded path runs over processes) finishes on them.
+  a band of bins around it are gathered (one pass, kept per tensor: the slider's next moves fall
+  in the same band and cost a pass over it) and the radix search of the core
+  (:func:`prune_explorer.prune._radix.radix_select`, the routine the sharded path runs over
+  processes) finishes on them.
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
 
-Extra memory: the histograms, one bin's keys, and the chunk-sized temporaries of a pass -- never
-anything per entry. These are the core's masks bit for bit (``prune.global_masks`` with the
-session's tie rule), and what an apply right after the preview installs.
+Extra memory: the histograms, one band of keys (about :data:`BAND` of a tensor's entries in
+their own width: 0.5 B/param for float32), and the chunk-sized temporaries of a pass. These are
+the core's masks bit for bit (``prune.global_masks`` with the session's tie rule), and what an
+apply right after the preview installs.
 
 Examples
 --------
@@ -54,6 +56,11 @@ from torch import nn
 from prune_explorer.prune import _radix
 
 __all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
+
+#: Share of a tensor's unpruned keys gathered around a cut's bin (:meth:`KeyHistogram.bin_keys`):
+#: an eighth of the keys, in their own width (4 bytes for float32), is 0.5 B/param, and covers
+#: about a dozen slider steps of 1 %.
+BAND = 1 / 8
 
 #: Value bits the cached histogram resolves (2**WIDTH bins of int64).
 WIDTH = 16
@@ -121,7 +128,8 @@ class KeyHistogram:
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
         self._state = state
-        self._bin: tuple[int, torch.Tensor] | None = None  # the last bin gathered, its keys
+        self._bin: tuple[int, torch.Tensor] | None = None  # the last bin asked for, its keys
+        self._band: tuple[int, int, torch.Tensor] | None = None  # bins [lo, hi), sorted keys
         self._zeros: int | None = None
 
     def exact_zeros(self, source: _Source) -> int:
@@ -141,13 +149,35 @@ class KeyHistogram:
         return int(self.counts[:j].sum())
 
     def bin_keys(self, source: _Source, j: int) -> torch.Tensor:
-        """The keys (CPU) of bin ``j``, in flat order; the last bin asked for is kept."""
+        """The keys (CPU) of bin ``j``, in flat order.
+
+        They come from a *band* of bins around ``j`` holding about :data:`BAND` of the unpruned
+        keys, gathered in one pass over ``source`` and kept: the slider's next cuts fall in the
+        same band, so a move into another bin costs a pass over the band, not over the
+        tensor."""
         if self._bin is None or self._bin[0] != j:
-            self._bin = None  # free the old bin first
-            with torch.no_grad():
-                found = [k[(k >> self.shift) == j].cpu() for k in source.chunks()]
-            self._bin = (j, torch.cat(found) if found else torch.zeros(0, dtype=torch.int64))
+            band = self._band
+            if band is None or not band[0] <= j < band[1]:
+                self._band = None  # free the old band first
+                lo, hi = self._band_around(j)
+                with torch.no_grad():
+                    found = [k[((k >> self.shift) >= lo) & ((k >> self.shift) < hi)].cpu()
+                             for k in source.chunks()]
+                band = self._band = (lo, hi, torch.cat(found) if found
+                                     else torch.zeros(0, dtype=torch.int64))
+            self._bin = None
+            self._bin = (j, band[2][(band[2] >> self.shift) == j])
         return self._bin[1]
+
+    def _band_around(self, j: int) -> tuple[int, int]:
+        """Bins ``[lo, hi)`` around ``j`` holding about ``BAND * alive`` keys (at least bin
+        ``j``)."""
+        cum = self.counts.cumsum(0)
+        half = max(1 << 15, int(BAND * self.alive) // 2)
+        mid = int(cum[j]) - int(self.counts[j]) // 2
+        bounds = torch.tensor([mid - half, mid + half], dtype=cum.dtype)
+        lo, hi = torch.searchsorted(cum, bounds, right=True).tolist()
+        return min(lo, j), max(hi + 1, j + 1)
 
     def __repr__(self) -> str:
         return (f"KeyHistogram({self.numel:,} entries, alive={self.alive:,}, dtype={self.dtype}, "
