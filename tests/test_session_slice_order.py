@@ -278,3 +278,18 @@ def test_the_magnitude_view_reads_the_slider_s_slice_norms_not_its_own():
     assert mags.pruned == 100
     ranked = torch.sort(held.scores).values
     assert torch.equal(mags.keys, ranked.view(mags.keys.dtype))
+
+
+def test_line_counts_are_kept_for_both_kept_and_alive_pictures():
+    # The explorer asks for kept and alive cell counts on every step; one cached grid used to
+    # thrash between the two, recounting the whole tensor twice per slider move.
+    from prune_explorer.session.order_cache import OrderCache
+
+    layer = torch.nn.Linear(600, 400)
+    scores = OrderCache().slices(layer, "weight", prune.LnStructured(0.5, n=2, dim=1))
+    rows, cols = np.array([0, 200, 400]), np.array([0, 300, 600])
+    kept = scores._line_counts(rows, cols, layer.weight, None, False)
+    alive = scores._line_counts(rows, cols, layer.weight, None, True)
+    assert scores._line_counts(rows, cols, layer.weight, None, False) is kept
+    assert scores._line_counts(rows, cols, layer.weight, None, True) is alive
+    assert kept.sum() == alive.sum() == layer.weight.numel()  # no exact zeros here

@@ -44,6 +44,8 @@ from prune_explorer.prune.methods import slice_norms
 
 __all__ = ["SliceScores", "alive_slices", "slice_spec"]
 
+_GRIDS = 4  # line counts kept per tensor state: (grid, alive) pairs
+
 
 def alive_slices(current: torch.Tensor, kept: torch.Tensor | None,
                  dim: int) -> tuple[torch.Tensor | None, torch.Tensor]:
@@ -111,7 +113,8 @@ class SliceScores:
         self.mask_dtype = current.dtype
         self.device = current.device
         self._state = state
-        self._cells: tuple[Any, np.ndarray] | None = None
+        # line counts per grid and alive flag (the picture asks for both: kept, and alive)
+        self._cells: dict[Any, np.ndarray] = {}
 
     @property
     def cost(self) -> int:
@@ -173,8 +176,8 @@ class SliceScores:
         # Per grid: how many entries of each line each cell holds that the current state keeps
         # (alive: and that are not exactly 0). Built once per grid with one pass.
         key = (row_edges.tobytes(), col_edges.tobytes(), alive)
-        if self._cells is not None and self._cells[0] == key:
-            return self._cells[1]
+        if key in self._cells:
+            return self._cells[key]
         rows = self.shape[0]
         with torch.no_grad():
             if alive:
@@ -197,7 +200,9 @@ class SliceScores:
                                      (row_edges.size - 1, cols)).copy()
         else:
             counts = np.add.reduceat(matrix, row_edges[:-1], axis=0, dtype=np.int64)
-        self._cells = (key, counts)
+        if len(self._cells) >= _GRIDS:
+            del self._cells[next(iter(self._cells))]  # the oldest grid goes
+        self._cells[key] = counts
         return counts
 
     def __repr__(self) -> str:
