@@ -38,8 +38,8 @@ from prune_explorer.session.magnitudes import Magnitudes
 from prune_explorer.viz import make_figure, plot_mask, render_png
 from prune_explorer.viz.histogram import HistogramSVG
 
+from .collapsible import Collapsible
 from .html import esc
-from .modelview import collapsible
 from .preview import PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 
@@ -64,7 +64,7 @@ def _ranking(request: PreviewRequest) -> tuple[str, Any, int | None] | None:
     return None
 
 
-class MagnitudePanel:
+class MagnitudePanel(Collapsible):
     """Histogram of the importances of the shown tensor with the preview's cut.
 
     Attributes
@@ -91,21 +91,7 @@ class MagnitudePanel:
         self.caption.add_class("pe-magnitudes-caption")
         self.heatmap = WeightHeatmap(explorer)
         self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box])
-        self.accordion = collapsible("Magnitudes", self.box, "pe-magnitudes")
-        self.accordion.observe(self._on_toggle, names="selected_index")
-
-    @property
-    def is_open(self) -> bool:
-        """True while the section is expanded."""
-        return self.accordion.selected_index == 0
-
-    def open(self) -> None:
-        """Expand the section (it then follows every preview)."""
-        self.accordion.selected_index = 0
-
-    def _on_toggle(self, change: dict[str, object]) -> None:
-        if change["new"] == 0:
-            self.ex.request_preview()
+        self._collapse_into("Magnitudes", self.box, "pe-magnitudes")
 
     # -- following the preview (the explore pane calls these) -----------------------------------
     def show(self, request: PreviewRequest | None, masks: Mapping[str, torch.Tensor],

@@ -39,13 +39,14 @@ import torch
 
 from prune_explorer.viz.style import KEPT_COLOR, NEW_PRUNED_COLOR, PRUNED_COLOR
 
+from .collapsible import Collapsible
 from .html import percent
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
     from .explorer import Explorer
 
-__all__ = ["LayerSparsity", "ModelView", "collapsible"]
+__all__ = ["LayerSparsity", "ModelView"]
 
 #: Rows on show before the list scrolls.
 VISIBLE_ROWS = 10
@@ -76,13 +77,6 @@ class LayerSparsity:
                 f"zeros_after={self.zeros_after:,})")
 
 
-def collapsible(title: str, body: widgets.Widget, css: str) -> widgets.Accordion:
-    """A one-section Accordion, collapsed, with CSS class ``css``."""
-    acc = widgets.Accordion(children=[body], titles=(title,), selected_index=None)
-    acc.add_class(css)
-    return acc
-
-
 _ROW_CSS = """
 .{scope} .pe-mv-row {{ width: 100%; height: 26px; margin: 1px 0; display: flex;
   justify-content: space-between; align-items: center; text-align: left; overflow: hidden;
@@ -93,7 +87,7 @@ _ROW_CSS = """
 """
 
 
-class ModelView:
+class ModelView(Collapsible):
     """Per-layer sparsity chart; clicking a row selects the tensor (see the module docstring).
 
     Attributes
@@ -125,21 +119,7 @@ class ModelView:
         self.list.add_class(self._scope)
         self.box = widgets.VBox([self.legend, self.style, self.list],
                                 layout=widgets.Layout(width="100%"))
-        self.accordion = collapsible("Model view", self.box, "pe-modelview")
-        self.accordion.observe(self._on_toggle, names="selected_index")
-
-    @property
-    def is_open(self) -> bool:
-        """True while the section is expanded."""
-        return self.accordion.selected_index == 0
-
-    def open(self) -> None:
-        """Expand the section (it then follows every preview)."""
-        self.accordion.selected_index = 0
-
-    def _on_toggle(self, change: dict[str, object]) -> None:
-        if change["new"] == 0:
-            self.ex.request_preview()  # fill it from the current controls
+        self._collapse_into("Model view", self.box, "pe-modelview")
 
     def _ensure_buttons(self) -> None:
         names = list(self.ex.session.names)
