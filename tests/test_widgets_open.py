@@ -59,3 +59,33 @@ def test_view_alone_applies_to_the_default_tensor():
         assert (ex.tensor, ex.ui.layout.value) == ("0.weight", "channels")
     finally:
         ex.close()
+
+
+def test_pixel_ratio_draws_sharper_at_the_same_size():
+    import io
+
+    import PIL.Image
+    import torch
+
+    from prune_explorer.widgets import Explorer
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32))
+    sizes = {}
+    for ratio in (1.0, 2.0):
+        ex = Explorer(model, debounce=None, pixel_ratio=ratio)
+        ex.ui.amount.value = 0.5
+        sizes[ratio] = PIL.Image.open(io.BytesIO(ex.ui.preview.value)).size
+        shown = ex.ui.preview.width
+        ex.close()
+        assert shown == ("" if ratio == 1.0 else str(sizes[1.0][0]))  # CSS width: the 1x size
+    assert sizes[2.0] == (2 * sizes[1.0][0], 2 * sizes[1.0][1])
+
+
+def test_pixel_ratio_outside_one_to_four_is_refused():
+    import pytest
+    import torch
+
+    from prune_explorer.widgets import Explorer
+
+    with pytest.raises(ValueError, match=r"pixel_ratio must be a number from 1 to 4; got 0\.5"):
+        Explorer(torch.nn.Linear(2, 2), pixel_ratio=0.5)

@@ -86,7 +86,7 @@ class ExplorePane:
     """
 
     def __init__(self, explorer: Explorer, custom_masks: Mapping[str, torch.Tensor], *,
-                 figsize: tuple[float, float], dpi: float) -> None:
+                 figsize: tuple[float, float], dpi: float, pixel_ratio: float = 1.0) -> None:
         self.ex = explorer
         ui = explorer.ui
         self.preview_mask: torch.Tensor | None = None
@@ -108,7 +108,7 @@ class ExplorePane:
                      "global_method", "global_targets", "custom", "custom_upload", "layout",
                      "pattern", "block"):
             ui.add(name, getattr(c, name))
-        self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi)
+        self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi, pixel_ratio=pixel_ratio)
         ui.add("preview", self.preview_pane.image)
         ui.add("preview_info", self.preview_pane.info)
         ui.add("picture_text", self.preview_pane.words)

@@ -81,6 +81,10 @@ class Explorer:
     figsize, dpi : optional
         Size of the preview picture; a larger ``dpi`` (say 120) enlarges picture and fonts
         alike, for a projector.
+    pixel_ratio : float, default 1.0
+        Pixels rendered per CSS pixel: 2 draws the picture at twice the resolution and shows
+        it at the same size, sharp on a HiDPI screen or a zoomed browser (4x the pixels to
+        draw per slider step).
     evaluate : callable, optional
         ``fn(model) -> float`` or a dict of named floats (test accuracy, say). Shown for the
         current state and for the previewed step (``pe-metric``), computed in the background
@@ -117,6 +121,7 @@ class Explorer:
         debounce: float | None = 0.0,
         figsize: tuple[float, float] = (4.8, 4.0),
         dpi: float = 80,
+        pixel_ratio: float = 1.0,
         evaluate: Evaluate | None = None,
     ) -> None:
         if session is None:
@@ -148,7 +153,8 @@ class Explorer:
                                                                   debounce=debounce)
         if self.metric is not None:
             self.ui.add("metric", self.metric.html)
-        self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi)
+        self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi,
+                                        pixel_ratio=pixel_ratio)
         self.history_pane = HistoryPane(self)
         self.compare_pane = ComparePane(self)
         self.commit_pane = CommitPane(self)

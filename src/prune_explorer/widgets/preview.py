@@ -270,9 +270,14 @@ class PreviewPane:
         The reusable figure; ``picture.pooled.values`` is the pooled array on screen.
     """
 
-    def __init__(self, *, figsize: tuple[float, float] = (4.8, 4.0), dpi: float = 80) -> None:
-        self.picture = MaskPreview(figsize=figsize, dpi=dpi)
+    def __init__(self, *, figsize: tuple[float, float] = (4.8, 4.0), dpi: float = 80,
+                 pixel_ratio: float = 1.0) -> None:
+        if not (isinstance(pixel_ratio, (int, float)) and 1.0 <= pixel_ratio <= 4.0):
+            raise ValueError(f"pixel_ratio must be a number from 1 to 4; got {pixel_ratio!r}")
+        self.picture = MaskPreview(figsize=figsize, dpi=dpi * pixel_ratio)
         self.image = widgets.Image(format="png", layout=widgets.Layout(flex="0 0 auto"))
+        if pixel_ratio != 1.0:  # drawn larger, shown at the CSS size: sharp on HiDPI screens
+            self.image.width = str(round(figsize[0] * dpi))
         self.image.add_class("pe-preview")
         self.info = widgets.HTML(value="")
         self.info.add_class("pe-preview-info")
