@@ -40,6 +40,7 @@ from browser_support import (  # noqa: E402
     open_and_run_all,
     quiet_lab_config,
     start_lab,
+    write_notebook,
 )
 
 NOTEBOOK = "screenshots.ipynb"
@@ -77,19 +78,6 @@ panels.ui.zoom_toggle.value = True
 panels.flush()
 panels""",
 }
-
-
-def write_notebook(folder: Path) -> None:
-    """One code cell per shot, in the order of :data:`SHOTS`."""
-    import nbformat
-    from nbformat.v4 import new_code_cell, new_notebook
-
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                 "language": "python"}
-    nb.cells = [new_code_cell(code) for code in SHOTS.values()]
-    folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / NOTEBOOK)
 
 
 def save_png(png: bytes, path: Path) -> int:
@@ -202,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pe-shots-") as scratch:
         scratch_dir = Path(scratch)
         work = scratch_dir / "work"
-        write_notebook(work)
+        write_notebook(work / NOTEBOOK, list(SHOTS.values()))
         lab = start_lab(work, scratch_dir, config_dir=quiet_lab_config(scratch_dir / "cfg"))
         try:
             for size in sizes:

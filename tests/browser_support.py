@@ -235,3 +235,33 @@ def open_and_run_all(page: Any, lab: LabServer, notebook: str) -> None:
     expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A notebook at ``path`` with one code cell per string of ``cells`` (Python 3 kernel)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@contextlib.contextmanager
+def serving(scratch: Path, notebooks: dict[str, list[str]] | None = None):
+    """The browser tests' lab: skipped without a browser; else ``prune-explorer lab`` on
+    ``scratch/work`` (quiet config) holding ``notebooks`` ({file name: cells}) besides the
+    bundled ones, stopped afterwards."""
+    import pytest
+
+    reason = browser_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    for name, cells in (notebooks or {}).items():
+        write_notebook(scratch / "work" / name, cells)
+    server = start_lab(scratch / "work", scratch, config_dir=quiet_lab_config(scratch / "cfg"))
+    try:
+        yield server
+    finally:
+        server.stop()

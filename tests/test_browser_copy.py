@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
 from browser_support import (
-    browser_skip_reason,
     chromium_page,
     open_and_run_all,
-    quiet_lab_config,
-    start_lab,
+    serving,
 )
 
 pytestmark = pytest.mark.browser
@@ -40,17 +37,8 @@ ex
 
 @pytest.fixture
 def lab(tmp_path):
-    reason = browser_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    server = start_lab(tmp_path / "work", tmp_path, config_dir=quiet_lab_config(tmp_path / "cfg"))
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
-    notebook.cells = [nbformat.v4.new_code_cell(CODE)]
-    nbformat.write(notebook, server.workdir / NOTEBOOK)
-    yield server
-    server.stop()
+    with serving(tmp_path, {NOTEBOOK: [CODE]}) as server:
+        yield server
 
 
 def test_copy_puts_the_snippet_on_the_clipboard(lab):

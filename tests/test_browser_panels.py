@@ -16,11 +16,9 @@ import pytest
 
 from browser_support import (
     SHOT_DIR,
-    browser_skip_reason,
     chromium_page,
     open_and_run_all,
-    quiet_lab_config,
-    start_lab,
+    serving,
 )
 
 pytestmark = pytest.mark.browser
@@ -31,12 +29,8 @@ SIZE = (1024, 768)
 
 @pytest.fixture
 def lab(tmp_path):
-    reason = browser_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    server = start_lab(tmp_path / "work", tmp_path, config_dir=quiet_lab_config(tmp_path / "cfg"))
-    yield server
-    server.stop()
+    with serving(tmp_path) as server:
+        yield server
 
 
 def _expand(explorer, css: str, title: str) -> None:

@@ -17,16 +17,13 @@ from __future__ import annotations
 import re
 import time
 
-import nbformat
 import pytest
 import torch
 
 from browser_support import (
-    browser_skip_reason,
     chromium_page,
     open_and_run_all,
-    quiet_lab_config,
-    start_lab,
+    serving,
 )
 from prune_explorer.viz import MaskPreview
 
@@ -45,19 +42,8 @@ SHAPE = (32, 16, 3, 3)
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    reason = browser_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("pictures")
-    work = tmp / "work"
-    work.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CODE)], metadata={
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                       "name": "python3"}})
-    nbformat.write(nb, work / NOTEBOOK)
-    server = start_lab(work, tmp, config_dir=quiet_lab_config(tmp / "cfg"))
-    yield server
-    server.stop()
+    with serving(tmp_path_factory.mktemp("pictures"), {NOTEBOOK: [CODE]}) as server:
+        yield server
 
 
 def ticks(description: str) -> list[str]:

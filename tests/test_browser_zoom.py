@@ -14,17 +14,14 @@ import io
 import re
 import time
 
-import nbformat
 import numpy as np
 import pytest
 
 from browser_support import (
     SHOT_DIR,
-    browser_skip_reason,
     chromium_page,
     open_and_run_all,
-    quiet_lab_config,
-    start_lab,
+    serving,
 )
 
 pytestmark = pytest.mark.browser
@@ -44,18 +41,8 @@ PRUNED_NOW = (0xD5, 0x5E, 0x00)
 
 @pytest.fixture
 def lab(tmp_path):
-    reason = browser_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    work = tmp_path / "work"
-    work.mkdir()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CODE)], metadata={
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
-                       "name": "python3"}})
-    nbformat.write(nb, work / NOTEBOOK)
-    server = start_lab(work, tmp_path, config_dir=quiet_lab_config(tmp_path / "cfg"))
-    yield server
-    server.stop()
+    with serving(tmp_path, {NOTEBOOK: [CODE]}) as server:
+        yield server
 
 
 @pytest.fixture
