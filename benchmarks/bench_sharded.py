@@ -4,15 +4,25 @@ Global L1 pruning (``amount=0.5``) of the linear weights of GPT-2 small (12 bloc
 768x768, 768x3072 and 3072x768: 85M parameters; ``--layers`` takes fewer blocks), sharded on dim
 0 across ``world`` processes with ``prune_explorer.prune.global_unstructured``. For each world
 size the script prints the time of the call, the bytes the call sent through collectives (per
-rank) and each rank's peak extra resident memory (``/proc/self/clear_refs`` then ``VmHWM``, over
-the memory held just before) of the whole call and of computing the masks alone
-(``global_masks``). On sharded parameters the whole call keeps no pruned weight ``mask * orig``
-(torch's layout keeps it as an attribute; here it is computed on demand), so per rank it adds
-the mask (4 B/param for float32 weights) and chunk-sized temporaries. Resident memory is noisy on
-a loaded machine (the allocator keeps freed temporaries): compare several ranks and runs.
+rank) and, per rank, the memory of the call in bytes per parameter of the rank's shard:
+
+* ``mask``: the bytes of the masks the call installs (the layout needs them: the weight's dtype,
+  4 B/param for float32, as torch);
+* ``extra``: the peak, during the call, of the tensor memory allocated and not yet freed, minus
+  ``mask`` -- the transient the call needs beyond its result. Target: at most 2 B/param.
+
+Both are measured with ``torch.profiler`` (``profile_memory=True``): the CPU allocator reports
+every tensor allocation and free with its size, and the live bytes are summed in time order
+(:func:`allocated_peak`). That counts tensor storages exactly -- no allocator slack, no
+resident-memory noise -- and nothing else (gloo's own buffers and Python objects are outside it,
+a few KiB here). The call is measured twice: on fresh weights, and again on the pruned weights
+(``extra`` then includes the 1-byte "still alive" flag per entry). Times come from a separate,
+unprofiled call. The whole process's peak resident memory (``VmHWM``) over the call is printed
+too, for comparison only: it counts allocator slack and is noisy on a loaded machine.
+
 In the same run one process prunes the same full weights with
-``torch.nn.utils.prune.global_unstructured``: the gathered masks of every world size must be
-identical to torch's (the weights have pairwise distinct magnitudes).
+``torch.nn.utils.prune.global_unstructured`` (measured the same way): the gathered masks of every
+world size must be identical to torch's (the weights have pairwise distinct magnitudes).
 
 Processes share the machine's cores: with 4 processes on a 2-core machine the times include
 contention. Usage::
@@ -54,6 +64,28 @@ def _release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+def allocated_peak(call: Callable[[], object]) -> tuple[int, int]:
+    """(peak, net) bytes of CPU tensor memory allocated by ``call()`` and not yet freed.
+
+    ``torch.profiler`` with ``profile_memory=True`` records every allocation and free of the CPU
+    allocator with its size; summed in time order they give the live bytes at each moment (an
+    allocation and a free at the same nanosecond count the allocation first: an upper bound).
+    ``net``: what is still allocated at the end (what the call kept).
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        call()
+    events = sorted((e.start_ns(), -e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == DeviceType.CPU)
+    live = peak = 0
+    for _, minus in events:
+        live -= minus
+        peak = max(peak, live)
+    return peak, live
+
+
 def _digest(masks: list[torch.Tensor]) -> str:
     h = hashlib.sha256()
     for m in masks:
@@ -71,21 +103,33 @@ def _modules(weights: list[torch.Tensor], wrap: Callable[[torch.Tensor], torch.T
     return mods
 
 
+def _local_bytes(t: torch.Tensor) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
+
+
 def torch_child(layers: int, out: str) -> None:
     """One process, torch.nn.utils.prune on the full weights."""
     import torch.nn.utils.prune as prune
 
     torch.set_num_threads(1)
     mods = _modules(make_weights(gpt2_linear_shapes(layers), "distinct"), lambda w: w)
+    pairs = [(m, "weight") for m in mods]
     _release_freed_memory()
     _peak_rss_reset()
     before = _rss_kib("VmRSS")
     t0 = time.perf_counter()
-    prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured, amount=0.5)
+    prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5)
     seconds = time.perf_counter() - t0
-    peak = _rss_kib("VmHWM") - before
-    Path(out).write_text(json.dumps({"time": seconds, "peak_mib": peak / 1024,
-                                     "digest": _digest([m.weight_mask for m in mods])}))
+    rss = (_rss_kib("VmHWM") - before) / 1024
+    digest = _digest([m.weight_mask for m in mods])
+    for m in mods:
+        prune.remove(m, "weight")  # plain parameters again (pruned values, unchanged order)
+    peak, net = allocated_peak(
+        lambda: prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5))
+    Path(out).write_text(json.dumps({"time": seconds, "rss_mib": rss, "peak": peak, "net": net,
+                                     "masks": sum(_local_bytes(m.weight_mask) for m in mods),
+                                     "digest": digest}))
 
 
 def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> None:
@@ -96,6 +140,7 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
 
     from prune_explorer import prune
     from prune_explorer.prune import _radix
+    from prune_explorer.prune._module import snapshot
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -108,29 +153,36 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
     shard = sum(m.weight.to_local().numel() for m in mods)
     pairs = [(m, "weight") for m in mods]
 
-    def measured(call: Callable[[], object]) -> tuple[float, float]:
-        dist.barrier()
-        _release_freed_memory()
-        _peak_rss_reset()
-        before = _rss_kib("VmRSS")
-        t0 = time.perf_counter()
-        out = call()
-        dist.barrier()
-        seconds = time.perf_counter() - t0
-        del out
-        return seconds, (_rss_kib("VmHWM") - before) / 1024
+    def prune_all() -> None:
+        prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5)
 
-    # the masks alone (global_masks), then the whole call (masks + torch's layout: the pruned
-    # weight attribute ``mask * orig``)
-    _, masks_mib = measured(lambda: prune.global_masks(pairs, prune.L1Unstructured, amount=0.5))
+    def masks_bytes() -> int:
+        return sum(_local_bytes(m.weight_mask) for m in mods)
+
+    # 1. time, bytes sent and resident memory of the call on fresh weights (unprofiled)
+    fresh = snapshot(pairs)
+    dist.barrier()
+    _release_freed_memory()
+    _peak_rss_reset()
+    before = _rss_kib("VmRSS")
     _radix.STATS.reset()
-    seconds, peak_mib = measured(
-        lambda: prune.global_unstructured(pairs, prune.L1Unstructured, amount=0.5))
+    t0 = time.perf_counter()
+    prune_all()
+    dist.barrier()
+    seconds = time.perf_counter() - t0
+    rss = (_rss_kib("VmHWM") - before) / 1024
     sent, collectives = _radix.STATS.bytes, _radix.STATS.collectives
-    masks = [m.weight_mask.full_tensor() for m in mods]
-    result = {"time": seconds, "peak_mib": peak_mib, "masks_mib": masks_mib, "bytes": sent,
-              "collectives": collectives, "shard": shard,
-              "digest": _digest(masks) if rank == 0 else None}
+    digest = _digest([m.weight_mask.full_tensor() for m in mods])
+    for snap in reversed(fresh):  # back to the fresh weights (what an undo does)
+        snap.restore()
+    # 2. allocated memory: on fresh weights, then again on the pruned ones
+    result: dict[str, object] = {"time": seconds, "rss_mib": rss, "bytes": sent,
+                                 "collectives": collectives, "shard": shard,
+                                 "digest": digest if rank == 0 else None}
+    for key in ("fresh", "again"):
+        dist.barrier()
+        peak, net = allocated_peak(prune_all)
+        result[key] = {"peak": peak, "net": net, "masks": masks_bytes()}
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     dist.destroy_process_group()
@@ -163,6 +215,12 @@ def run_torch(layers: int) -> dict:
         return json.loads(Path(out).read_text())
 
 
+def _per_param(memory: dict, params: int) -> str:
+    """``mask`` and ``extra`` (peak beyond the masks) in B/param."""
+    return (f"mask {memory['masks'] / params:4.2f}  extra "
+            f"{(memory['peak'] - memory['masks']) / params:4.2f} B/param")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 blocks (12 = GPT-2 small)")
@@ -170,10 +228,16 @@ def main() -> int:
     args = parser.parse_args()
     numel = sum(torch.Size(s).numel() for s in gpt2_linear_shapes(args.layers))
     print(f"torch {torch.__version__}, gloo on CPU, {os.cpu_count()} cores, 1 thread per "
-          f"process; global L1 0.5 over {numel / 1e6:.1f}M GPT-2-small linear weights")
+          f"process, load average {os.getloadavg()[0]:.2f}; global L1 0.5 over "
+          f"{numel / 1e6:.1f}M GPT-2-small linear weights")
+    print("memory: tensor bytes allocated during the call (torch.profiler, profile_memory=True),"
+          " per parameter of the rank's shard:\n  mask = the masks installed; extra = peak "
+          "allocated beyond them (target <= 2); resident = peak RSS growth (noisy, for "
+          "comparison)")
     theirs = run_torch(args.layers)
-    print(f"\ntorch, 1 process (unsharded):  {theirs['time'] * 1e3:9.1f} ms   peak "
-          f"+{theirs['peak_mib']:8.1f} MiB ({theirs['peak_mib'] * 2**20 / numel:5.1f} B/param)")
+    print(f"\ntorch, 1 process (unsharded):  {theirs['time'] * 1e3:9.1f} ms   "
+          f"{_per_param(theirs, numel)} (kept after the call: {theirs['net'] / numel:4.1f});"
+          f"  resident {theirs['rss_mib'] * 2**20 / numel:4.1f}")
     ok = True
     for world in args.worlds:
         ranks = run_world(world, args.layers)
@@ -183,12 +247,13 @@ def main() -> int:
         print(f"\nsharded, {world} process{'es' if world > 1 else ''}: {slowest * 1e3:9.1f} ms"
               f"   {'masks identical to torch' if same else 'MASKS DIFFER'}")
         for i, r in enumerate(ranks):
-            per = 2**20 / max(r["shard"], 1)
-            beyond = r["masks_mib"] - 4 * r["shard"] / 2**20
-            print(f"  rank {i}: shard {r['shard'] / 1e6:5.1f}M  peak +{r['peak_mib']:6.1f} MiB "
-                  f"({r['peak_mib'] * per:3.1f} B/param); masks alone +{r['masks_mib']:6.1f} MiB"
-                  f" = the fp32 masks (4 B/param) {beyond:+5.1f} MiB;  sent "
+            shard = max(r["shard"], 1)
+            print(f"  rank {i}: shard {r['shard'] / 1e6:5.2f}M  fresh: "
+                  f"{_per_param(r['fresh'], shard)}; again: {_per_param(r['again'], shard)};"
+                  f"  resident {r['rss_mib'] * 2**20 / shard:3.1f};  sent "
                   f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives")
+    load = os.getloadavg()
+    print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not ok:
         print("\nFAILED: masks differ")
     return 0 if ok else 1

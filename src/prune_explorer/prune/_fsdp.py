@@ -11,13 +11,15 @@ forwards but computed on demand (see below): per rank, pruning adds only the mas
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 
-from ._sharded import gathered, is_sharded
+from ._sharded import gathered, is_sharded, stand_in
 
-__all__ = ["attached", "detached", "kept_attribute", "restored", "unshard_like"]
+__all__ = ["attached", "detached", "kept_attribute", "pruned_stand_in", "restored",
+           "unshard_like"]
 
 
 def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
@@ -53,6 +55,15 @@ def kept_attribute(module: torch.nn.Module, name: str) -> bool:
     return not is_sharded(module._buffers.get(name + "_mask"))
 
 
+def pruned_stand_in(module: torch.nn.Module, name: str) -> torch.Tensor | None:
+    """For a pruned tensor ``name`` computed on demand, what the core prunes it as without
+    computing it (:func:`._sharded.stand_in` of ``name_orig``); None for any other tensor."""
+    if name not in module.__dict__.get(_ON_DEMAND, ()):
+        return None
+    stand: torch.Tensor = stand_in(module._parameters[name + "_orig"])
+    return stand
+
+
 # -- the pruned tensor of a sharded parameter, on demand ------------------------------------------
 #
 # torch keeps the pruned tensor ``name = orig * mask`` as a plain attribute: as large as the
@@ -82,12 +93,46 @@ def _on_demand_class(cls: type) -> type:
                         return hook.apply_mask(self)
             return fallback(self, attr)
 
-        attrs: dict[str, Any] = {"__getattr__": __getattr__, "_pruned_on_demand_base": cls,
+        def __reduce_ex__(self: torch.nn.Module, protocol: Any) -> Any:
+            return _reduce_on_demand(self, cls, protocol)
+
+        attrs: dict[str, Any] = {"__getattr__": __getattr__, "__reduce_ex__": __reduce_ex__,
+                                 "_pruned_on_demand_base": cls,
                                  "__module__": cls.__module__, "__qualname__": cls.__qualname__}
         if hasattr(cls, "_orig_cls_mro_index"):  # FSDP2's class finds the original in its MRO
             attrs["_orig_cls_mro_index"] = cls._orig_cls_mro_index + 1
         _CLASSES[cls] = type(cls.__name__, (cls,), attrs)
     return _CLASSES[cls]
+
+
+def _reduce_on_demand(module: torch.nn.Module, base: type, protocol: Any) -> Any:
+    """Pickle (and ``copy``) a module of an on-demand class as an instance of ``base``, the
+    class it had, rebuilt with the on-demand class on load (:func:`_new_on_demand`): the
+    on-demand class is made at run time and cannot be found by name. A ``base`` that cannot be
+    found by name either (FSDP2's ``FSDP<Module>`` classes) is refused, as torch does."""
+    import copyreg
+    import pickle
+
+    owner = sys.modules.get(base.__module__)
+    found: Any = owner
+    for part in base.__qualname__.split("."):
+        found = getattr(found, part, None)
+    if found is not base:
+        raise pickle.PicklingError(
+            f"pickle: {base.__qualname__} is a class made at run time (by fully_shard: FSDP2 "
+            "modules cannot be pickled or deep-copied, torch's rule); save the state_dict "
+            "instead, e.g. with torch.distributed.checkpoint")
+    reduced = super(type(module), module).__reduce_ex__(protocol)
+    if not (isinstance(reduced, tuple) and reduced[0] is copyreg.__newobj__):
+        return reduced  # the base class pickles itself its own way
+    return (_new_on_demand, (base, *reduced[1][1:]), *reduced[2:])
+
+
+def _new_on_demand(base: type, *args: Any) -> torch.nn.Module:
+    """A new, empty instance of ``base``'s on-demand class (for unpickling)."""
+    cls = _on_demand_class(base)
+    module: torch.nn.Module = cls.__new__(cls, *args)
+    return module
 
 
 def _on_demand(module: torch.nn.Module, name: str) -> None:

@@ -76,7 +76,10 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
                 problem(where, "name", f"a parameter of {type(module).__name__} "
                         f"(it has {choices})", name)
             )
-    value = getattr(module, name, None)
+    # a sharded pruned tensor is not computed here (as large as its shard): see _fsdp
+    value = _fsdp.pruned_stand_in(module, name) if pruned else None
+    if value is None:
+        value = getattr(module, name, None)
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             problem(where, "name", "a parameter holding a tensor", f"{name} = {value!r}")

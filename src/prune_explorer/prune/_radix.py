@@ -39,8 +39,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "draw_stream", "find_cut", "histogram",
-           "int_view", "magnitude_keys", "radix_select", "write_kept"]
+__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "count_alive", "count_alive_runs",
+           "draw_stream", "find_cut", "histogram", "int_view", "magnitude_keys", "radix_select",
+           "write_kept"]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -79,6 +80,24 @@ def all_reduce(t: torch.Tensor, group: object, op: object = None) -> torch.Tenso
         STATS.collectives += 1
         STATS.bytes += t.numel() * t.element_size()
     return t
+
+
+def count_alive(mask: torch.Tensor) -> int:
+    """How many entries of the flat ``mask`` equal 1 (read a chunk at a time)."""
+    return sum(int(torch.count_nonzero(c == 1)) for c in mask.split(CHUNK))
+
+
+def count_alive_runs(mask: torch.Tensor, run: int) -> list[int]:
+    """For each run of ``run`` consecutive entries of the flat ``mask``, how many equal 1 (read
+    about a chunk at a time)."""
+    if not run or not mask.numel():
+        return []
+    rows = mask.view(-1, run)
+    step = max(1, CHUNK // run)
+    counts: list[int] = []
+    for i in range(0, rows.shape[0], step):
+        counts += (rows[i:i + step] == 1).sum(1).tolist()
+    return counts
 
 
 def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -151,8 +170,9 @@ def histogram(
     for c in chunks:
         if whole:
             digit = (c >> shift) if shift else c
-            if markers:
-                digit = digit & ((1 << width) - 1)
+            if markers:  # in place on the shifted copy: one chunk-sized temporary
+                digit = digit.bitwise_and_((1 << width) - 1) if shift else \
+                    digit & ((1 << width) - 1)
             hist += torch.bincount(digit, minlength=1 << width)
             continue
         digit = c >> shift
@@ -259,11 +279,11 @@ def draw_stream(
     """Fill each segment ``(start, target, alive)`` with the draws at stream positions
     ``start, start + 1, ...`` of one uniform [0, 1) stream of ``total`` draws -- what
     ``torch.rand(total)`` would give -- and leave the generator where that call leaves it, on
-    every rank alike. ``target`` (flat) takes the draws in order, or only at the True entries of
-    ``alive`` when given. Segments come in stream order.
+    every rank alike. ``target`` (flat) takes the draws in order, or, when ``alive`` (a flat
+    mask of the same size) is given, only where ``alive`` is 1. Segments come in stream order.
 
     On the CPU the stream is drawn in pieces of at most :data:`CHUNK` (CPU draws concatenate);
-    elsewhere it is drawn whole.
+    elsewhere it is drawn whole. ``alive`` is read a chunk at a time.
     """
     if not segments:
         dtype, device = torch.float32, torch.device("cpu")
@@ -272,11 +292,14 @@ def draw_stream(
     if device.type != "cpu":
         whole = torch.rand(total, dtype=dtype, device=device, generator=generator)
         for start, target, alive in segments:
-            n = target.numel() if alive is None else int(torch.count_nonzero(alive))
             if alive is None:
-                target.copy_(whole[start:start + n])
-            else:
-                target.masked_scatter_(alive, whole[start:start + n])
+                target.copy_(whole[start:start + target.numel()])
+                continue
+            for piece, was in zip(target.split(CHUNK), alive.split(CHUNK), strict=True):
+                keep = was == 1
+                n = int(torch.count_nonzero(keep))
+                piece.masked_scatter_(keep, whole[start:start + n])
+                start += n
         return
     scratch = torch.empty(min(CHUNK, max(total, 1)), dtype=dtype)
 
@@ -292,7 +315,8 @@ def draw_stream(
                 piece.uniform_(0, 1, generator=generator)
                 pos += piece.numel()
             continue
-        for piece, keep in zip(target.split(CHUNK), alive.split(CHUNK), strict=True):
+        for piece, was in zip(target.split(CHUNK), alive.split(CHUNK), strict=True):
+            keep = was == 1
             n = int(torch.count_nonzero(keep))
             piece.masked_scatter_(keep, draw(n))
             pos += n

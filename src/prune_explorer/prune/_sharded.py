@@ -13,9 +13,10 @@ How each method is done
 * ``l1_unstructured``, ``random_unstructured`` and ``global_unstructured`` with either: each rank
   writes its keys into its shard of the new mask, and the cut is found from all-reduced
   histograms (:mod:`._radix`): no weights are gathered, the bytes sent do not depend on the model
-  size, and the extra memory per rank is a few :data:`._radix.CHUNK`-sized temporaries, plus a
-  1-byte "still alive" flag per entry for an already-pruned tensor (and a key buffer where the
-  scores' dtype is not the mask's, e.g. float64 importance scores of a float32 weight).
+  size, and the extra memory per rank is a few :data:`._radix.CHUNK`-sized temporaries (plus a
+  key buffer where the scores' dtype is not the mask's, e.g. float64 importance scores of a
+  float32 weight). An already-pruned tensor is read through :func:`stand_in` (its pruned values
+  are not computed) and its mask so far a chunk at a time (entries where it is 1 are alive).
 * Random draws are one-process draws: every rank runs through the *whole* stream the one-process
   call would draw (``torch.rand`` of the tensor, or of the surviving entries, or of their
   concatenation) in pieces, keeps the draws at its own positions, and leaves the generator (the
@@ -47,7 +48,7 @@ import torch.distributed as dist
 from . import _radix
 
 __all__ = ["Layout", "any_sharded", "contiguous_stride", "gathered", "global_masks", "is_sharded",
-           "mask_for"]
+           "mask_for", "stand_in"]
 
 
 def _dtensor_type() -> type | None:
@@ -65,6 +66,27 @@ def is_sharded(t: object) -> bool:
 def any_sharded(tensors: Iterable[object]) -> bool:
     """Whether any of ``tensors`` is a DTensor."""
     return any(is_sharded(t) for t in tensors)
+
+
+#: Marks the tensor :func:`stand_in` makes.
+_STAND_IN = "_prune_explorer_stand_in"
+
+
+def stand_in(orig: Any) -> Any:
+    """What the core reads as the pruned tensor ``orig * mask`` of a sharded parameter, without
+    computing it: a new DTensor over ``orig``'s storage (no copy), marked as standing in.
+
+    It equals the pruned tensor wherever the mask is 1 -- every entry an unstructured method can
+    still prune, so unstructured paths read it as it is; paths that read every value (norms of
+    structured methods, the gathered fallback) multiply by the mask themselves (:func:`_values`).
+    """
+    out = orig.detach()
+    setattr(out, _STAND_IN, True)
+    return out
+
+
+def _is_stand_in(x: Any) -> bool:
+    return bool(getattr(x, _STAND_IN, False))
 
 
 def contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -218,11 +240,12 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
     kdtype = parts[0].scores.dtype
     for p in parts[1:]:
         kdtype = torch.promote_types(kdtype, p.scores.dtype)
-    alive = [None if p.default is None else p.default.reshape(-1) == 1 for p in parts]
+    # the mask so far, flat (None: fresh); its entries equal to 1 are alive, read a chunk at a time
+    alive = [None if p.default is None else p.default.reshape(-1) for p in parts]
     totals = [p.layout.numel for p in parts]
     if any(a is not None for a in alive):
         device = parts[0].scores.device
-        counts = torch.tensor([p.layout.numel if a is None else int(torch.count_nonzero(a))
+        counts = torch.tensor([p.layout.numel if a is None else _radix.count_alive(a)
                                for p, a in zip(parts, alive, strict=True)], device=device)
         totals = [t if a is None else int(c) for t, a, c in
                   zip(totals, alive, _radix.all_reduce(counts, group).tolist(), strict=True)]
@@ -250,9 +273,9 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
         else:  # one pattern for every NaN (all rank above inf, tied among themselves)
             ints.clamp_(max=_radix.NAN_BITS[key.dtype])
         if a is not None:  # already pruned: marked, out of the count
-            for piece, keep in zip(ints.split(_radix.CHUNK), a.split(_radix.CHUNK),
-                                   strict=True):
-                piece.masked_fill_(~keep, -1)
+            for piece, was in zip(ints.split(_radix.CHUNK), a.split(_radix.CHUNK),
+                                  strict=True):
+                piece.masked_fill_(was != 1, -1)
         starts, run = p.layout.runs()
         keysets.append(_radix.KeySet(ints, starts, run, p.offset))
     total = parts[-1].offset + parts[-1].layout.numel
@@ -266,7 +289,7 @@ def _draw_keys(parts: Sequence[_Part], alive: list[torch.Tensor | None],
                keys: list[torch.Tensor], totals: list[int], generator: torch.Generator | None
                ) -> None:
     """Write into ``keys`` the draws one process makes: ``rand`` over the surviving entries of
-    every part, concatenated in order."""
+    every part (where its flat mask so far, ``alive``, is 1), concatenated in order."""
     segments: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
     base = 0
     for p, a, key, total in zip(parts, alive, keys, totals, strict=True):
@@ -274,7 +297,7 @@ def _draw_keys(parts: Sequence[_Part], alive: list[torch.Tensor | None],
         if a is None:
             firsts = starts.tolist()
         else:  # stream position of each run = surviving entries before it, on every rank
-            counts = (a.view(-1, run).sum(1) if run else torch.zeros(0)).tolist()
+            counts = _radix.count_alive_runs(a, run)
             mine = list(zip(starts.tolist(), counts, strict=True))
             everyone: list[Any] = [mine]
             if p.layout.group is not None:
@@ -371,8 +394,8 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
             part = _Part(layout, layout.local(scores), default, dtype, 0)
             local = _unstructured([part], method, kind == "random", where)[0]
         elif kind in ("ln", "random_structured"):
-            local = _structured(layout, method, kind, layout.local(scores), default, dtype,
-                                where)
+            local = _structured(layout, method, kind, _values(layout.local(scores), scores,
+                                                              default), default, dtype, where)
         elif kind == "custom":
             base = default if default is not None else torch.ones(
                 layout.local_shape, dtype=dtype, device=current.to_local().device)
@@ -384,6 +407,14 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
         else:
             local = _dense(layout, method, scores, current, old, module, name)
     return layout.wrap(local.contiguous())
+
+
+def _values(x: torch.Tensor, scores: Any, mask: torch.Tensor | None) -> torch.Tensor:
+    """``x`` (``scores`` or a part of it), multiplied by ``mask`` (the same part of the mask so
+    far) where ``scores`` is a :func:`stand_in`: the pruned values, as the hook computes them."""
+    if mask is None or not _is_stand_in(scores):
+        return x
+    return mask.to(dtype=x.dtype) * x
 
 
 def gathered(x: Any) -> torch.Tensor:
@@ -398,6 +429,8 @@ def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
     from .methods import PruningContainer
 
     full_scores = gathered(scores)
+    if old is not None:
+        full_scores = _values(full_scores, scores, gathered(module._buffers[name + "_mask"]))
     if old is None:
         full = method.compute_mask(full_scores, default_mask=torch.ones(
             current.shape, dtype=current.dtype, device=full_scores.device))
@@ -414,9 +447,9 @@ class _Dense:
 
     def __init__(self, entry: Any) -> None:
         self.module, self.name, self.old = entry.module, entry.name, entry.old
-        self.current = gathered(entry.current)
-        self.scores = gathered(entry.scores)
         self.old_mask = None if entry.old_mask is None else gathered(entry.old_mask)
+        self.current = _values(gathered(entry.current), entry.current, self.old_mask)
+        self.scores = _values(gathered(entry.scores), entry.scores, self.old_mask)
         self.mask_dtype = entry.mask_dtype
 
 
