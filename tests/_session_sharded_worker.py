@@ -126,6 +126,17 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
                            match=re.escape(f"{where}: the model is sharded over processes")):
             call()
 
+    # Session.to: where the model is, nothing moves; elsewhere a clear refusal, nothing changed
+    before_move = report_rows(s)
+    assert s.to(device) is s
+    masks_equal(s, ref, "after Session.to its own device")
+    with pytest.raises(NotImplementedError, match=re.escape(
+            "Session.to: the model is sharded over processes") + ".*got device='meta'"):
+        s.to("meta")
+    assert report_rows(s) == before_move
+    assert all(p.device.type == device for p in model.parameters())
+    assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
+
     # the plan, written by rank 0 only, replayed on one process: the same masks
     with tempfile.TemporaryDirectory() as tmp:
         where = [tmp]

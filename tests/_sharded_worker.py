@@ -9,6 +9,9 @@ entries tie at the cut, the documented rule (stable sort: lowest flat index firs
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
 import tempfile
 import time
 from typing import Any
@@ -294,6 +297,16 @@ def check_fallbacks(mesh: Any) -> None:
             ours.l1_unstructured(mod, "weight", amount=0.3)
         ours.custom_from_mask(mod, "weight", (w > -0.5).float())
     equal(m.weight_mask, ref.weight_mask, "fallback chain")
+    # global, gathered (tie rule "torch"), on pruned parameters: scores are the pruned values
+    ws = [tied(6, 5, seed=10), tied(4, 7, seed=11)]
+    ms, refs = [sharded(x, mesh, 0) for x in ws], [Holder(x) for x in ws]
+    for mods in (ms, refs):
+        ours.l1_unstructured(mods[0], "weight", amount=0.5)
+        with ours.tie_break("torch"):
+            ours.global_unstructured([(h, "weight") for h in mods], ours.L1Unstructured,
+                                     amount=0.3)
+    for a, b in zip(ms, refs, strict=True):
+        equal(a.weight_mask, b.weight_mask, "global fallback on pruned parameters")
 
 
 def check_traffic(mesh: Any) -> None:
@@ -336,7 +349,8 @@ class _Allocations:
 
 
 def check_memory(mesh: Any) -> None:
-    """Big allocations of a global L1 call: the masks, plus 1 byte per entry once pruned.
+    """Big allocations of a global L1 call: the masks only, on fresh and on pruned parameters
+    (the pruned tensor is not computed, the mask so far is read a chunk at a time).
 
     Temporaries are bounded by the chunk size; with small chunks every shard-sized buffer
     stands out.
@@ -346,16 +360,16 @@ def check_memory(mesh: Any) -> None:
     local = sum(m.weight.to_local().numel() for m in ms)
     chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
     try:
-        for extra in (0, 1):  # a fresh call, then one on pruned parameters
+        for again in (False, True):  # a fresh call, then one on pruned parameters
             seen = _Allocations(limit=16 * _radix.CHUNK)
             with seen.mode:
                 masks = ours.global_masks([(m, "weight") for m in ms], ours.L1Unstructured,
                                           amount=0.4)
             if local * 4 > 2 * seen.limit:
-                assert local * 4 <= seen.bytes <= local * (4 + extra), (extra, seen.bytes)
+                assert local * 4 <= seen.bytes < local * 4.5, (again, local, seen.bytes)
             ours.global_unstructured([(m, "weight") for m in ms], ours.L1Unstructured,
                                      amount=0.4)
-            if extra == 0:
+            if not again:
                 for m, mask in zip(ms, masks, strict=True):
                     equal(m.weight_mask, mask, "global_masks equals what is installed")
     finally:
@@ -387,6 +401,20 @@ def check_pruned_on_demand(mesh: Any) -> None:
     assert isinstance(m, Holder)
     equal(m.weight, ref.weight, "pruned tensor computed on demand")
     assert "weight" not in m.__dict__  # reading it keeps nothing
+    # copies: deepcopy and torch.save/torch.load give the same class, the tensor still computed
+    # on demand, independent of the original
+    saved = io.BytesIO()
+    torch.save(m, saved)
+    saved.seek(0)
+    for copied in (copy.deepcopy(m), torch.load(saved, weights_only=False)):
+        assert type(copied) is type(m)
+        assert "weight" not in copied.__dict__
+        equal(copied.weight, ref.weight, "pruned tensor of a copy")
+        equal(copied.weight_mask, m.weight_mask, "mask of a copy")
+        ours.l1_unstructured(copied, "weight", amount=0.5)
+        ours.remove(copied, "weight")
+        assert type(copied) is Holder
+    equal(m.weight, ref.weight, "the original, after its copies were pruned")
     for snap in reversed(snaps):  # undo: the plain parameter and the class come back
         snap.restore()
     assert type(m) is Holder
@@ -439,6 +467,12 @@ def check_fsdp(mesh: Any) -> None:
     assert torch.allclose(model(x).cpu(), ref(x.cpu()), atol=1e-6)
     keys = sorted(model.state_dict())
     assert keys == sorted(ref.state_dict()), keys
+    # FSDP2 modules cannot be copied (torch's rule), pruned or not: a clear refusal
+    with pytest.raises(pickle.PicklingError, match=r"fully_shard: FSDP2 modules cannot be "
+                       r"pickled or deep-copied.*state_dict"):
+        torch.save(model[0], io.BytesIO())
+    with pytest.raises(AssertionError, match="FSDP does not support deepcopy"):
+        copy.deepcopy(model[0])
     with tempfile.TemporaryDirectory() as tmp:
         path = [tmp]
         dist.broadcast_object_list(path)  # one directory for every rank

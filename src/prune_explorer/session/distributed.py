@@ -17,7 +17,9 @@ and what it says:
 * **The plan** is the same on every rank; :meth:`Plan.save <prune_explorer.session.Plan.save>`
   writes the file on rank 0 only (:func:`rank`).
 * ``shrink`` and ``sensitivity`` build or score one-process models: they refuse a sharded
-  model (:func:`refuse_sharded`).
+  model (:func:`refuse_sharded`). ``Session.to`` refuses to move a sharded model to another
+  device (its mesh's device type decides where it lives, :func:`refuse_move`); to where it is,
+  it does nothing.
 * **Tie notes** (``Step.ties``): for an L1 step, the largest pruned and the smallest kept key
   are all-reduced; a tie straddling the cut gets ``"lowest"``, as on one process (the core's
   "index" rule). A random step on sharded tensors gets no tie note: its snippet for stock torch
@@ -49,7 +51,8 @@ from prune_explorer.prune._sharded import is_sharded as is_dtensor
 from .packed import PackedMask
 
 __all__ = ["ShardedMask", "count_nonzero", "is_dtensor", "is_sharded", "nonzero_summary",
-           "ones_mask", "rank", "reduce_extremes", "refuse_sharded", "shard_of", "total_count"]
+           "ones_mask", "rank", "reduce_extremes", "refuse_move", "refuse_sharded", "shard_of",
+           "total_count"]
 
 
 def ones_mask(t: Any) -> PackedMask:
@@ -79,6 +82,23 @@ def refuse_sharded(model: nn.Module, where: str) -> None:
             f"{where}: the model is sharded over processes (DTensor parameters, e.g. after "
             "fully_shard); this works on a one-process model only: load the full state_dict "
             "into an unsharded copy and use a Session on that")
+
+
+def refuse_move(model: nn.Module, device: torch.device, where: str) -> None:
+    """Raise ``NotImplementedError`` naming ``where`` if ``model`` is sharded and not all on
+    ``device`` already: a DTensor lives on the device type of its mesh, so a sharded model
+    moves by sharding it again on a mesh of the new device, not by ``to``. Moving it where it
+    is already is allowed (nothing moves). Every rank decides alike, from its own tensors."""
+    if not is_sharded(model):
+        return
+    here = {t.device for t in (*model.parameters(), *model.buffers())}
+    if all(d.type == device.type and device.index in (None, d.index) for d in here):
+        return
+    raise NotImplementedError(
+        f"{where}: the model is sharded over processes (DTensor parameters, e.g. after "
+        f"fully_shard) and its tensors stay on its device mesh's devices "
+        f"({', '.join(sorted(str(d) for d in here))}); got device={str(device)!r}: shard the "
+        "model on a mesh of that device (init_device_mesh) and start a Session on it")
 
 
 def _group(t: Any) -> Any:

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .commits import CommitResult, CommitReview, Committing
-from .distributed import ones_mask, refuse_sharded
+from .distributed import ones_mask, refuse_move, refuse_sharded
 from .errors import NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
@@ -359,6 +359,7 @@ class Session(Reporting, Committing):
             if self._journal.depth:
                 raise NotUndoableError("Session.to: cannot move the model inside a transaction")
             self._check_in_sync(self._known, "Session.to")
+            refuse_move(self._model, device, "Session.to")
             self._model.to(device)
             for name in self._known:
                 refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
