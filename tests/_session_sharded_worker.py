@@ -181,11 +181,33 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
     assert torch.allclose(full(model(x)), ref_model(x), atol=1e-6)
 
 
+def check_random_tie_notes(mesh: Any, device: str) -> None:
+    """Random steps whose draws tie at the cut (bfloat16 draws: few distinct values): the
+    sharded session notes the split as one process does, so the plans and their snippets are
+    the same (each rank draws again from the step's seed; nothing gathered)."""
+    def make_bf16() -> nn.Sequential:
+        torch.manual_seed(1)
+        return nn.Sequential(nn.Linear(40, 24), nn.ReLU(), nn.Linear(24, 8)).to(torch.bfloat16)
+
+    s, ref = Session(shard(make_bf16().to(device), mesh), seed=5), Session(make_bf16(), seed=5)
+    for session in (s, ref):
+        session.apply("0.weight", "l1_unstructured", amount=0.2)
+        session.apply("0.weight", "random_unstructured", amount=0.5)
+        session.apply_global(TARGETS, "random_unstructured", amount=0.3)
+    masks_equal(s, ref, "bfloat16 random steps")
+    notes = [step.ties for step in ref.steps]
+    assert notes[1:] == ["lowest", "lowest"], notes  # the draws do tie at both cuts
+    assert [step.ties for step in s.steps] == notes, ([step.ties for step in s.steps], notes)
+    assert s.plan.to_json() == ref.plan.to_json()
+    assert s.plan.to_snippet() == ref.plan.to_snippet()
+
+
 def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh, device = setup(rank, world, port, backend)
     try:
         for tied in (False, True):
             check_session(mesh, device, tied)
+        check_random_tie_notes(mesh, device)
         dist.barrier()  # tear gloo down together
     finally:
         dist.destroy_process_group()

@@ -119,11 +119,13 @@ def _reduce_on_demand(module: torch.nn.Module, base: type, protocol: Any) -> Any
         found = getattr(found, part, None)
     if found is not base:
         raise pickle.PicklingError(
-            f"pickle: {base.__qualname__} is a class made at run time (by fully_shard: FSDP2 "
-            "modules cannot be pickled or deep-copied, torch's rule); save the state_dict "
-            "instead, e.g. with torch.distributed.checkpoint")
+            f"pickle: the module's class {base.__qualname__} is made at run time and cannot be "
+            "found by name (FSDP2's fully_shard makes such classes: FSDP2 modules cannot be "
+            "pickled or deep-copied, torch's rule); save its state_dict instead, e.g. with "
+            "torch.distributed.checkpoint")
     reduced = super(type(module), module).__reduce_ex__(protocol)
-    if not (isinstance(reduced, tuple) and reduced[0] is copyreg.__newobj__):
+    newobj = getattr(copyreg, "__newobj__", None)
+    if not (isinstance(reduced, tuple) and reduced[0] is newobj):
         return reduced  # the base class pickles itself its own way
     return (_new_on_demand, (base, *reduced[1][1:]), *reduced[2:])
 

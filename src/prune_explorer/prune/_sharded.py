@@ -37,6 +37,7 @@ How pruned DTensor parameters live on their modules under FSDP2 is in :mod:`._fs
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,7 @@ import torch.distributed as dist
 from . import _radix
 
 __all__ = ["Layout", "any_sharded", "contiguous_stride", "gathered", "global_masks", "is_sharded",
-           "mask_for", "stand_in"]
+           "local_draws", "mask_for", "stand_in"]
 
 
 def _dtensor_type() -> type | None:
@@ -259,7 +260,7 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
     keys = [m.view(-1) if m.dtype == kdtype else
             torch.empty(m.numel(), dtype=kdtype, device=m.device) for m in masks]
     if largest:
-        _draw_keys(parts, alive, keys, totals, method.generator)
+        _draw_keys([p.layout for p in parts], alive, keys, totals, method.generator)
     else:
         for p, key in zip(parts, keys, strict=True):
             for s, out in zip(p.scores.reshape(-1).split(_radix.CHUNK), key.split(_radix.CHUNK),
@@ -285,24 +286,39 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
     return masks
 
 
-def _draw_keys(parts: Sequence[_Part], alive: list[torch.Tensor | None],
-               keys: list[torch.Tensor], totals: list[int], generator: torch.Generator | None
-               ) -> None:
+def local_draws(layouts: Sequence[Layout], alive: Sequence[torch.Tensor | None],
+                totals: Sequence[int], dtype: torch.dtype, device: torch.device,
+                generator: torch.Generator | None) -> list[torch.Tensor]:
+    """This rank's part of the draws a random unstructured call makes on one process (the
+    stream over the surviving entries of every tensor, concatenated in order), as flat local
+    tensors of ``dtype`` on ``device``; entries not alive hold 0. ``alive``:
+    each tensor's flat local mask so far (entries equal to 1 are alive; None: all);
+    ``totals``: the global count of alive entries of each tensor. A collective where a mask is
+    given."""
+    keys = [torch.zeros(math.prod(lay.local_shape), dtype=dtype, device=device)
+            for lay in layouts]
+    _draw_keys(layouts, alive, keys, totals, generator)
+    return keys
+
+
+def _draw_keys(layouts: Sequence[Layout], alive: Sequence[torch.Tensor | None],
+               keys: list[torch.Tensor], totals: Sequence[int],
+               generator: torch.Generator | None) -> None:
     """Write into ``keys`` the draws one process makes: ``rand`` over the surviving entries of
-    every part (where its flat mask so far, ``alive``, is 1), concatenated in order."""
+    every tensor (where its flat mask so far, ``alive``, is 1), concatenated in order."""
     segments: list[tuple[int, torch.Tensor, torch.Tensor | None]] = []
     base = 0
-    for p, a, key, total in zip(parts, alive, keys, totals, strict=True):
-        starts, run = p.layout.runs()
+    for layout, a, key, total in zip(layouts, alive, keys, totals, strict=True):
+        starts, run = layout.runs()
         if a is None:
             firsts = starts.tolist()
         else:  # stream position of each run = surviving entries before it, on every rank
             counts = _radix.count_alive_runs(a, run)
             mine = list(zip(starts.tolist(), counts, strict=True))
             everyone: list[Any] = [mine]
-            if p.layout.group is not None:
-                everyone = [None] * dist.get_world_size(p.layout.group)
-                dist.all_gather_object(everyone, mine, group=p.layout.group)
+            if layout.group is not None:
+                everyone = [None] * dist.get_world_size(layout.group)
+                dist.all_gather_object(everyone, mine, group=layout.group)
                 _radix.STATS.collectives += 1
             before, acc = {}, 0
             for start, count in sorted(r for rank in everyone for r in rank):

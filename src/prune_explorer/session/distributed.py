@@ -20,11 +20,11 @@ and what it says:
   model (:func:`refuse_sharded`). ``Session.to`` refuses to move a sharded model to another
   device (its mesh's device type decides where it lives, :func:`refuse_move`); to where it is,
   it does nothing.
-* **Tie notes** (``Step.ties``): for an L1 step, the largest pruned and the smallest kept key
-  are all-reduced; a tie straddling the cut gets ``"lowest"``, as on one process (the core's
-  "index" rule). A random step on sharded tensors gets no tie note: its snippet for stock torch
-  may then pick other entries among draws tied exactly at the cut (the session's own replay is
-  exact either way).
+* **Tie notes** (``Step.ties``): the largest pruned and the smallest kept key are all-reduced;
+  a tie straddling the cut gets ``"lowest"``, as on one process (the core's "index" rule).
+  Keys: ``|w|`` for L1; for random steps the draws, which every rank makes again from the
+  step's seed at its own positions, as the core does -- so the plan and its snippet are the
+  one-process session's, tie notes included.
 
 Examples
 --------

@@ -40,11 +40,13 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from prune_explorer.prune._sharded import Layout, local_draws
+
 from .distributed import is_dtensor, reduce_extremes, shard_of
 from .global_cut import GlobalCut
 from .order_cache import TensorOrder
 from .packed import PackedMask
-from .seeding import draws_for
+from .seeding import draws_for, generator_for
 from .step import Step, split_address
 
 __all__ = ["note_from_cuts", "note_ties", "split_of"]
@@ -155,22 +157,33 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
                   importance: Mapping[str, torch.Tensor]) -> str | None:
     """:func:`note_ties` for targets sharded over processes (a collective): the largest pruned
     and smallest kept keys of each shard, reduced. The core took tied entries lowest global
-    index first, so a straddling tie is ``"lowest"``. Random steps get no note (see
-    :mod:`.distributed`)."""
-    if inner != "l1_unstructured":
-        return None
-    top, bottom, nan = float("-inf"), float("inf"), False
+    index first, so a straddling tie is ``"lowest"``. Keys: ``|importance|`` for L1; for random
+    steps the negated draws, each rank drawing the one-process stream again from the step's
+    seed and keeping its own positions (no weights gathered)."""
+    layouts, was, kept = [], [], []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         after = shard_of(getattr(model.get_submodule(module_name), tensor_name + "_mask"))
-        kept = after.reshape(-1) != 0
-        was = shard_of(before[address].unpack(device=after.device)).reshape(-1)
-        keys = shard_of(importance[address].detach()).reshape(-1).abs().double()
-        nan = nan or bool(torch.isnan(keys).any())
-        if keys.numel():
-            top = max(top, float(torch.where(was & ~kept, keys, float("-inf")).amax()))
-            bottom = min(bottom, float(torch.where(kept, keys, float("inf")).amin()))
+        kept.append(after.reshape(-1) != 0)
+        was.append(shard_of(before[address].unpack(device=after.device)).reshape(-1))
+        layouts.append(Layout(importance[address], "Session"))
     first = importance[step.targets[0]]
+    if inner == "l1_unstructured":
+        keys = [shard_of(importance[a].detach()).reshape(-1).abs().double()
+                for a in step.targets]
+    else:
+        dtype = _common_dtype([importance[a] for a in step.targets])
+        device = shard_of(first).device
+        generator = generator_for("random_unstructured", step.seed, device).get("generator")
+        draws = local_draws(layouts, was, [before[a].kept for a in step.targets], dtype,
+                            device, generator)
+        keys = [d.neg().double() for d in draws]  # the largest draws are pruned
+    top, bottom, nan = float("-inf"), float("inf"), False
+    for k, w, m in zip(keys, was, kept, strict=True):
+        nan = nan or bool(torch.isnan(k).any())
+        if k.numel():
+            top = max(top, float(torch.where(w & ~m, k, float("-inf")).amax()))
+            bottom = min(bottom, float(torch.where(m, k, float("inf")).amin()))
     top, bottom, nan = reduce_extremes(first, top, bottom, nan)
     if nan or not (math.isfinite(top) and math.isfinite(bottom)) or top < bottom:
         return None
