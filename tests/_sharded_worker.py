@@ -297,6 +297,30 @@ def check_fallbacks(mesh: Any) -> None:
             ours.l1_unstructured(mod, "weight", amount=0.3)
         ours.custom_from_mask(mod, "weight", (w > -0.5).float())
     equal(m.weight_mask, ref.weight_mask, "fallback chain")
+    # what reads every value of a pruned tensor reads the pruned values (orig * mask), as one
+    # process does: structured norms and the gathered fallback. Row 0 keeps one tiny entry:
+    # smallest by its pruned values, largest by its original ones.
+
+    class AboveMean(ours.BasePruningMethod):
+        PRUNING_TYPE = "unstructured"
+
+        def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+            return default_mask * (t.abs() >= t.abs().mean()).to(default_mask.dtype)
+
+    w = tie_free(8, 6, seed=16)
+    w[0, 0], w[0, 1:] = 1e-6, w[0, 1:] * 100
+    first = torch.ones_like(w)
+    first[0, 1:] = 0
+    for shard in (0, 1):
+        m, ref = sharded(w, mesh, shard), Holder(w)
+        for mod in (m, ref):
+            ours.custom_from_mask(mod, "weight", first)
+            ours.ln_structured(mod, "weight", amount=1, n=1, dim=0)
+        equal(m.weight_mask, ref.weight_mask, f"ln_structured on pruned values shard={shard}")
+        assert float(full(m.weight_mask)[0].sum()) == 0  # row 0 went
+        for mod in (m, ref):
+            AboveMean.apply(mod, "weight")
+        equal(m.weight_mask, ref.weight_mask, f"gathered fallback on pruned values shard={shard}")
     # global, gathered (tie rule "torch"), on pruned parameters: scores are the pruned values
     ws = [tied(6, 5, seed=10), tied(4, 7, seed=11)]
     ms, refs = [sharded(x, mesh, 0) for x in ws], [Holder(x) for x in ws]
