@@ -113,6 +113,8 @@ class KeyHistogram:
     ----------
     counts : torch.Tensor
         int64, ``2**width`` bins, on the CPU.
+    cum : numpy.ndarray
+        Their cumulative sum.
     shift : int
         Value bits below the binned ones (0 for 2-byte floats: each bin is one value).
     alive : int
@@ -133,7 +135,7 @@ class KeyHistogram:
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
         self._state = state
-        self._cum = self.counts.cumsum(0)
+        self.cum = self.counts.cumsum(0).numpy()  # CPU: read one bin at a time
         self._sorted: SortedKeys | None = None  # float32: every key, sorted (on first use)
         self._bin: tuple[int, torch.Tensor] | None = None  # float64: the last bin, its keys
         self._zeros: int | None = None
@@ -152,7 +154,7 @@ class KeyHistogram:
 
     def below(self, j: int) -> int:
         """Unpruned keys in the bins below ``j``."""
-        return int(self._cum[j - 1]) if j else 0
+        return int(self.cum[j - 1]) if j else 0
 
     def bin_keys(self, source: _Source, j: int) -> torch.Tensor:
         """The keys (CPU) of bin ``j``.
@@ -165,7 +167,7 @@ class KeyHistogram:
         if self._sorted is None and self.dtype == torch.float32:
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
-            stop = int(self._cum[j])
+            stop = int(self.cum[j])
             return self._sorted.run(stop - int(self.counts[j]), stop)
         if self._bin is None or self._bin[0] != j:
             self._bin = None  # free the old bin first
@@ -256,6 +258,20 @@ class GlobalCut:
                 f"pruned {sum(self.less) + sum(self.take):,})")
 
 
+def _first_bin(hists: Sequence[KeyHistogram], pruned: int) -> int:
+    """The first bin where the targets' summed cumulative counts reach ``pruned``: a binary
+    search over the histograms' own cumulative counts (no summed histogram is built)."""
+    cums = [h.cum for h in hists]
+    lo, hi = 0, len(cums[0]) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(int(c[mid]) for c in cums) >= pruned:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistogram],
                pruned: int) -> GlobalCut | None:
     """The cut that prunes the ``pruned`` smallest unpruned ``|w|`` across ``pairs`` (with
@@ -269,9 +285,8 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         zero = [0] * len(hists)
         return GlobalCut(sources, -1, zero, zero, zero, alive, hists)
     first = hists[0]
-    cum = torch.stack([h.counts for h in hists]).sum(0).cumsum(0)
-    j = int(torch.searchsorted(cum, torch.tensor([pruned])))
-    below = int(cum[j - 1]) if j else 0
+    j = _first_bin(hists, pruned)
+    below = sum(h.below(j) for h in hists)
     less = [h.below(j) for h in hists]
     if j >= _radix.NAN_BITS[first.dtype] >> first.shift:
         return None  # at inf or NaN: the core's rules for NaN decide
