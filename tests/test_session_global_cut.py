@@ -158,7 +158,7 @@ def test_after_the_first_cut_no_slider_move_passes_over_the_tensor():
     # float32: the first cut builds the tensor's sorted keys; every later cut, near or far,
     # reads its bin's run of them and never the tensor (counted passes, not timings).
     torch.manual_seed(0)
-    layer = nn.Linear(1024, 512)
+    layer = nn.Linear(1024, 2048)  # more than one CHUNK of entries
     with torch.no_grad():
         layer.weight.normal_(0, 0.02)
     hist = KeyHistogram(layer, "weight")
@@ -171,7 +171,7 @@ def test_after_the_first_cut_no_slider_move_passes_over_the_tensor():
         cuts = {k: global_cut(pairs, [hist], k) for k in (1, hist.alive // 3, hist.alive - 7,
                                                            hist.alive // 2 + 1)}
     assert not passes
-    keys = torch.cat(list(original(_Source(layer, "weight"))))
+    keys = torch.cat([k.clone() for k in original(_Source(layer, "weight"))])  # one buffer
     for k, cut in cuts.items():  # the k-th smallest key, and the counts below and at it
         value = int(torch.kthvalue(keys, k).values)
         assert cut.value == value
@@ -184,9 +184,9 @@ def test_after_the_first_cut_no_slider_move_passes_over_the_tensor():
 
 def test_sorted_keys_of_an_already_pruned_tensor_skip_its_pruned_entries():
     torch.manual_seed(1)
-    layer = nn.Linear(1024, 512)
+    layer = nn.Linear(1024, 2048)
     with torch.no_grad():
-        layer.weight.copy_(torch.round(torch.randn(512, 1024) * 0.05 * 64) / 64)  # ties
+        layer.weight.copy_(torch.round(torch.randn(2048, 1024) * 0.05 * 64) / 64)  # ties
     prune.l1_unstructured(layer, "weight", amount=0.3)
     hist = KeyHistogram(layer, "weight")
     pairs = [(layer, "weight")]

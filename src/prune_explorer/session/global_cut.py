@@ -18,7 +18,7 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of
   that bin are a run of the tensor's sorted keys (:class:`~.sorted_keys.SortedKeys`: every
-  unpruned key, sorted and delta-coded in about 1 B each, built with the first cut and kept
+  unpruned key, sorted and delta-coded in about 0.6 B each, built with the first cut and kept
   with the histogram), so no slider move passes over a tensor, wherever the cut goes; the radix
   search of the core (:func:`prune_explorer.prune._radix.radix_select`, the routine the
   sharded path runs over processes) finishes on them. float64 keys do not compress: their
@@ -26,9 +26,9 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
 
-Extra memory: the histograms, float32's sorted keys (about 1.0-1.3 B/param kept; building
-them holds a quarter of a tensor's keys in full width at a time, 1 B/param of it), and the
-chunk-sized temporaries of a pass. These are
+Extra memory: the histograms, float32's sorted keys (about 0.6 B/param kept; building them
+holds an eighth of a tensor's keys in full width at a time, 0.5 B per entry of that tensor),
+and the chunk-sized temporaries of a pass. These are
 the core's masks bit for bit (``prune.global_masks`` with the session's tie rule), and what an
 apply right after the preview installs.
 
@@ -160,11 +160,13 @@ class KeyHistogram:
         """The keys (CPU) of bin ``j``.
 
         float32: ascending, a run of the tensor's :class:`~.sorted_keys.SortedKeys` (built on
-        the first call, about 1 B/key; every later call, for any bin, reads only that bin's
+        the first call, about 0.6 B/key; every later call, for any bin, reads only that bin's
         run: no pass over the tensor). float64 keys do not compress (neighbours differ in
-        most of their 52 mantissa bits), so a new bin is gathered by one pass, in flat order.
+        most of their 52 mantissa bits), so a new bin is gathered by one pass, in flat order;
+        so is it for a tensor of at most one ``CHUNK`` of entries (a pass costs what decoding
+        does).
         """
-        if self._sorted is None and self.dtype == torch.float32:
+        if self._sorted is None and self.dtype == torch.float32 and self.numel > _radix.CHUNK:
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
             stop = int(self.cum[j])
