@@ -19,9 +19,8 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of
   that bin are a run of the tensor's sorted keys (:class:`~.sorted_keys.SortedKeys`: every
   unpruned key, sorted and delta-coded in about 0.6 B each, built with the first cut and kept
-  with the histogram), so no slider move passes over a tensor, wherever the cut goes; the radix
-  search of the core (:func:`prune_explorer.prune._radix.radix_select`, the routine the
-  sharded path runs over processes) finishes on them. float64 keys do not compress: their
+  with the histogram), so no slider move passes over a tensor, wherever the cut goes; a
+  selection over the bin's keys of every target finishes. float64 keys do not compress: their
   cut's bin is gathered by one pass.
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
@@ -53,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -296,13 +296,14 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         value = j
         equal = [int(h.counts[j]) for h in hists]
     else:
-        keys = [h.bin_keys(s, j) for h, s in zip(hists, sources, strict=True)]
-        value, _, _ = _radix.radix_select(lambda: iter(keys), pruned, first.bits, None,
-                                          torch.device("cpu"), prefix=j, below=below,
-                                          left=first.shift)
-        less = [le + int(torch.count_nonzero(k < value)) for le, k in zip(less, keys,
-                                                                          strict=True)]
-        equal = [int(torch.count_nonzero(k == value)) for k in keys]
+        # The cut is the (pruned - below)-th smallest key of the bin over all targets. NumPy:
+        # a few small single-threaded operations (small torch ops each start a parallel
+        # region, which a busy machine turns into a wait).
+        keys = [h.bin_keys(s, j).numpy() for h, s in zip(hists, sources, strict=True)]
+        rank = pruned - below - 1
+        value = int(np.partition(np.concatenate(keys), rank)[rank])
+        less = [le + int(np.count_nonzero(k < value)) for le, k in zip(less, keys, strict=True)]
+        equal = [int(np.count_nonzero(k == value)) for k in keys]
     need = pruned - sum(less)
     take = []
     for eq in equal:

@@ -275,7 +275,9 @@ class TensorOrder:
         if self._counted is not None and self._counted[0] == pruned:  # asked again (kept, alive)
             return self._counted[1].copy()
         cells = self._cells[2]
-        query = torch.full((cells.shape[0], 1), pruned, dtype=cells.dtype, device=cells.device)
+        # the query built by NumPy: torch.full is a parallel region, a wait on a busy machine
+        query = torch.from_numpy(np.full((cells.shape[0], 1), pruned, dtype=np.int64)).to(
+            cells.device, cells.dtype)
         below = torch.searchsorted(cells, query).reshape(row_edges.size - 1, col_edges.size - 1)
         self._counted = (pruned, below.cpu().numpy().astype(np.int64))
         return self._counted[1].copy()
