@@ -15,7 +15,7 @@ from prune_explorer import prune
 from prune_explorer.prune import _radix
 from prune_explorer.session import Session
 from prune_explorer.session.compute import GlobalPreview
-from prune_explorer.session.global_cut import KeyHistogram, global_cut
+from prune_explorer.session.global_cut import KeyHistogram, _Source, global_cut
 from prune_explorer.session.order_cache import OrderCache
 
 AMOUNTS = [0.0, 0.01, 0.25, 0.5, 0.77, 0.999, 1.0, 3, 100_000]
@@ -154,27 +154,65 @@ def test_apply_global_without_preview_cuts_from_histograms(dtype):
             assert torch.equal(fast.mask(t), slow.mask(t)), (amount, t)
 
 
-def test_slider_moves_within_the_band_do_not_pass_over_the_tensor():
-    # float32: the cut's bin is resolved from a band of bins gathered once; moving the cut to a
-    # neighbouring bin reads the band, not the tensor (which holds far more keys).
+def test_after_the_first_cut_no_slider_move_passes_over_the_tensor():
+    # float32: the first cut builds the tensor's sorted keys; every later cut, near or far,
+    # reads its bin's run of them and never the tensor (counted passes, not timings).
     torch.manual_seed(0)
-    layer = nn.Linear(1024, 512)
+    layer = nn.Linear(1024, 2048)  # more than one CHUNK of entries
     with torch.no_grad():
         layer.weight.normal_(0, 0.02)
     hist = KeyHistogram(layer, "weight")
-    source = global_cut([(layer, "weight")], [hist], 1)._sources[0]
-    j = int(torch.searchsorted(hist.counts.cumsum(0), torch.tensor([hist.alive // 2])))
-    first = hist.bin_keys(source, j)
-    band = hist._band
-    assert band is not None
-    assert band[0] <= j + 1 < band[1]
-    assert band[2].numel() < hist.alive // 4
+    pairs = [(layer, "weight")]
+    global_cut(pairs, [hist], hist.alive // 2)
     passes = []
-    original = source.chunks
-    source.chunks = lambda: (passes.append(1), original())[1]
-    second = hist.bin_keys(source, j + 1)
-    assert not passes  # served from the band
-    assert hist._band is band
-    keys = torch.cat(list(original()))
-    for bin_, got in ((j, first), (j + 1, second)):
-        assert torch.equal(got, keys[(keys >> hist.shift) == bin_])
+    original = _Source.chunks
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Source, "chunks", lambda self: (passes.append(1), original(self))[1])
+        cuts = {k: global_cut(pairs, [hist], k) for k in (1, hist.alive // 3, hist.alive - 7,
+                                                           hist.alive // 2 + 1)}
+    assert not passes
+    keys = torch.cat([k.clone() for k in original(_Source(layer, "weight"))])  # one buffer
+    for k, cut in cuts.items():  # the k-th smallest key, and the counts below and at it
+        value = int(torch.kthvalue(keys, k).values)
+        assert cut.value == value
+        assert cut.less == [int((keys < value).sum())]
+        assert cut.equal == [int((keys == value).sum())]
+    j = int(torch.searchsorted(hist.counts.cumsum(0), torch.tensor([hist.alive // 2])))
+    assert torch.equal(hist.bin_keys(_Source(layer, "weight"), j),
+                       torch.sort(keys[(keys >> hist.shift) == j]).values)
+
+
+def test_sorted_keys_of_an_already_pruned_tensor_skip_its_pruned_entries():
+    torch.manual_seed(1)
+    layer = nn.Linear(1024, 2048)
+    with torch.no_grad():
+        layer.weight.copy_(torch.round(torch.randn(2048, 1024) * 0.05 * 64) / 64)  # ties
+    prune.l1_unstructured(layer, "weight", amount=0.3)
+    hist = KeyHistogram(layer, "weight")
+    pairs = [(layer, "weight")]
+    for amount in (0.1, 0.5, 0.9):
+        cut = global_cut(pairs, [hist], round(amount * hist.alive))
+        with prune.tie_break("index"):
+            expected = prune.global_masks(pairs, prune.L1Unstructured, amount=amount)[0]
+        assert torch.equal(cut.mask(0), expected)
+
+
+def test_sorted_keys_decode_every_run_exactly():
+    from prune_explorer.session.sorted_keys import STRIDE, SortedKeys
+
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(3 * STRIDE + 17, generator=g) * 0.02
+    w[::5] = 0.25  # ties
+    w[::97] = 3e-30  # far below the rest: differences too large for a byte
+    keys = w.view(torch.int32) & 0x7FFFFFFF
+    keys[::13] = -1  # pruned markers are skipped
+    alive = keys[keys >= 0]
+    counts = torch.bincount(alive >> 15, minlength=1 << 16)
+    code = SortedKeys(lambda: iter(keys.split(1000)), counts, 15, torch.int32)
+    expected = torch.sort(alive).values
+    assert code.size == alive.numel()
+    assert code.bytes.size > code.large.size > 0  # all three tiers used
+    assert torch.equal(code.run(0, code.size), expected)
+    for start in (0, 1, STRIDE - 1, STRIDE, STRIDE + 1, 2 * STRIDE + 5):
+        for stop in (start, start + 1, start + STRIDE + 3, code.size):
+            assert torch.equal(code.run(start, stop), expected[start:stop]), (start, stop)

@@ -222,3 +222,43 @@ def test_preview_equals_apply_on_tied_values(shape, method, settings):
         torch_apply(oracle, step)
         # ties may be broken differently from torch, but the pruned count is torch's
         assert int((module.w_mask == 0).sum()) == int((oracle.w_mask == 0).sum())
+
+
+@pytest.mark.parametrize(("method", "settings"), [
+    ("l1_unstructured", {"amount": 0.4}),
+    ("random_unstructured", {"amount": 0.4, "seed": 3}),
+    ("ln_structured", {"amount": 0.25, "n": 2, "dim": 1}),
+    ("random_structured", {"amount": 0.25, "dim": 0, "seed": 5}),
+])
+def test_preview_masks_counts_without_a_mask_and_builds_preview_on_read(method, settings):
+    from prune_explorer.session.checks import kept_slices
+    from prune_explorer.session.compute import kept_count, slices_pruned
+
+    model = torch.nn.Sequential(torch.nn.Linear(600, 400)).to(torch.bfloat16)  # cached, tied
+    s = Session(model)
+    s.apply("0.weight", "l1_unstructured", amount=0.1)  # a mask buffer to combine with
+    masks = s.preview_masks("0.weight", method, **settings)
+    assert "0.weight" in masks
+    assert "0.bias" not in masks
+    assert list(masks) == ["0.weight"]
+    kept = kept_count(masks, "0.weight")
+    pruned_slices = slices_pruned(masks, "0.weight")
+    assert "not built" in repr(masks) or "dim" in settings  # counting built none
+    mask = masks["0.weight"]
+    assert torch.equal(mask, s.preview("0.weight", method, **settings))
+    assert kept == int(mask.count_nonzero())
+    if "dim" in settings:
+        dim = settings["dim"]
+        assert pruned_slices == kept_slices(s.mask("0.weight"), dim) - kept_slices(mask, dim)
+    else:
+        assert pruned_slices is None
+
+
+def test_an_unbuilt_slice_preview_refuses_a_mask_buffer_written_since():
+    s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
+    s.apply("0.weight", "l1_unstructured", amount=0.1)
+    masks = s.preview_masks("0.weight", "ln_structured", amount=0.5, n=1, dim=0)
+    with torch.no_grad():
+        s.model[0].weight_mask[0, 0] = 0  # written in place after the preview
+    with pytest.raises(RuntimeError, match="written to after the preview"):
+        masks["0.weight"]

@@ -390,7 +390,7 @@ def test_negative_count_is_rejected_by_the_session(ex):
     ex.ui.amount_mode.value = "count"
     ex.ui.count.value = -1
     assert ex.preview_error == (
-        "Session.preview: amount must be a float in [0, 1] or an int >= 0; got -1"
+        "Session.preview_masks: amount must be a float in [0, 1] or an int >= 0; got -1"
     )
 
 

@@ -23,7 +23,7 @@ def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_threa
     # mask. Without the session's lock the main thread's apply (which leaves 48) lands in the
     # pause and the preview fails half-way; with it, the apply waits for the preview.
     s = Session(mlp())
-    real = session_module.local_mask
+    real = session_module.local_masks
     entered, resumed = threading.Event(), threading.Event()
 
     def paused(module, tensor_name, step, *rest):
@@ -32,7 +32,7 @@ def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_threa
             resumed.wait(timeout=0.3)  # the main thread gets every chance to interfere here
         return real(module, tensor_name, step, *rest)
 
-    monkeypatch.setattr(session_module, "local_mask", paused)
+    monkeypatch.setattr(session_module, "local_masks", paused)
     expected = s.preview("0.weight", "l1_unstructured", amount=60)
     for _ in range(3):
         entered.clear()

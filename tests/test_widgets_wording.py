@@ -74,7 +74,7 @@ def test_errors_are_shown_without_the_api_location(big):
     assert big.status.text.startswith("Preview failed: amount must be at most the number of "
                                       "entries of '0.weight' still unpruned (16384)")
     assert "Session." not in big.status.text
-    assert big.preview_error.startswith("Session.preview: amount")  # the API's text is kept
+    assert big.preview_error.startswith("Session.preview_masks: amount")  # the API's text is kept
 
 
 def test_human_error_strips_only_our_own_api_locations():

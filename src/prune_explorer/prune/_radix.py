@@ -106,13 +106,14 @@ def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x.view(_INT_OF[size]), 8 * size - 1
 
 
-def magnitude_keys(x: torch.Tensor, clamp: bool = True) -> tuple[torch.Tensor, int]:
+def magnitude_keys(x: torch.Tensor, clamp: bool = True,
+                   out: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
     """The keys of ``|x|`` (``x`` a flat floating tensor, read not written): its bit patterns
     with the sign bit cleared and, with ``clamp``, every NaN at :data:`NAN_BITS` (one key: NaN
     ties rank by index, above ``inf``), and how many value bits they carry. A new tensor of
-    ``x``'s size."""
+    ``x``'s size, or ``out`` (of its integer dtype and size) written."""
     ints, bits = int_view(x)
-    keys = ints & ((1 << bits) - 1)
+    keys = torch.bitwise_and(ints, (1 << bits) - 1, out=out)
     return (keys.clamp_(max=NAN_BITS[x.dtype]) if clamp else keys), bits
 
 

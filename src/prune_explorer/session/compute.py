@@ -46,8 +46,8 @@ from .seeding import core_kwargs
 from .slice_order import SliceScores
 from .step import Step, split_address
 
-__all__ = ["GlobalPreview", "cached_cuts", "cell_counts", "global_masks", "kept_count",
-           "local_mask", "make_method"]
+__all__ = ["GlobalPreview", "LocalPreview", "cached_cuts", "cell_counts", "global_masks",
+           "kept_count", "local_mask", "local_masks", "make_method", "slices_pruned"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -62,16 +62,102 @@ def make_method(method: str, settings: dict[str, Any], tensor_name: str, device:
 def local_mask(module: nn.Module, tensor_name: str, step: Step,
                orders: OrderCache | None = None) -> torch.Tensor:
     """The mask ``step`` (a single-tensor step) would leave on ``module.<tensor_name>``."""
+    return local_masks(module, tensor_name, step, orders, tensor_name)[tensor_name]
+
+
+def local_masks(module: nn.Module, tensor_name: str, step: Step, orders: OrderCache | None,
+                address: str) -> Mapping[str, torch.Tensor]:
+    """``{address: the mask of local_mask}``; a :class:`LocalPreview` (built on first access)
+    where the cache holds the tensor's order or slice scores."""
     order = _local_order(module, tensor_name, step, orders)
     if order is not None:
-        return order.mask(prune._compute_nparams_toprune(step.settings["amount"], order.alive))
+        return LocalPreview(address, order,
+                            prune._compute_nparams_toprune(step.settings["amount"], order.alive))
     found = _slice_cut(module, tensor_name, step, orders)
     if found is not None:
-        return found[0].mask(found[1], _mask_buffer(module, tensor_name))
+        return LocalPreview(address, found[0], found[1], _mask_buffer(module, tensor_name))
     current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
     method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
     with torch.no_grad():
-        return prune.preview_mask(module, tensor_name, method)
+        return {address: prune.preview_mask(module, tensor_name, method)}
+
+
+class LocalPreview(Mapping[str, torch.Tensor]):
+    """The mask of a single-tensor step by its address, built on first access from the
+    tensor's cached :class:`~prune_explorer.session.order_cache.TensorOrder` (``pruned`` first
+    entries cut) or :class:`~prune_explorer.session.slice_order.SliceScores` (``pruned`` alive
+    slices cut, times the mask buffer ``kept``); :meth:`kept` and :meth:`slices_pruned` count
+    without it.
+
+    A slider step that asks for the picture's cell counts (``cell_counts``) and these counts
+    thus costs no pass over the tensor. The order is never changed once built, so its mask is
+    the one of the state previewed whenever it is built; a mask buffer written in place since
+    (a slice mask multiplies it) is refused.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer.session.order_cache import OrderCache
+    >>> layer = torch.nn.Linear(600, 400)
+    >>> masks = LocalPreview("weight", OrderCache().get(layer, "weight"), 60_000)
+    >>> masks, masks.kept("weight")
+    (LocalPreview('weight', 60,000 cut, mask not built), 180000)
+    >>> int(masks["weight"].count_nonzero())
+    180000
+    """
+
+    def __init__(self, address: str, source: TensorOrder | SliceScores, pruned: int,
+                 kept: torch.Tensor | None = None) -> None:
+        self._address = address
+        self._source = source
+        self._pruned = pruned
+        self._kept = kept
+        self._version = None if kept is None else kept._version
+        self._mask: torch.Tensor | None = None
+
+    def __getitem__(self, address: str) -> torch.Tensor:
+        if address != self._address:
+            raise KeyError(address)
+        if self._mask is None:
+            if isinstance(self._source, TensorOrder):
+                self._mask = self._source.mask(self._pruned)
+            else:
+                if self._kept is not None and self._kept._version != self._version:
+                    raise RuntimeError(
+                        f"LocalPreview: the mask of {address!r} was written to after the "
+                        f"preview (version {self._version} -> {self._kept._version}); "
+                        "preview again")
+                self._mask = self._source.mask(self._pruned, self._kept)
+        return self._mask
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self._address,))
+
+    def __contains__(self, address: object) -> bool:  # without building the mask
+        return address == self._address
+
+    def __len__(self) -> int:
+        return 1
+
+    def kept(self, address: str) -> int:
+        """Entries of ``address`` the step keeps (its mask's count of ones); from the order
+        without a mask, else counted on the mask."""
+        if address != self._address:
+            raise KeyError(address)
+        if isinstance(self._source, TensorOrder):
+            return self._source.alive - self._pruned
+        return int(self[address].count_nonzero())
+
+    def slices_pruned(self, address: str) -> int | None:
+        """Alive slices of ``address`` a structured step prunes (None: not a structured step)."""
+        if address != self._address:
+            raise KeyError(address)
+        return None if isinstance(self._source, TensorOrder) else self._pruned
+
+    def __repr__(self) -> str:
+        built = "built" if self._mask is not None else "not built"
+        what = "cut" if isinstance(self._source, TensorOrder) else "slices cut"
+        return f"LocalPreview({self._address!r}, {self._pruned:,} {what}, mask {built})"
 
 
 def _local_order(module: nn.Module, tensor_name: str, step: Step,
@@ -136,6 +222,9 @@ class GlobalPreview(Mapping[str, torch.Tensor]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._index)
 
+    def __contains__(self, address: object) -> bool:  # without building a mask
+        return address in self._index
+
     def __len__(self) -> int:
         return len(self._index)
 
@@ -154,10 +243,16 @@ class GlobalPreview(Mapping[str, torch.Tensor]):
 
 def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
     """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
-    if isinstance(masks, GlobalPreview):
+    if isinstance(masks, (GlobalPreview, LocalPreview)):
         return masks.kept(address)
     mask = masks[address]
     return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
+
+
+def slices_pruned(masks: Mapping[str, torch.Tensor], address: str) -> int | None:
+    """Alive slices of ``address`` a structured preview prunes, when its masks tell without
+    being built (a :class:`LocalPreview` of slice scores); else None."""
+    return masks.slices_pruned(address) if isinstance(masks, LocalPreview) else None
 
 
 def global_masks(model: nn.Module, step: Step,

@@ -16,16 +16,18 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   :class:`~prune_explorer.session.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
-  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For wider floats the keys of
-  a band of bins around it are gathered (one pass, kept per tensor: the slider's next moves fall
-  in the same band and cost a pass over it) and the radix search of the core
-  (:func:`prune_explorer.prune._radix.radix_select`, the routine the sharded path runs over
-  processes) finishes on them.
+  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of
+  that bin are a run of the tensor's sorted keys (:class:`~.sorted_keys.SortedKeys`: every
+  unpruned key, sorted and delta-coded in about 0.6 B each, built with the first cut and kept
+  with the histogram), so no slider move passes over a tensor, wherever the cut goes; a
+  selection over the bin's keys of every target finishes. float64 keys do not compress: their
+  cut's bin is gathered by one pass.
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
 
-Extra memory: the histograms, one band of keys (about :data:`BAND` of a tensor's entries in
-their own width: 0.5 B/param for float32), and the chunk-sized temporaries of a pass. These are
+Extra memory: the histograms, float32's sorted keys (about 0.6 B/param kept; building them
+holds an eighth of a tensor's keys in full width at a time, 0.5 B per entry of that tensor),
+and the chunk-sized temporaries of a pass. These are
 the core's masks bit for bit (``prune.global_masks`` with the session's tie rule), and what an
 apply right after the preview installs.
 
@@ -50,17 +52,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from prune_explorer.prune import _radix
 
-__all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
+from .sorted_keys import SortedKeys
 
-#: Share of a tensor's unpruned keys gathered around a cut's bin (:meth:`KeyHistogram.bin_keys`):
-#: an eighth of the keys, in their own width (4 bytes for float32), is 0.5 B/param, and covers
-#: about a dozen slider steps of 1 %.
-BAND = 1 / 8
+__all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
 
 #: Value bits the cached histogram resolves (2**WIDTH bins of int64).
 WIDTH = 16
@@ -90,12 +90,17 @@ class _Source:
 
     def chunks(self) -> Iterator[torch.Tensor]:
         """The keys in flat order, in pieces of at most ``CHUNK``; already pruned entries -1
-        (their NaN then clamped to one key; not clamped where nothing is pruned)."""
+        (their NaN then clamped to one key; not clamped where nothing is pruned). Each piece
+        is written into the same buffer: read it before asking for the next."""
         flat = self.values.reshape(-1)
         alive = None if self.kept is None else self.kept.reshape(-1)
+        buffer = torch.empty(min(flat.numel(), _radix.CHUNK),
+                             dtype=_radix.int_view(flat[:0])[0].dtype, device=flat.device)
         for start in range(0, flat.numel(), _radix.CHUNK):
             stop = start + _radix.CHUNK
-            keys, _ = _radix.magnitude_keys(flat[start:stop], clamp=alive is not None)
+            piece = flat[start:stop]
+            keys, _ = _radix.magnitude_keys(piece, clamp=alive is not None,
+                                            out=buffer[:piece.numel()])
             if alive is not None:
                 keys.masked_fill_(alive[start:stop].to(keys.device) != 1, -1)
             yield keys
@@ -108,6 +113,8 @@ class KeyHistogram:
     ----------
     counts : torch.Tensor
         int64, ``2**width`` bins, on the CPU.
+    cum : numpy.ndarray
+        Their cumulative sum.
     shift : int
         Value bits below the binned ones (0 for 2-byte floats: each bin is one value).
     alive : int
@@ -128,8 +135,9 @@ class KeyHistogram:
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
         self._state = state
-        self._bin: tuple[int, torch.Tensor] | None = None  # the last bin asked for, its keys
-        self._band: tuple[int, int, torch.Tensor] | None = None  # bins [lo, hi), sorted keys
+        self.cum = self.counts.cumsum(0).numpy()  # CPU: read one bin at a time
+        self._sorted: SortedKeys | None = None  # float32: every key, sorted (on first use)
+        self._bin: tuple[int, torch.Tensor] | None = None  # float64: the last bin, its keys
         self._zeros: int | None = None
 
     def exact_zeros(self, source: _Source) -> int:
@@ -146,38 +154,29 @@ class KeyHistogram:
 
     def below(self, j: int) -> int:
         """Unpruned keys in the bins below ``j``."""
-        return int(self.counts[:j].sum())
+        return int(self.cum[j - 1]) if j else 0
 
     def bin_keys(self, source: _Source, j: int) -> torch.Tensor:
-        """The keys (CPU) of bin ``j``, in flat order.
+        """The keys (CPU) of bin ``j``.
 
-        They come from a *band* of bins around ``j`` holding about :data:`BAND` of the unpruned
-        keys, gathered in one pass over ``source`` and kept: the slider's next cuts fall in the
-        same band, so a move into another bin costs a pass over the band, not over the
-        tensor."""
+        float32: ascending, a run of the tensor's :class:`~.sorted_keys.SortedKeys` (built on
+        the first call, about 0.6 B/key; every later call, for any bin, reads only that bin's
+        run: no pass over the tensor). float64 keys do not compress (neighbours differ in
+        most of their 52 mantissa bits), so a new bin is gathered by one pass, in flat order;
+        so is it for a tensor of at most one ``CHUNK`` of entries (a pass costs what decoding
+        does).
+        """
+        if self._sorted is None and self.dtype == torch.float32 and self.numel > _radix.CHUNK:
+            self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
+        if self._sorted is not None:
+            stop = int(self.cum[j])
+            return self._sorted.run(stop - int(self.counts[j]), stop)
         if self._bin is None or self._bin[0] != j:
-            band = self._band
-            if band is None or not band[0] <= j < band[1]:
-                self._band = None  # free the old band first
-                lo, hi = self._band_around(j)
-                with torch.no_grad():
-                    found = [k[((k >> self.shift) >= lo) & ((k >> self.shift) < hi)].cpu()
-                             for k in source.chunks()]
-                band = self._band = (lo, hi, torch.cat(found) if found
-                                     else torch.zeros(0, dtype=torch.int64))
-            self._bin = None
-            self._bin = (j, band[2][(band[2] >> self.shift) == j])
+            self._bin = None  # free the old bin first
+            with torch.no_grad():
+                found = [k[(k >> self.shift) == j].cpu() for k in source.chunks()]
+            self._bin = (j, torch.cat(found) if found else torch.zeros(0, dtype=torch.int64))
         return self._bin[1]
-
-    def _band_around(self, j: int) -> tuple[int, int]:
-        """Bins ``[lo, hi)`` around ``j`` holding about ``BAND * alive`` keys (at least bin
-        ``j``)."""
-        cum = self.counts.cumsum(0)
-        half = max(1 << 15, int(BAND * self.alive) // 2)
-        mid = int(cum[j]) - int(self.counts[j]) // 2
-        bounds = torch.tensor([mid - half, mid + half], dtype=cum.dtype)
-        lo, hi = torch.searchsorted(cum, bounds, right=True).tolist()
-        return min(lo, j), max(hi + 1, j + 1)
 
     def __repr__(self) -> str:
         return (f"KeyHistogram({self.numel:,} entries, alive={self.alive:,}, dtype={self.dtype}, "
@@ -261,6 +260,20 @@ class GlobalCut:
                 f"pruned {sum(self.less) + sum(self.take):,})")
 
 
+def _first_bin(hists: Sequence[KeyHistogram], pruned: int) -> int:
+    """The first bin where the targets' summed cumulative counts reach ``pruned``: a binary
+    search over the histograms' own cumulative counts (no summed histogram is built)."""
+    cums = [h.cum for h in hists]
+    lo, hi = 0, len(cums[0]) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sum(int(c[mid]) for c in cums) >= pruned:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistogram],
                pruned: int) -> GlobalCut | None:
     """The cut that prunes the ``pruned`` smallest unpruned ``|w|`` across ``pairs`` (with
@@ -274,9 +287,8 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         zero = [0] * len(hists)
         return GlobalCut(sources, -1, zero, zero, zero, alive, hists)
     first = hists[0]
-    cum = torch.stack([h.counts for h in hists]).sum(0).cumsum(0)
-    j = int(torch.searchsorted(cum, torch.tensor([pruned])))
-    below = int(cum[j - 1]) if j else 0
+    j = _first_bin(hists, pruned)
+    below = sum(h.below(j) for h in hists)
     less = [h.below(j) for h in hists]
     if j >= _radix.NAN_BITS[first.dtype] >> first.shift:
         return None  # at inf or NaN: the core's rules for NaN decide
@@ -284,13 +296,14 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         value = j
         equal = [int(h.counts[j]) for h in hists]
     else:
-        keys = [h.bin_keys(s, j) for h, s in zip(hists, sources, strict=True)]
-        value, _, _ = _radix.radix_select(lambda: iter(keys), pruned, first.bits, None,
-                                          torch.device("cpu"), prefix=j, below=below,
-                                          left=first.shift)
-        less = [le + int(torch.count_nonzero(k < value)) for le, k in zip(less, keys,
-                                                                          strict=True)]
-        equal = [int(torch.count_nonzero(k == value)) for k in keys]
+        # The cut is the (pruned - below)-th smallest key of the bin over all targets. NumPy:
+        # a few small single-threaded operations (small torch ops each start a parallel
+        # region, which a busy machine turns into a wait).
+        keys = [h.bin_keys(s, j).numpy() for h, s in zip(hists, sources, strict=True)]
+        rank = pruned - below - 1
+        value = int(np.partition(np.concatenate(keys), rank)[rank])
+        less = [le + int(np.count_nonzero(k < value)) for le, k in zip(less, keys, strict=True)]
+        equal = [int(np.count_nonzero(k == value)) for k in keys]
     need = pruned - sum(less)
     take = []
     for eq in equal:

@@ -176,6 +176,7 @@ class TensorOrder:
         self.shape = tuple(current.shape)
         self._state = state
         self._cells: tuple[bytes, bytes, torch.Tensor] | None = None
+        self._counted: tuple[int, np.ndarray] | None = None  # the last pruned_per_cell
 
     @property
     def cost(self) -> int:
@@ -226,6 +227,7 @@ class TensorOrder:
             out.shape = self.shape
             out._state = state
             out._cells = None
+            out._counted = None
             if self._cells is not None and prefix:
                 # pruned = this order's first `cut` entries: shifting keeps each cell sorted
                 # (the padding shifts too: still above every rank, it is never counted)
@@ -269,10 +271,16 @@ class TensorOrder:
         key = (row_edges.tobytes(), col_edges.tobytes())
         if self._cells is None or self._cells[:2] != key:
             self._cells = (*key, self._cell_ranks(row_edges, col_edges))
+            self._counted = None
+        if self._counted is not None and self._counted[0] == pruned:  # asked again (kept, alive)
+            return self._counted[1].copy()
         cells = self._cells[2]
-        query = torch.full((cells.shape[0], 1), pruned, dtype=cells.dtype, device=cells.device)
+        # the query built by NumPy: torch.full is a parallel region, a wait on a busy machine
+        query = torch.from_numpy(np.full((cells.shape[0], 1), pruned, dtype=np.int64)).to(
+            cells.device, cells.dtype)
         below = torch.searchsorted(cells, query).reshape(row_edges.size - 1, col_edges.size - 1)
-        return below.cpu().numpy().astype(np.int64)
+        self._counted = (pruned, below.cpu().numpy().astype(np.int64))
+        return self._counted[1].copy()
 
     def _cell_ranks(self, row_edges: np.ndarray, col_edges: np.ndarray) -> torch.Tensor:
         # (cells, tallest * widest): each cell's ranks, ascending, padded with the largest int.

@@ -26,7 +26,7 @@ import torch
 
 from .arguments import Arguments, as_list
 from .checks import check_step
-from .compute import cell_counts, global_masks, local_mask
+from .compute import cell_counts, global_masks, local_masks
 from .order_cache import OrderCache
 from .step import Step
 from .transaction import locked
@@ -57,6 +57,34 @@ class Previewing(Arguments):
         where = "Session.preview"
         step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
         return self._preview_step(step, where)[target]
+
+    @locked
+    def preview_masks(
+        self, target: str, method: str, *, seed: int | None = None, **settings: Any
+    ) -> Mapping[str, torch.Tensor]:
+        """:meth:`preview` as ``{target: mask}``, the mask built only when it is read.
+
+        For large tensors whose order or slice scores the session caches (L1 and seeded
+        random_unstructured, ln_structured with a numeric ``n``, seeded random_structured)
+        this is a ``compute.LocalPreview``: with :meth:`preview_cells` for the picture and
+        ``compute.kept_count`` for the counts, a slider step builds no mask at all. The mask,
+        once read, is :meth:`preview`'s bit for bit.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> from prune_explorer.session.compute import kept_count
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
+        >>> masks = s.preview_masks("0.weight", "l1_unstructured", amount=0.25)
+        >>> kept_count(masks, "0.weight"), masks
+        (180000, LocalPreview('0.weight', 60,000 cut, mask not built))
+        >>> torch.equal(masks["0.weight"], s.preview("0.weight", "l1_unstructured", amount=0.25))
+        True
+        """
+        where = "Session.preview_masks"
+        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
+        return self._preview_step(step, where)
 
     @locked
     def preview_global(
@@ -125,4 +153,4 @@ class Previewing(Arguments):
             return global_masks(self._model, step, self._orders)
         name = step.targets[0]  # a single-tensor step
         module, tensor_name = self._locate(name)
-        return {name: local_mask(module, tensor_name, step, self._orders)}
+        return local_masks(module, tensor_name, step, self._orders, name)

@@ -49,6 +49,7 @@ from prune_explorer.viz.views import (
     channel_view,
     kernel_grid_view,
     matrix_view,
+    shape_only,
     slice_states,
     tensor_view,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "pool_magnitude",
     "pool_view",
     "render_png",
+    "shape_only",
     "slice_states",
     "tensor_view",
 ]

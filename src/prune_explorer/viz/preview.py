@@ -43,7 +43,7 @@ from prune_explorer.viz.pooling import (
     pool_counts,
     pool_view,
 )
-from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, tensor_view
+from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, shape_only, tensor_view
 
 # Axes and colour-bar rectangles in figure fractions (fixed: no layout engine per frame); the
 # legend of the three classes sits under the axes.
@@ -208,7 +208,8 @@ class MaskPreview:
         Parameters are as in :func:`prune_explorer.viz.plot_mask` (mask mode). ``kept_cells``,
         the mask's exact kept count per cell of :meth:`cell_edges` (e.g. from
         ``Session.preview_cells``), skips pooling the mask; it is used for the matrix layout
-        only.
+        of a tensor of rank >= 2 only, and then only ``mask.shape`` is read (``mask`` may be
+        :func:`~prune_explorer.viz.views.shape_only`).
 
         ``before``: the kept mask before a step, when ``mask`` is a preview of it. The picture
         then shows three classes -- kept, pruned before (pale yellow), pruned by this step
@@ -218,9 +219,12 @@ class MaskPreview:
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
-        view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+        counted = kept_cells is not None and layout == "auto" and len(mask.shape) >= 2
+        # counts given: the mask's values are not read (not even converted), its shape is
+        view = tensor_view(shape_only(mask.shape) if counted else mask, layout=layout, dim=dim,
+                           module_type=module_type)
         self._fit(*view.shape)
-        if kept_cells is not None and view.kind in ("matrix", "flat"):
+        if counted and view.kind in ("matrix", "flat"):
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
             pooled = pool_view(view, self.max_cells)

@@ -162,6 +162,19 @@ def as_array(t: Any) -> np.ndarray:
     return np.asarray(t)
 
 
+def shape_only(shape: Sequence[int]) -> np.ndarray:
+    """A read-only array of ``shape`` that holds no data (one ``False`` seen everywhere): the
+    stand-in for a tensor when only its shape matters, as for a picture drawn from counts.
+
+    Examples
+    --------
+    >>> a = shape_only((11008, 4096))
+    >>> a.shape, a.strides, matrix_view(a).kind
+    ((11008, 4096), (0, 0), 'matrix')
+    """
+    return np.broadcast_to(np.zeros((), dtype=bool), tuple(int(n) for n in shape))
+
+
 def dim_names_for(
     shape: Sequence[int], module_type: str | None = None, dim_names: Sequence[str] | None = None
 ) -> tuple[str, ...]:

@@ -33,15 +33,16 @@ import numpy as np
 import torch
 
 from prune_explorer.session import Session
-from prune_explorer.session.compute import kept_count
+from prune_explorer.session.compute import kept_count, slices_pruned
 from prune_explorer.session.reports import collapsed_layers
+from prune_explorer.viz import shape_only
 
 from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
 from .html import collapse_warning, esc, message
 from .maskfile import read_mask_file, uploaded_file
 from .panels import ExplorePanels
-from .preview import MaskSummary, PreviewPane, PreviewRequest, PreviewStats
+from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .status import describe_error
 from .zoom import ZoomPane
@@ -89,13 +90,13 @@ class ExplorePane:
                  figsize: tuple[float, float], dpi: float, pixel_ratio: float = 1.0) -> None:
         self.ex = explorer
         ui = explorer.ui
-        self.preview_mask: torch.Tensor | None = None
+        self._mask: Later | None = None  # preview_mask, built on first read
         self.preview_array: np.ndarray | None = None
         self.preview_stats: PreviewStats | None = None
         self.preview_request: PreviewRequest | None = None
         self.preview_error: str | None = None
         # What the picture shows, for the zoom: kept after the step (or now), kept now.
-        self.preview_shown: torch.Tensor | None = None
+        self._shown: Later | None = None  # preview_shown, built on first read
         self.preview_before: torch.Tensor | None = None
         self.render_count = 0
         self.collapsed: list[str] = []  # layers the previewed step would collapse
@@ -363,32 +364,42 @@ class ExplorePane:
 
     def _draw(self, request: PreviewRequest) -> None:
         session = self.ex.session
+        target = request.target
         with session.lock:  # one consistent reading of the session
             try:
+                # Large tensors: masks built only when read. The slider path reads none: the
+                # picture's counts come from the session's cache and the numbers from the
+                # counts, so a step costs what is on screen.
                 masks = request.preview_all(session)
-                before = self.kept(request.target)
-                now = self.alive(request.target)  # committed zeros count as pruned
-                mask = masks.get(request.target)
-                # No unmasked zeros (the usual case): what the mask keeps is what is alive, and
-                # the slider path skips a pass over the tensor; with a few, the session counts
-                # what stays alive per cell (O(zeros) per step).
-                exact = now.kept_count == before.kept_count
+                before = self.kept(target)
+                now = self.alive(target)  # committed zeros count as pruned
+                previewed = target in masks
+                shape = tuple(session.info(target).shape)
+                # No unmasked zeros (the usual case): what the mask keeps is what is alive; with
+                # a few, the session counts what stays alive per cell (O(zeros) per step).
+                zeros_free = now.kept_count == before.kept_count
                 cells = None
                 mask_kept = None  # entries the mask keeps, when the cell counts tell
-                if mask is not None and mask.dim() >= 2:
-                    edges = self.preview_pane.picture.cell_edges(tuple(mask.shape))
+                if previewed and len(shape) >= 2:
+                    edges = self.preview_pane.picture.cell_edges(shape)
                     cells = request.kept_cells(session, edges)
                     if cells is not None:
                         mask_kept = int(np.asarray(cells).sum())
-                        if not exact:
+                        if not zeros_free:  # the picture counts what stays alive
                             cells = request.kept_cells(session, edges, alive=True)
-                            exact = cells is not None  # the counts are what stays alive
-                shown = now.kept if mask is None else (
-                    mask if exact else session.alive(request.target, mask))
+                mask = Later(lambda: masks[target]) if previewed else None
+                if mask is None:
+                    shown = Later(lambda: now.kept)
+                elif zeros_free:
+                    shown = mask
+                else:
+                    shown = Later(lambda: session.alive(target, masks[target]))
+                if cells is None:
+                    shown()  # the picture pools it, under the lock
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
-                          if n != request.target}  # counts only: no mask of theirs is built
+                          if n != target}  # counts only: no mask of theirs is built
                 sizes = {n: session.info(n).numel for n in masks}
-                module_type = session.info(request.target).module_type
+                module_type = session.info(target).module_type
             except Exception as err:
                 self._failed(err)
                 return
@@ -396,36 +407,39 @@ class ExplorePane:
             return  # a newer request is waiting and a picture is recent: skip this stale one
         stats = note = None
         if mask is None:
-            note = f"{request.target} is not among the global targets; showing its current mask"
-        pooled = self.preview_pane.draw(shown, request, module_type=module_type,
+            note = f"{target} is not among the global targets; showing its current mask"
+        pooled = self.preview_pane.draw(shape_only(shape) if cells is not None else shown(),
+                                        request, module_type=module_type,
                                         plain=note is not None, kept_cells=cells,
                                         before=None if mask is None else now.kept)
         if mask is not None:
-            if mask_kept is None and exact:
-                mask_kept = pooled.kept_total  # no unmasked zeros: alive is what the mask keeps
-            stats = PreviewStats.measure(before, mask, request, others=others,
-                                         kept_after=mask_kept)
+            if mask_kept is None:  # no unmasked zeros: alive is what the mask keeps
+                mask_kept = pooled.kept_total if zeros_free else kept_count(masks, target)
+            slices = slices_pruned(masks, target)
+            needs_mask = request.structured_dim is not None and slices is None
+            stats = PreviewStats.measure(before, mask() if needs_mask else None, request,
+                                         others=others, kept_after=mask_kept,
+                                         slices_pruned=slices)
             numel = stats.numel  # pruned = masked or exactly 0, as the picture and the picker
             stats = replace(stats, pruned_before=numel - now.kept_count,
                             pruned_after=numel - pooled.kept_total)
         unmasked_zeros = before.kept_count - now.kept_count
         self.preview_array = pooled.values
-        self.preview_mask = before.kept if mask is None else mask
+        self._mask = Later(lambda: before.kept) if mask is None else mask
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
-        self.preview_shown = shown
+        self._shown = shown
         self.preview_before = None if mask is None else now.kept
         self.render_count += 1
         self._drawn_at = time.monotonic()
-        self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
+        self.preview_pane.publish(request, shape, note=note, stats=stats,
                                   unmasked_zeros=unmasked_zeros)
         # Counts only (a global preview's other masks stay unbuilt); also when the tensor on
         # show is not a global target, since the step may still empty the others.
         kept_after = {n: others[n][1] for n in others}
-        if mask is not None:
-            kept_after[request.target] = (int(mask.count_nonzero()) if mask_kept is None
-                                          else mask_kept)
+        if mask_kept is not None:
+            kept_after[target] = mask_kept
         self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
         self.ex.ui.apply.disabled = False
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
@@ -433,6 +447,18 @@ class ExplorePane:
         if self.ex.metric is not None:  # off the slider path (background, superseded)
             self.ex.metric.request(self.ex.version, None if mask is None else masks)
         self.zoom.preview_changed()  # closed: marks it out of date only
+
+    @property
+    def preview_mask(self) -> torch.Tensor | None:
+        """The mask the last preview showed (the current mask where the tensor is not among
+        the step's targets); built on first read where the session left it unbuilt."""
+        return None if self._mask is None else self._mask()
+
+    @property
+    def preview_shown(self) -> torch.Tensor | None:
+        """What the last picture shows kept after the step (or now): the preview's mask less
+        the unmasked exact zeros; built on first read, like :attr:`preview_mask`."""
+        return None if self._shown is None else self._shown()
 
     def _warn_collapse(self, request: PreviewRequest, names: list[str]) -> None:
         self.collapsed = names
@@ -442,10 +468,10 @@ class ExplorePane:
     def _failed(self, err: BaseException) -> None:
         self.collapsed = []
         self.ex.ui.collapse_warning.value = ""
-        self.preview_mask = None
+        self._mask = self._shown = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
-        self.preview_shown = self.preview_before = None
+        self.preview_before = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
         self.panels.mark_stale()
         self.ex.ui.apply.disabled = True

@@ -25,7 +25,8 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ from prune_explorer.viz import MaskPreview, PooledView
 
 from .html import esc
 
-__all__ = ["MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
+__all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,13 @@ class PreviewRequest:
         return None
 
     def preview_all(self, session: Session) -> Mapping[str, torch.Tensor]:
-        """Masks the step would leave, by address (one entry unless global)."""
+        """Masks the step would leave, by address (one entry unless global); for large
+        tensors built only when read (``Session.preview_masks``, ``preview_global``)."""
         if self.is_global:
             return session.preview_global(
                 list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
             )
-        return {self.target: session.preview(self.target, self.method, **self.settings)}
+        return session.preview_masks(self.target, self.method, **self.settings)
 
     def preview(self, session: Session) -> torch.Tensor | None:
         """Mask the step would leave on :attr:`target` (None: not among global targets)."""
@@ -206,27 +208,31 @@ class PreviewStats:
     def measure(
         cls,
         before: MaskSummary,
-        after: torch.Tensor,
+        after: torch.Tensor | None,
         request: PreviewRequest,
         *,
         others: Mapping[str, tuple[MaskSummary, int]] | None = None,
         kept_after: int | None = None,
+        slices_pruned: int | None = None,
     ) -> PreviewStats:
         """Count from the shown tensor's current mask and the previewed ``after`` (1 = kept).
 
         ``others`` holds ``(before, kept count after)`` of the other targets of a global step;
         ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
-        counts it exactly).
+        counts it exactly), ``slices_pruned`` the slices a structured step prunes
+        (``compute.slices_pruned``). With both known where needed, ``after`` may be None: the
+        mask is not read.
         """
         numel = before.kept.numel()
         kept_before = before.kept_count
         if kept_after is None:
-            kept_after = int(after.count_nonzero())
+            kept_after = int(_read(after).count_nonzero())
         amount = request.settings.get("amount")
         dim = request.structured_dim
         if dim is not None:
             left = before.kept_slices[dim]
-            units_pruned = left - kept_slices(after, dim)
+            units_pruned = (slices_pruned if slices_pruned is not None
+                            else left - kept_slices(_read(after), dim))
             unit = f"channel along dim {dim}"
         else:
             left = kept_before
@@ -257,6 +263,43 @@ class PreviewStats:
         ]
 
 
+class Later:
+    """A tensor computed on the first call, then kept: the mask of a preview, built only for
+    whoever reads it (the zoom, a check, the Magnitudes heatmap), not on the slider path.
+
+    Examples
+    --------
+    >>> import torch
+    >>> later = Later(lambda: torch.ones(2))
+    >>> later
+    Later(not computed)
+    >>> later() is later(), later
+    (True, Later(computed))
+    """
+
+    def __init__(self, compute: Callable[[], torch.Tensor]) -> None:
+        self._compute: Callable[[], torch.Tensor] | None = compute
+        self._value = torch.empty(0)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> torch.Tensor:
+        with self._lock:
+            if self._compute is not None:
+                self._value = self._compute()
+                self._compute = None  # and what it held on to
+            return self._value
+
+    def __repr__(self) -> str:
+        return f"Later({'not computed' if self._compute is not None else 'computed'})"
+
+
+def _read(after: torch.Tensor | None) -> torch.Tensor:
+    if after is None:
+        raise ValueError("PreviewStats.measure: after is None, so kept_after (and for a "
+                         "structured step slices_pruned) must be given")
+    return after
+
+
 class PreviewPane:
     """The live heatmap (``Image``, class ``pe-preview``) and its counts (``pe-preview-info``).
 
@@ -284,9 +327,12 @@ class PreviewPane:
         self.words = widgets.HTML(value="")  # the picture in words, off screen
         self.words.add_class("pe-sr-only")
 
-    def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
+    def draw(self, mask: Any, request: PreviewRequest, *, module_type: str,
              plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
+
+        With ``kept_cells`` only the shape of ``mask`` is read (it may be
+        :func:`~prune_explorer.viz.views.shape_only`).
 
         ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
         ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
@@ -295,7 +341,7 @@ class PreviewPane:
         classes: kept, pruned before, pruned by this step).
         """
         layout = request.layout
-        if layout == "kernels" and mask.dim() < 3:
+        if layout == "kernels" and len(mask.shape) < 3:
             layout = "auto"
         return self.picture.update(
             mask,
