@@ -14,7 +14,7 @@ import torch.nn.utils.prune as torch_prune
 from torch import nn
 
 from _session_models import FACTORIES, Scaler, convnet, fill_tie_free, mlp, root_linear, zoo
-from prune_explorer.session import Step
+from prune_explorer.session import Plan, Step
 
 __all__ = [
     "FACTORIES",
@@ -45,8 +45,17 @@ def locate(model: nn.Module, address: str) -> tuple[nn.Module, str]:
 
 
 def torch_apply(model: nn.Module, step: Step) -> None:
-    """Run ``step`` on ``model`` with stock torch.nn.utils.prune (the oracle)."""
+    """Run ``step`` on ``model`` with stock torch.nn.utils.prune (the oracle).
+
+    A step whose keys tie at the cut (``step.ties``) is run as the session's exported snippet
+    for that step: stock torch given the stable-rank importance scores the snippet passes, since
+    plain torch may split such a tie otherwise (its choice is not the session's rule).
+    """
     with torch.random.fork_rng(devices=[]):
+        if step.ties is not None:
+            code = Plan([step]).to_snippet()
+            exec(compile(code, "<snippet>", "exec"), {"model": model})  # noqa: S102 (our own code)
+            return
         if step.seed is not None:
             torch.manual_seed(step.seed)
         if step.is_global:

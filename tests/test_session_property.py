@@ -129,6 +129,11 @@ def _check_invariants(s: Session) -> None:
     ("undo",),
     ("undo",),
 ])
+@example([  # committed zeros tie at a global cut: the oracle must split the tie as the session
+    ("apply", "2.weight", "random_unstructured", {"amount": 0.1}),
+    ("commit", "2.weight"),
+    ("apply_global", ["0.weight", "2.weight"], "l1_unstructured", {"amount": 1}),
+])
 def test_random_operation_sequences_keep_the_invariants(ops):
     model = mlp()
     s = Session(model, seed=0)
