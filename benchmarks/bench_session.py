@@ -41,10 +41,11 @@ SETTINGS = {
 }
 
 
-def layer(shape: tuple[int, int], data: str, device: str) -> nn.Linear:
-    """An ``nn.Linear`` whose weight has ``shape`` (out, in), filled per ``data``."""
+def layer(shape: tuple[int, int], data: str, device: str, seed: int = 0) -> nn.Linear:
+    """An ``nn.Linear`` whose weight has ``shape`` (out, in), filled per ``data`` from ``seed``
+    (give each layer of a model its own: equal layers would tie entry for entry)."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+        torch.manual_seed(seed)
         lin = nn.Linear(shape[1], shape[0], bias=False, device=device)  # default init
         if data == "normal":
             with torch.no_grad():
@@ -93,7 +94,7 @@ def bench_local(shape, data, method, device) -> dict[str, float]:
 
 
 def bench_global(shape, data, device) -> dict[str, float]:
-    model = nn.Sequential(*(layer(shape, data, device) for _ in range(3)))
+    model = nn.Sequential(*(layer(shape, data, device, seed=i) for i in range(3)))
     s = Session(model)
     targets = ["0.weight", "1.weight", "2.weight"]
     edges = MaskPreview().cell_edges(shape)
@@ -122,7 +123,7 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
 
-model = nn.Sequential(*(layer({shape!r}, {data!r}, "cpu") for _ in range(3)))
+model = nn.Sequential(*(layer({shape!r}, {data!r}, "cpu", seed=i) for i in range(3)))
 s = Session(model)
 base = rss()
 peak = [base]
