@@ -19,8 +19,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from _dist_helpers import full, setup
+from _dist_helpers import Allocations, full, setup
 from prune_explorer import Session
+from prune_explorer.prune import _radix
 from prune_explorer.session import Plan, Step
 from prune_explorer.session.distributed import ShardedMask, is_sharded
 
@@ -202,12 +203,52 @@ def check_random_tie_notes(mesh: Any, device: str) -> None:
     assert s.plan.to_snippet() == ref.plan.to_snippet()
 
 
+def check_memory(mesh: Any, device: str) -> None:
+    """What Session calls allocate on a sharded model beyond the masks: nothing shard-sized.
+
+    Neither the pruned tensor (``orig * mask``) nor a copy of the keys or per-entry flags of a
+    whole shard: the session reads the core's stand-in, the masks and its bits a chunk at a
+    time. With small chunks every shard-sized buffer stands out: per call, the large tensors
+    allocated are the masks it installs (or returns, or puts back) and the history's bits.
+    """
+    def make_big() -> nn.Sequential:
+        torch.manual_seed(2)
+        return nn.Sequential(nn.Linear(600, 1000), nn.ReLU(), nn.Linear(1000, 800))
+
+    model = shard(make_big().to(device), mesh)
+    s, ref = Session(model), Session(make_big())
+    local = sum(model[int(n[0])].weight.to_local().numel() for n in TARGETS)
+    mask_bytes = 4 * local  # float32 masks of both targets' shards
+    calls = [
+        ("apply_global, fresh", lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.4)),
+        ("apply_global, pruned", lambda x: x.apply_global(TARGETS, "l1_unstructured",
+                                                          amount=0.3)),
+        ("apply, pruned", lambda x: x.apply("2.weight", "l1_unstructured", amount=0.2)),
+        ("preview_global, pruned", lambda x: dict(x.preview_global(TARGETS, amount=0.2))),
+        ("undo", lambda x: x.undo()),
+    ]
+    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    try:
+        for what, call in calls:
+            seen = Allocations(limit=16 * _radix.CHUNK)
+            with seen.mode:
+                call(s)
+            call(ref)
+            # masks (installed, returned or put back) + history bits; nothing else shard-sized
+            assert seen.bytes <= mask_bytes + local // 4, (what, local, seen.bytes)
+    finally:
+        _radix.CHUNK = chunk
+    masks_equal(s, ref, "after the calls")
+    assert s.plan.to_json() == ref.plan.to_json()
+
+
 def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh, device = setup(rank, world, port, backend)
     try:
         for tied in (False, True):
             check_session(mesh, device, tied)
         check_random_tie_notes(mesh, device)
+        check_memory(mesh, device)
         dist.barrier()  # tear gloo down together
     finally:
         dist.destroy_process_group()

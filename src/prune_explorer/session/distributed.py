@@ -38,21 +38,34 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from prune_explorer.prune import _radix
+from prune_explorer.prune._fsdp import pruned_stand_in
 from prune_explorer.prune._radix import all_reduce
 from prune_explorer.prune._sharded import Layout, contiguous_stride
 from prune_explorer.prune._sharded import is_sharded as is_dtensor
 
 from .packed import PackedMask
 
-__all__ = ["ShardedMask", "count_nonzero", "is_dtensor", "is_sharded", "nonzero_summary",
-           "ones_mask", "rank", "reduce_extremes", "refuse_move", "refuse_sharded", "shard_of",
-           "total_count"]
+__all__ = ["ShardedMask", "count_alive", "count_nonzero", "is_dtensor", "is_sharded",
+           "nonzero_summary", "ones_mask", "rank", "reduce_extremes", "refuse_move",
+           "refuse_sharded", "shard_of", "tensor_of", "total_count"]
+
+
+def tensor_of(module: nn.Module, name: str) -> Any:
+    """``module.<name>`` as the session reads it -- its shape, dtype and device, and its values
+    wherever its mask is 1 (all the values a step can still prune). For a tensor pruned on a
+    sharded parameter that is the core's stand-in (``name_orig``'s storage, no copy): reading
+    ``module.<name>`` would compute ``orig * mask``, as large as the shard. Anything else:
+    ``getattr(module, name)``."""
+    stand = pruned_stand_in(module, name)
+    return getattr(module, name) if stand is None else stand
 
 
 def ones_mask(t: Any) -> PackedMask:
@@ -118,6 +131,12 @@ def total_count(t: Any, local: int) -> int:
 def shard_of(t: Any) -> torch.Tensor:
     """This rank's shard of DTensor ``t``; ``t`` itself for a plain tensor."""
     return t.to_local() if is_dtensor(t) else t
+
+
+def count_alive(mask: Any) -> int:
+    """Entries of the 0/1 ``mask`` equal to 1, over every shard for a DTensor; read a chunk at a
+    time (the core's :func:`~prune_explorer.prune._radix.count_alive`)."""
+    return total_count(mask, _radix.count_alive(shard_of(mask).detach().reshape(-1)))
 
 
 def count_nonzero(t: Any) -> int:
@@ -200,6 +219,10 @@ class ShardedMask(PackedMask):
     def local(self) -> PackedMask:
         """This rank's shard, packed."""
         return self._local
+
+    def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
+        """This rank's shard, flat, in bool pieces (:meth:`PackedMask.pieces`)."""
+        return self._local.pieces(device)
 
     def unpack(self, dtype: torch.dtype = torch.bool,
                device: torch.device | str | None = None) -> Any:

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import Layout, local_draws
 
 from .distributed import is_dtensor, reduce_extremes, shard_of
@@ -157,33 +158,47 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
                   importance: Mapping[str, torch.Tensor]) -> str | None:
     """:func:`note_ties` for targets sharded over processes (a collective): the largest pruned
     and smallest kept keys of each shard, reduced. The core took tied entries lowest global
-    index first, so a straddling tie is ``"lowest"``. Keys: ``|importance|`` for L1; for random
-    steps the negated draws, each rank drawing the one-process stream again from the step's
-    seed and keeping its own positions (no weights gathered)."""
-    layouts, was, kept = [], [], []
+    index first, so a straddling tie is ``"lowest"``. Keys: ``|importance|`` for L1 (read
+    where the mask was 1: ``importance`` may be the core's stand-in, see
+    :func:`~prune_explorer.session.distributed.tensor_of`); for random steps the negated
+    draws, each rank drawing the one-process stream again from the step's seed and keeping its
+    own positions (no weights gathered). Every shard is read a chunk at a time, in the keys'
+    own dtype: nothing shard-sized is allocated but, for a random step, its draws (the
+    tensors' dtype) and the flags of where the mask was 1 (1 B per entry)."""
+    layouts, afters = [], []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         after = shard_of(getattr(model.get_submodule(module_name), tensor_name + "_mask"))
-        kept.append(after.reshape(-1) != 0)
-        was.append(shard_of(before[address].unpack(device=after.device)).reshape(-1))
+        afters.append(after.reshape(-1))
         layouts.append(Layout(importance[address], "Session"))
     first = importance[step.targets[0]]
+    device = shard_of(first).device
     if inner == "l1_unstructured":
-        keys = [shard_of(importance[a].detach()).reshape(-1).abs().double()
-                for a in step.targets]
+        keys = [shard_of(importance[a].detach()).reshape(-1) for a in step.targets]
     else:
         dtype = _common_dtype([importance[a] for a in step.targets])
-        device = shard_of(first).device
         generator = generator_for("random_unstructured", step.seed, device).get("generator")
-        draws = local_draws(layouts, was, [before[a].kept for a in step.targets], dtype,
-                            device, generator)
-        keys = [d.neg().double() for d in draws]  # the largest draws are pruned
+        alive = [shard_of(before[a].unpack(device=device)).reshape(-1) for a in step.targets]
+        keys = local_draws(layouts, alive, [before[a].kept for a in step.targets], dtype, device,
+                           generator)
+        del alive
     top, bottom, nan = float("-inf"), float("inf"), False
-    for k, w, m in zip(keys, was, kept, strict=True):
-        nan = nan or bool(torch.isnan(k).any())
-        if k.numel():
-            top = max(top, float(torch.where(w & ~m, k, float("-inf")).amax()))
-            bottom = min(bottom, float(torch.where(m, k, float("inf")).amin()))
+    for key, address, after in zip(keys, step.targets, afters, strict=True):
+        if not key.numel():  # an empty shard (split() would still give one empty piece)
+            continue
+        for k, was, m in zip(key.split(_radix.CHUNK), before[address].pieces(device),
+                             after.split(_radix.CHUNK), strict=True):
+            kept = m != 0
+            if inner == "l1_unstructured":
+                k = k.abs()
+                # one process reads orig * mask: a pruned inf is NaN there
+                nan = nan or bool(torch.isnan(k).any()) or bool((torch.isinf(k) & ~was).any())
+            else:
+                k = k.neg()  # the largest draws are pruned
+            pruned = was.logical_and_(~kept)
+            top = max(top, float(torch.where(pruned, k, float("-inf")).amax()))
+            bottom = min(bottom, float(torch.where(kept, k, float("inf")).amin()))
+            del k, was, kept, pruned  # before the next chunk's
     top, bottom, nan = reduce_extremes(first, top, bottom, nan)
     if nan or not (math.isfinite(top) and math.isfinite(bottom)) or top < bottom:
         return None
