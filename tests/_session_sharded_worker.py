@@ -224,6 +224,8 @@ def check_memory(mesh: Any, device: str) -> None:
         ("apply_global, pruned", lambda x: x.apply_global(TARGETS, "l1_unstructured",
                                                           amount=0.3)),
         ("apply, pruned", lambda x: x.apply("2.weight", "l1_unstructured", amount=0.2)),
+        ("apply_global random, pruned", lambda x: x.apply_global(
+            TARGETS, "random_unstructured", amount=0.1)),
         ("preview_global, pruned", lambda x: dict(x.preview_global(TARGETS, amount=0.2))),
         ("undo", lambda x: x.undo()),
     ]

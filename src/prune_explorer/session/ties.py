@@ -43,7 +43,7 @@ from torch import nn
 from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import Layout, local_draws
 
-from .distributed import is_dtensor, reduce_extremes, shard_of
+from .distributed import count_alive, is_dtensor, reduce_extremes, shard_of
 from .global_cut import GlobalCut
 from .order_cache import TensorOrder
 from .packed import PackedMask
@@ -103,6 +103,7 @@ def note_ties(
     step: Step,
     before: Mapping[str, PackedMask],
     importance: Mapping[str, torch.Tensor],
+    cuts: Sequence[_radix.Cut] = (),
 ) -> str | None:
     """``"lowest"``/``"highest"`` if ``step`` (just applied) split a straddling tie that way.
 
@@ -116,6 +117,9 @@ def note_ties(
         The kept-masks of the step's targets before it ran, by address.
     importance
         The targets' values as the step found them (what L1 ranks), by address.
+    cuts
+        The cuts the core's sharded path found while running the step
+        (:func:`~prune_explorer.prune._radix.cuts_found`), if any.
     """
     if step.is_global:
         inner = step.settings["pruning_method"]
@@ -124,7 +128,7 @@ def note_ties(
     else:
         return None
     if is_dtensor(importance[step.targets[0]]):
-        return _note_sharded(model, step, inner, before, importance)
+        return _note_sharded(model, step, inner, before, importance, cuts)
     masks = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
@@ -155,16 +159,27 @@ def note_ties(
 
 
 def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str, PackedMask],
-                  importance: Mapping[str, torch.Tensor]) -> str | None:
-    """:func:`note_ties` for targets sharded over processes (a collective): the largest pruned
-    and smallest kept keys of each shard, reduced. The core took tied entries lowest global
-    index first, so a straddling tie is ``"lowest"``. Keys: ``|importance|`` for L1 (read
-    where the mask was 1: ``importance`` may be the core's stand-in, see
-    :func:`~prune_explorer.session.distributed.tensor_of`); for random steps the negated
-    draws, each rank drawing the one-process stream again from the step's seed and keeping its
-    own positions (no weights gathered). Every shard is read a chunk at a time, in the keys'
-    own dtype: nothing shard-sized is allocated but, for a random step, its draws (the
-    tensors' dtype) and the flags of where the mask was 1 (1 B per entry)."""
+                  importance: Mapping[str, torch.Tensor],
+                  cuts: Sequence[_radix.Cut]) -> str | None:
+    """:func:`note_ties` for targets sharded over processes (a collective). The core took tied
+    entries lowest global index first, so a tie straddling the cut is ``"lowest"``.
+
+    A random step is read off the core's own cut (``cuts``: a tie straddles exactly where the
+    core split one; a step that pruned nothing has none). Otherwise (L1 steps; random steps the
+    core computed densely) the largest pruned and the smallest kept key of each shard are
+    reduced. Keys: ``|importance|`` for L1, read where the mask was 1 (``importance`` may be
+    the core's stand-in, see :func:`~prune_explorer.session.distributed.tensor_of`); for
+    random steps the negated draws, each rank drawing the one-process stream again from the
+    step's seed and keeping its own positions. Every shard is read a chunk at a time in the
+    keys' own dtype (nothing shard-sized is allocated, but the draws of that random case)."""
+    if inner == "random_unstructured":
+        if cuts:
+            return "lowest" if any(c.last is not None for c in cuts) else None
+        newly = sum(before[a].kept for a in step.targets) - sum(
+            count_alive(getattr(model.get_submodule(split_address(a)[0]),
+                                split_address(a)[1] + "_mask")) for a in step.targets)
+        if newly == 0:
+            return None
     layouts, afters = [], []
     for address in step.targets:
         module_name, tensor_name = split_address(address)

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from torch import nn
 
+from prune_explorer.prune import _radix
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
 from .checks import check_step
@@ -333,12 +334,13 @@ class Transactional:
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
+        with _radix.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
+            run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         for order, (_, module, tensor_name) in zip(l1, located, strict=True):
             self._orders.carry(module, tensor_name, order)
         if kind == "apply":
-            note = note_ties(self._model, step, before, found) if cuts is None else \
-                note_from_cuts(cuts)
+            note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
+                else note_from_cuts(cuts)
             step = step._noted(note)
             self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
         for name, module, tensor_name in located:
