@@ -87,7 +87,7 @@ class Allocations:
                         outer.seen.add(storage(t).data_ptr())  # existed before
                 out = func(*args, **(kwargs or {}))
                 for t in out if isinstance(out, (tuple, list)) else (out,):
-                    if isinstance(t, torch.Tensor):
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta":  # no memory
                         store = storage(t)
                         if store.nbytes() > outer.limit and store.data_ptr() not in outer.seen:
                             outer.seen.add(store.data_ptr())

@@ -206,10 +206,11 @@ def check_random_tie_notes(mesh: Any, device: str) -> None:
 def check_memory(mesh: Any, device: str) -> None:
     """What Session calls allocate on a sharded model beyond the masks: nothing shard-sized.
 
-    Neither the pruned tensor (``orig * mask``) nor a copy of the keys or per-entry flags of a
-    whole shard: the session reads the core's stand-in, the masks and its bits a chunk at a
-    time. With small chunks every shard-sized buffer stands out: per call, the large tensors
-    allocated are the masks it installs (or returns, or puts back) and the history's bits.
+    Neither the pruned tensor (``orig * mask``) nor a copy of the keys, norms' terms or
+    per-entry flags of a whole shard: the session and the core read the core's stand-in, the
+    masks and the session's bits a chunk (or a slab of rows) at a time. With small chunks every
+    shard-sized buffer stands out: per call, the large tensors allocated are the masks it
+    installs (or returns, or puts back) and the history's bits.
     """
     def make_big() -> nn.Sequential:
         torch.manual_seed(2)
@@ -217,27 +218,35 @@ def check_memory(mesh: Any, device: str) -> None:
 
     model = shard(make_big().to(device), mesh)
     s, ref = Session(model), Session(make_big())
-    local = sum(model[int(n[0])].weight.to_local().numel() for n in TARGETS)
-    mask_bytes = 4 * local  # float32 masks of both targets' shards
-    calls = [
-        ("apply_global, fresh", lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.4)),
-        ("apply_global, pruned", lambda x: x.apply_global(TARGETS, "l1_unstructured",
-                                                          amount=0.3)),
-        ("apply, pruned", lambda x: x.apply("2.weight", "l1_unstructured", amount=0.2)),
-        ("apply_global random, pruned", lambda x: x.apply_global(
-            TARGETS, "random_unstructured", amount=0.1)),
-        ("preview_global, pruned", lambda x: dict(x.preview_global(TARGETS, amount=0.2))),
-        ("undo", lambda x: x.undo()),
+    both, first, second = TARGETS, TARGETS[:1], TARGETS[1:]
+    calls = [  # (what, the targets whose masks it makes, the call)
+        ("apply_global, fresh", both,
+         lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.4)),
+        ("apply_global, pruned", both,
+         lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.3)),
+        ("apply, pruned", second, lambda x: x.apply("2.weight", "l1_unstructured", amount=0.2)),
+        ("apply_global random, pruned", both,
+         lambda x: x.apply_global(TARGETS, "random_unstructured", amount=0.1)),
+        ("preview_global, pruned", both,
+         lambda x: dict(x.preview_global(TARGETS, amount=0.2))),
+        ("ln_structured dim 0, pruned", first,
+         lambda x: x.apply("0.weight", "ln_structured", amount=0.2, n=2, dim=0)),
     ]
+    if dist.get_world_size() > 1:  # slices split across ranks: partial sums, a slab at a time
+        calls.append(("ln_structured dim 1, pruned", second,
+                      lambda x: x.apply("2.weight", "ln_structured", amount=0.1, n=1, dim=1)))
+    calls.append(("undo", calls[-1][1], lambda x: x.undo()))  # puts the last masks back
     chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
     try:
-        for what, call in calls:
+        for what, targets, call in calls:
+            local = sum(model[int(n[0])].weight.to_local().numel() for n in targets)
             seen = Allocations(limit=16 * _radix.CHUNK)
             with seen.mode:
                 call(s)
             call(ref)
-            # masks (installed, returned or put back) + history bits; nothing else shard-sized
-            assert seen.bytes <= mask_bytes + local // 4, (what, local, seen.bytes)
+            # float32 masks (installed, returned or put back) + history and undo bits (1/8 B
+            # per entry each); nothing else shard-sized
+            assert seen.bytes <= 4 * local + local // 4, (what, local, seen.bytes)
     finally:
         _radix.CHUNK = chunk
     masks_equal(s, ref, "after the calls")
