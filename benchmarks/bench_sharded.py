@@ -24,11 +24,21 @@ In the same run one process prunes the same full weights with
 ``torch.nn.utils.prune.global_unstructured`` (measured the same way): the gathered masks of every
 world size must be identical to torch's (the weights have pairwise distinct magnitudes).
 
+With ``--session`` each rank then measures a ``Session`` on the same sharded weights, the same
+way (:func:`session_case`): ``apply_global`` (L1, 0.5) on fresh weights, again on the pruned
+ones, and ``undo`` of that second step. Per call it prints, in B/param of the shard: ``mask``
+(the masks installed, or put back by ``undo``), ``history`` (the bits added to the session's
+history: 1/8 per entry of each tensor pruned), ``kept bits`` (everything the call keeps beyond
+the masks: the history bits, plus, on pruned weights, the undo snapshot's bits of the masks
+replaced -- 1/8 more) and ``extra`` (the peak beyond what the call keeps; target <= 2). Mask
+bits are packed with numpy a chunk at a time, outside the profiler's view: chunk-sized.
+
 Processes share the machine's cores: with 4 processes on a 2-core machine the times include
 contention. Usage::
 
     python benchmarks/bench_sharded.py                 # 12 blocks, worlds 1 2 4
     python benchmarks/bench_sharded.py --layers 4 --worlds 1 2
+    python benchmarks/bench_sharded.py --session       # and a Session's apply_global / undo
 """
 
 from __future__ import annotations

@@ -20,11 +20,13 @@ and what it says:
   model (:func:`refuse_sharded`). ``Session.to`` refuses to move a sharded model to another
   device (its mesh's device type decides where it lives, :func:`refuse_move`); to where it is,
   it does nothing.
-* **Tie notes** (``Step.ties``): the largest pruned and the smallest kept key are all-reduced;
-  a tie straddling the cut gets ``"lowest"``, as on one process (the core's "index" rule).
-  Keys: ``|w|`` for L1; for random steps the draws, which every rank makes again from the
-  step's seed at its own positions, as the core does -- so the plan and its snippet are the
-  one-process session's, tie notes included.
+* **Tie notes** (``Step.ties``): for L1 the largest pruned and the smallest kept ``|w|`` are
+  all-reduced; for random steps the core's own cut says whether it split a tie. A tie
+  straddling the cut gets ``"lowest"``, as on one process (the core's "index" rule) -- so the
+  plan and its snippet are the one-process session's, tie notes included.
+* **Memory**: the session reads a pruned tensor through the core's stand-in
+  (:func:`tensor_of`), never ``orig * mask``, and packs, unpacks and scans masks a chunk at a
+  time: a step costs a rank the core call plus the session's bits.
 
 Examples
 --------
