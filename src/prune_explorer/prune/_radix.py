@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 __all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "count_alive", "count_alive_runs",
            "cuts_found", "draw_stream", "find_cut", "histogram", "int_view", "magnitude_keys",
-           "radix_select", "write_kept"]
+           "radix_select", "row_slabs", "write_kept"]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -102,6 +102,14 @@ def count_alive_runs(mask: torch.Tensor, run: int) -> list[int]:
     for i in range(0, rows.shape[0], step):
         counts += (rows[i:i + step] == 1).sum(1).tolist()
     return counts
+
+
+def row_slabs(x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """(first row, view) of ``x`` (at least 1-D) in slabs of whole rows (dim 0) of at most
+    about :data:`CHUNK` entries (at least one row each)."""
+    step = max(1, CHUNK // max(x[:1].numel(), 1))
+    for i in range(0, x.shape[0], step):
+        yield i, x[i:i + step]
 
 
 def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:

@@ -67,12 +67,10 @@ def structured_mask(layout: Layout, method: Any, kind: str, scores: torch.Tensor
 
 
 def _slabs(x: torch.Tensor, mask: torch.Tensor | None) -> Iterator[tuple[int, torch.Tensor]]:
-    """(first row, values) of ``x`` (at least 2-D) in slabs of whole rows (dim 0) of about a
-    chunk each; multiplied by the same rows of ``mask`` where given (the pruned values)."""
-    step = max(1, _radix.CHUNK // max(x[:1].numel(), 1))
-    for i in range(0, x.shape[0], step):
-        slab = x[i:i + step]
-        yield i, slab if mask is None else mask[i:i + step].to(slab.dtype) * slab
+    """(first row, values) of ``x`` in slabs of whole rows (:func:`._radix.row_slabs`);
+    multiplied by the same rows of ``mask`` where given (the pruned values)."""
+    for i, slab in _radix.row_slabs(x):
+        yield i, slab if mask is None else mask[i:i + slab.shape[0]].to(slab.dtype) * slab
 
 
 def _slice_norms(layout: Layout, scores: torch.Tensor, mask: torch.Tensor | None, n: Any,

@@ -149,23 +149,25 @@ def count_nonzero(t: Any) -> int:
 def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
     """(nonzero entries of ``t``, for each dim the nonzero count of every slice along it).
 
-    For a DTensor the counts are taken on each shard and all-reduced in one call (``1 + sum of
-    the dims`` integers), so every rank gets the same answer and nothing is gathered.
+    Read a slab of rows (about a chunk) at a time. For a DTensor the counts are taken on each
+    shard and all-reduced in one call (``1 + sum of the dims`` integers), so every rank gets the
+    same answer and nothing is gathered.
     """
-    shard = shard_of(t)
+    shard = shard_of(t).detach()
     shape = tuple(t.shape)
     offset = Layout(t, "Session.report").offset if is_dtensor(t) else (0,) * len(shape)
-    nonzero = shard.detach() != 0
-    parts = [torch.tensor([int(torch.count_nonzero(nonzero))], dtype=torch.int64,
-                          device=shard.device)]
-    for d, size in enumerate(shape):
-        per = torch.zeros(size, dtype=torch.int64, device=shard.device)
-        if nonzero.numel():
+    flat = torch.zeros(1 + sum(shape), dtype=torch.int64, device=shard.device)
+    count, per = flat[:1], list(flat[1:].split(list(shape))) if shape else []
+    if not shape:
+        count += int(bool(shard != 0))
+    for row, slab in _radix.row_slabs(shard) if shape and shard.numel() else ():
+        nonzero = slab != 0
+        count += torch.count_nonzero(nonzero)
+        for d in range(nonzero.dim()):
             others = [i for i in range(nonzero.dim()) if i != d]
             counts = nonzero.sum(dim=others) if others else nonzero.to(torch.int64)
-            per[offset[d]:offset[d] + shard.shape[d]] = counts
-        parts.append(per)
-    flat = torch.cat(parts)
+            start = offset[d] + (row if d == 0 else 0)
+            per[d][start:start + counts.numel()] += counts
     if is_dtensor(t):
         all_reduce(flat, _group(t))
     flat = flat.cpu()
