@@ -24,11 +24,21 @@ In the same run one process prunes the same full weights with
 ``torch.nn.utils.prune.global_unstructured`` (measured the same way): the gathered masks of every
 world size must be identical to torch's (the weights have pairwise distinct magnitudes).
 
+With ``--session`` each rank then measures a ``Session`` on the same sharded weights, the same
+way (:func:`session_case`): ``apply_global`` (L1, 0.5) on fresh weights, again on the pruned
+ones, and ``undo`` of that second step. Per call it prints, in B/param of the shard: ``mask``
+(the masks installed, or put back by ``undo``), ``history`` (the bits added to the session's
+history: 1/8 per entry of each tensor pruned), ``kept bits`` (everything the call keeps beyond
+the masks: the history bits, plus, on pruned weights, the undo snapshot's bits of the masks
+replaced -- 1/8 more) and ``extra`` (the peak beyond what the call keeps; target <= 2). Mask
+bits are packed with numpy a chunk at a time, outside the profiler's view: chunk-sized.
+
 Processes share the machine's cores: with 4 processes on a 2-core machine the times include
 contention. Usage::
 
     python benchmarks/bench_sharded.py                 # 12 blocks, worlds 1 2 4
     python benchmarks/bench_sharded.py --layers 4 --worlds 1 2
+    python benchmarks/bench_sharded.py --session       # and a Session's apply_global / undo
 """
 
 from __future__ import annotations
@@ -132,7 +142,8 @@ def torch_child(layers: int, out: str) -> None:
                                      "digest": digest}))
 
 
-def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> None:
+def rank_main(rank: int, world: int, port: int, layers: int, outdir: str,
+              session: bool = False) -> None:
     """One rank of a sharded run; writes its numbers to ``outdir/rank<r>.json``."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -183,9 +194,51 @@ def rank_main(rank: int, world: int, port: int, layers: int, outdir: str) -> Non
         dist.barrier()
         peak, net = allocated_peak(prune_all)
         result[key] = {"peak": peak, "net": net, "masks": masks_bytes()}
+    if session:
+        for snap in reversed(fresh):
+            snap.restore()
+        result["session"] = session_case(mods)
     Path(outdir, f"rank{rank}.json").write_text(json.dumps(result))
     dist.barrier()  # tear gloo down together: a rank leaving early can abort its peers
     dist.destroy_process_group()
+
+
+def session_case(mods: list[torch.nn.Module]) -> dict[str, dict[str, int]]:
+    """Allocated memory of ``Session.apply_global`` (L1, 0.5) on the sharded weights, fresh and
+    again on the pruned ones, and of ``undo`` of the second step.
+
+    Per call: ``peak`` and ``net`` (:func:`allocated_peak`; the masks the call replaces are held
+    meanwhile, so their release cannot hide a peak), ``masks`` (bytes of the masks installed --
+    for ``undo``, the masks it puts back) and ``history`` (bytes of the bits the call adds to the
+    session's history: 1/8 B per entry of each tensor it prunes). ``net - masks`` is what the
+    session keeps beyond the masks: the history bits plus the undo snapshot's bits of the masks
+    replaced (1/8 B per entry again, on pruned weights)."""
+    import torch.distributed as dist
+
+    from prune_explorer import Session
+
+    s = Session(torch.nn.ModuleList(mods))
+    names = [f"{i}.weight" for i in range(len(mods))]
+
+    def history_bytes() -> int:
+        return sum(e.mask.nbytes for n in names for e in s.history(n))
+
+    def masks_bytes() -> int:
+        return sum(_local_bytes(m.weight_mask) for m in mods if hasattr(m, "weight_mask"))
+
+    def apply() -> None:
+        s.apply_global(names, "l1_unstructured", amount=0.5)
+
+    out: dict[str, dict[str, int]] = {}
+    for key in ("fresh", "again", "undo"):
+        held = [m._buffers.get("weight_mask") for m in mods]  # not freed inside the call
+        had = history_bytes()
+        dist.barrier()
+        peak, net = allocated_peak(s.undo if key == "undo" else apply)
+        out[key] = {"peak": peak, "net": net, "masks": masks_bytes(),
+                    "history": max(history_bytes() - had, 0)}
+        del held
+    return out
 
 
 def _free_port() -> int:
@@ -194,11 +247,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_world(world: int, layers: int) -> list[dict]:
+def run_world(world: int, layers: int, session: bool = False) -> list[dict]:
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as outdir:
-        mp.start_processes(rank_main, args=(world, _free_port(), layers, outdir), nprocs=world,
+        mp.start_processes(rank_main, args=(world, _free_port(), layers, outdir, session),
+                           nprocs=world,
                            start_method="spawn")
         return [json.loads(Path(outdir, f"rank{r}.json").read_text()) for r in range(world)]
 
@@ -221,10 +275,21 @@ def _per_param(memory: dict, params: int) -> str:
             f"{(memory['peak'] - memory['masks']) / params:4.2f} B/param")
 
 
+def _session_per_param(memory: dict, params: int) -> str:
+    """``mask``, ``history`` (bits added to it), ``kept`` (all the session keeps beyond the
+    masks: history and undo bits) and ``extra`` (peak beyond what the call keeps) in B/param."""
+    kept = max(memory["net"] - memory["masks"], 0)
+    extra = memory["peak"] - max(memory["net"], memory["masks"])
+    return (f"mask {memory['masks'] / params:4.2f}  history {memory['history'] / params:5.3f}  "
+            f"kept bits {kept / params:5.3f}  extra {extra / params:4.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12, help="GPT-2 blocks (12 = GPT-2 small)")
     parser.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--session", action="store_true",
+                        help="also measure Session.apply_global and undo on the sharded weights")
     args = parser.parse_args()
     numel = sum(torch.Size(s).numel() for s in gpt2_linear_shapes(args.layers))
     print(f"torch {torch.__version__}, gloo on CPU, {os.cpu_count()} cores, 1 thread per "
@@ -240,7 +305,7 @@ def main() -> int:
           f"  resident {theirs['rss_mib'] * 2**20 / numel:4.1f}")
     ok = True
     for world in args.worlds:
-        ranks = run_world(world, args.layers)
+        ranks = run_world(world, args.layers, args.session)
         same = ranks[0]["digest"] == theirs["digest"]
         ok &= same
         slowest = max(r["time"] for r in ranks)
@@ -252,6 +317,11 @@ def main() -> int:
                   f"{_per_param(r['fresh'], shard)}; again: {_per_param(r['again'], shard)};"
                   f"  resident {r['rss_mib'] * 2**20 / shard:3.1f};  sent "
                   f"{r['bytes'] / 1024:4.1f} KiB in {r['collectives']} collectives")
+        for i, r in enumerate(ranks):
+            if "session" in r:
+                print(f"  rank {i}: Session " + ";  ".join(
+                    f"{key}: {_session_per_param(r['session'][key], max(r['shard'], 1))}"
+                    for key in ("fresh", "again", "undo")))
     load = os.getloadavg()
     print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if not ok:

@@ -19,8 +19,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from _dist_helpers import full, setup
+from _dist_helpers import Allocations, full, setup
 from prune_explorer import Session
+from prune_explorer.prune import _radix
 from prune_explorer.session import Plan, Step
 from prune_explorer.session.distributed import ShardedMask, is_sharded
 
@@ -202,12 +203,63 @@ def check_random_tie_notes(mesh: Any, device: str) -> None:
     assert s.plan.to_snippet() == ref.plan.to_snippet()
 
 
+def check_memory(mesh: Any, device: str) -> None:
+    """What Session calls allocate on a sharded model beyond the masks: nothing shard-sized.
+
+    Neither the pruned tensor (``orig * mask``) nor a copy of the keys, norms' terms, per-slice
+    counts' terms or per-entry flags of a whole shard: the session and the core read the
+    core's stand-in, the masks and the session's bits a chunk (or a slab of rows) at a time.
+    With small chunks every shard-sized buffer stands out: per call, the large tensors
+    allocated are the masks it installs (or returns, or puts back) and the history's bits.
+    """
+    def make_big() -> nn.Sequential:
+        torch.manual_seed(2)
+        return nn.Sequential(nn.Linear(600, 1000), nn.ReLU(), nn.Linear(1000, 800))
+
+    model = shard(make_big().to(device), mesh)
+    s, ref = Session(model), Session(make_big())
+    both, first, second = TARGETS, TARGETS[:1], TARGETS[1:]
+    calls = [  # (what, the targets whose masks it makes, the call)
+        ("apply_global, fresh", both,
+         lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.4)),
+        ("apply_global, pruned", both,
+         lambda x: x.apply_global(TARGETS, "l1_unstructured", amount=0.3)),
+        ("apply, pruned", second, lambda x: x.apply("2.weight", "l1_unstructured", amount=0.2)),
+        ("apply_global random, pruned", both,
+         lambda x: x.apply_global(TARGETS, "random_unstructured", amount=0.1)),
+        ("preview_global, pruned", both,
+         lambda x: dict(x.preview_global(TARGETS, amount=0.2))),
+        ("ln_structured dim 0, pruned", first,
+         lambda x: x.apply("0.weight", "ln_structured", amount=100, n=2, dim=0)),  # count
+    ]
+    if dist.get_world_size() > 1:  # slices split across ranks: partial sums, a slab at a time
+        calls.append(("ln_structured dim 1, pruned", second,
+                      lambda x: x.apply("2.weight", "ln_structured", amount=0.1, n=1, dim=1)))
+    calls.append(("undo", calls[-1][1], lambda x: x.undo()))  # puts the last masks back
+    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    try:
+        for what, targets, call in calls:
+            local = sum(model[int(n[0])].weight.to_local().numel() for n in targets)
+            seen = Allocations(limit=16 * _radix.CHUNK)
+            with seen.mode:
+                call(s)
+            call(ref)
+            # float32 masks (installed, returned or put back) + history and undo bits (1/8 B
+            # per entry each); nothing else shard-sized
+            assert seen.bytes <= 4 * local + local // 4, (what, local, seen.bytes)
+    finally:
+        _radix.CHUNK = chunk
+    masks_equal(s, ref, "after the calls")
+    assert s.plan.to_json() == ref.plan.to_json()
+
+
 def main(rank: int, world: int, port: int, backend: str) -> None:
     mesh, device = setup(rank, world, port, backend)
     try:
         for tied in (False, True):
             check_session(mesh, device, tied)
         check_random_tie_notes(mesh, device)
+        check_memory(mesh, device)
         dist.barrier()  # tear gloo down together
     finally:
         dist.destroy_process_group()

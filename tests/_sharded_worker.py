@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.nn.utils.prune as theirs
 from torch import nn
 
-from _dist_helpers import full, setup
+from _dist_helpers import Allocations, full, setup
 from prune_explorer import prune as ours
 from prune_explorer.prune import _radix
 
@@ -345,33 +345,6 @@ def check_traffic(mesh: Any) -> None:
     assert sent[0] <= 4 * (1 << _radix.BITS) * 8, sent
 
 
-class _Allocations:
-    """Every new storage of more than ``limit`` bytes that ops create (a TorchDispatchMode);
-    views of tensors that existed already are not new."""
-
-    def __init__(self, limit: int) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        outer = self
-        self.limit, self.seen, self.bytes = limit, set(), 0
-
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                for t in torch.utils._pytree.tree_leaves((args, kwargs)):
-                    if isinstance(t, torch.Tensor) and not hasattr(t, "full_tensor"):
-                        outer.seen.add(t.untyped_storage().data_ptr())  # existed before
-                out = func(*args, **(kwargs or {}))
-                for t in out if isinstance(out, (tuple, list)) else (out,):
-                    if isinstance(t, torch.Tensor) and not hasattr(t, "full_tensor"):
-                        storage = t.untyped_storage()
-                        if storage.nbytes() > outer.limit and storage.data_ptr() not in outer.seen:
-                            outer.seen.add(storage.data_ptr())
-                            outer.bytes += storage.nbytes()
-                return out
-
-        self.mode = Mode()
-
-
 def check_memory(mesh: Any) -> None:
     """Big allocations of a global L1 call: the masks only, on fresh and on pruned parameters
     (the pruned tensor is not computed, the mask so far is read a chunk at a time).
@@ -385,7 +358,7 @@ def check_memory(mesh: Any) -> None:
     chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
     try:
         for again in (False, True):  # a fresh call, then one on pruned parameters
-            seen = _Allocations(limit=16 * _radix.CHUNK)
+            seen = Allocations(limit=16 * _radix.CHUNK)
             with seen.mode:
                 masks = ours.global_masks([(m, "weight") for m in ms], ours.L1Unstructured,
                                           amount=0.4)
@@ -412,7 +385,7 @@ def check_pruned_on_demand(mesh: Any) -> None:
     chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
     try:
         snaps = snapshot([(m, "weight")])
-        seen = _Allocations(limit=16 * _radix.CHUNK)
+        seen = Allocations(limit=16 * _radix.CHUNK)
         with seen.mode:
             ours.l1_unstructured(m, "weight", amount=0.3)
         if local * 4 > 2 * seen.limit:  # the mask (4 B/entry), no pruned copy

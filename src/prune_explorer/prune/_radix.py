@@ -32,7 +32,9 @@ the size of the shards (:data:`STATS` counts them).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -40,8 +42,8 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "count_alive", "count_alive_runs",
-           "draw_stream", "find_cut", "histogram", "int_view", "magnitude_keys", "radix_select",
-           "write_kept"]
+           "cuts_found", "draw_stream", "find_cut", "histogram", "int_view", "magnitude_keys",
+           "radix_select", "row_slabs", "write_kept"]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -93,11 +95,21 @@ def count_alive_runs(mask: torch.Tensor, run: int) -> list[int]:
     if not run or not mask.numel():
         return []
     rows = mask.view(-1, run)
-    step = max(1, CHUNK // run)
+    if run > CHUNK:  # long runs: each a chunk at a time
+        return [count_alive(r) for r in rows]
+    step = CHUNK // run
     counts: list[int] = []
     for i in range(0, rows.shape[0], step):
         counts += (rows[i:i + step] == 1).sum(1).tolist()
     return counts
+
+
+def row_slabs(x: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """(first row, view) of ``x`` (at least 1-D) in slabs of whole rows (dim 0) of at most
+    about :data:`CHUNK` entries (at least one row each)."""
+    step = max(1, CHUNK // max(x[:1].numel(), 1))
+    for i in range(0, x.shape[0], step):
+        yield i, x[i:i + step]
 
 
 def int_view(x: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -143,10 +155,37 @@ class KeySet:
 @dataclass(frozen=True)
 class Cut:
     """The k smallest keys: all ``< value``, and those ``== value`` with global index ``<= last``
-    (all of them when ``last`` is None)."""
+    (all of them when ``last`` is None).
+
+    So ``last`` is not None exactly when keys equal to ``value`` straddle the cut (some taken,
+    some not): a tie the rule "lowest global index first" split.
+    """
 
     value: int
     last: int | None
+
+
+_RECORDING = threading.local()
+
+
+@contextlib.contextmanager
+def cuts_found() -> Iterator[list[Cut]]:
+    """Collect, in the list it yields, every cut :func:`find_cut` finds in this thread inside
+    the block (for callers that want to know how a call split a tie without looking again)."""
+    stack = _RECORDING.__dict__.setdefault("stack", [])
+    found: list[Cut] = []
+    stack.append(found)
+    try:
+        yield found
+    finally:
+        stack.pop()
+
+
+def _found(cut: Cut) -> Cut:
+    stack = getattr(_RECORDING, "stack", None)
+    if stack:
+        stack[-1].append(cut)
+    return cut
 
 
 def histogram(
@@ -245,7 +284,7 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
     value, below, equal = radix_select(value_chunks, k, bits, group, device)
     need = k - below
     if need == equal:
-        return Cut(value, None)
+        return _found(Cut(value, None))
 
     def index_chunks() -> Iterator[torch.Tensor]:
         for ks in keysets:
@@ -254,7 +293,7 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
 
     last, _, _ = radix_select(index_chunks, need, max(1, total.bit_length()), group,
                               device)
-    return Cut(value, last)
+    return _found(Cut(value, last))
 
 
 def write_kept(ks: KeySet, out: torch.Tensor, cut: Cut) -> torch.Tensor:

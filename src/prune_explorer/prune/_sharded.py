@@ -25,9 +25,7 @@ How each method is done
   equals the one-process mask after the same seed. Each rank spends the time of the full draw
   (on the CPU in pieces; on other devices, whose draws do not split, in one piece).
 * ``ln_structured`` / ``random_structured``: one value per slice along ``dim``, the same vector on
-  every rank. Norms of slices held whole by one rank are computed there exactly as one process
-  does (bit-identical); slices split across ranks get their norm from partial sums
-  (``sum |x|**n``, max or min) all-reduced, equal up to float rounding.
+  every rank (:mod:`._sharded_slices`).
 * Anything else (custom methods, ``'nuc'`` norms, the ``"torch"`` tie rule) gathers the full
   tensor on every rank, computes the one-process mask and keeps the local part: exact, not
   memory-scalable.
@@ -79,7 +77,8 @@ def stand_in(orig: Any) -> Any:
 
     It equals the pruned tensor wherever the mask is 1 -- every entry an unstructured method can
     still prune, so unstructured paths read it as it is; paths that read every value (norms of
-    structured methods, the gathered fallback) multiply by the mask themselves (:func:`_values`).
+    structured methods, the gathered fallback) multiply by the mask themselves, a slab at a time
+    for the norms (:mod:`._sharded_slices`), at once for the gathered fallback (:func:`_values`).
     """
     out = orig.detach()
     setattr(out, _STAND_IN, True)
@@ -332,69 +331,6 @@ def _draw_keys(layouts: Sequence[Layout], alive: Sequence[torch.Tensor | None],
     _radix.draw_stream(segments, base, generator)
 
 
-def _structured(layout: Layout, method: Any, kind: str, scores: torch.Tensor,
-                default: torch.Tensor | None, dtype: torch.dtype, where: str) -> torch.Tensor:
-    """Local mask of a structured method: one value per slice along ``dim``, the same vector
-    on every rank."""
-    dim = _structured_dim(method, layout.shape, where)
-    size, lo, n = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
-    others = [d for d in range(len(layout.shape)) if d != dim]
-    device = scores.device
-    alive = torch.ones(size, dtype=torch.bool, device=device)
-    if default is not None:
-        sums = torch.zeros(size, dtype=default.dtype, device=device)
-        sums[lo:lo + n] = default.sum(dim=others)
-        alive = _radix.all_reduce(sums, layout.group) != 0
-    n_alive = int(torch.count_nonzero(alive))
-    k = _count(method, n_alive, where, f"prunable slices along dim {method.dim}")
-    keep_alive: torch.Tensor | None = None
-    if kind == "ln" and k > 0:
-        norms = _slice_norms(layout, scores, method.n, dim, others)[alive]
-        keep_alive = torch.zeros(n_alive, dtype=torch.bool, device=device)
-        keep_alive[torch.topk(norms, k=n_alive - k, largest=True).indices] = True
-    elif kind == "random_structured" and k > 0:
-        gen = method.generator
-        prob = torch.rand(n_alive) if gen is None else torch.rand(
-            n_alive, generator=gen, device=gen.device)
-        prob = prob.cpu()
-        keep_alive = (prob > torch.kthvalue(prob, k=k).values).to(device)
-    keep = alive.clone()
-    if keep_alive is not None:
-        keep[alive] = keep_alive
-    shape = [1] * len(layout.shape)
-    shape[dim] = n
-    kept = keep[lo:lo + n].to(dtype).view(shape)
-    base = torch.ones(layout.local_shape, dtype=dtype, device=device) if default is None \
-        else default.to(dtype)
-    return base * kept
-
-
-def _slice_norms(layout: Layout, scores: torch.Tensor, n: Any, dim: int, others: list[int]
-                 ) -> torch.Tensor:
-    """The ``n``-norm of every slice along ``dim`` (global vector, every rank)."""
-    size, lo, count = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
-    whole = all(layout.local_shape[d] == layout.shape[d] for d in others)
-    out = torch.zeros(size, dtype=scores.dtype, device=scores.device)
-    if whole:  # each slice lives on one rank (or its replicas): torch.norm there, exact
-        out[lo:lo + count] = torch.norm(scores, p=n, dim=others)
-        return _radix.all_reduce(out, layout.group)
-    p = 2.0 if n in (None, "fro") else float(n)
-    a = scores.abs()
-    if p == float("inf"):
-        out[lo:lo + count] = a.amax(dim=others) if a.numel() else 0
-        return _radix.all_reduce(out, layout.group, dist.ReduceOp.MAX)
-    if p == float("-inf"):
-        out.fill_(float("inf"))
-        if a.numel():
-            out[lo:lo + count] = a.amin(dim=others)
-        return _radix.all_reduce(out, layout.group, dist.ReduceOp.MIN)
-    if p == 0:
-        out[lo:lo + count] = (a != 0).sum(dim=others).to(out.dtype)
-        return _radix.all_reduce(out, layout.group)
-    out[lo:lo + count] = a.pow(p).sum(dim=others)
-    return _radix.all_reduce(out, layout.group).pow(1.0 / p)
-
-
 def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, current: Any,
              old: tuple[int, Any] | None, where: str) -> Any:
     """The mask ``method.apply(module, name)`` installs on a sharded ``current`` (a DTensor of
@@ -410,8 +346,10 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
             part = _Part(layout, layout.local(scores), default, dtype, 0)
             local = _unstructured([part], method, kind == "random", where)[0]
         elif kind in ("ln", "random_structured"):
-            local = _structured(layout, method, kind, _values(layout.local(scores), scores,
-                                                              default), default, dtype, where)
+            from ._sharded_slices import structured_mask
+
+            local = structured_mask(layout, method, kind, layout.local(scores), default, dtype,
+                                    where, _is_stand_in(scores))
         elif kind == "custom":
             base = default if default is not None else torch.ones(
                 layout.local_shape, dtype=dtype, device=current.to_local().device)

@@ -28,7 +28,7 @@ from torch import nn
 
 from prune_explorer.prune import validation
 
-from .distributed import is_dtensor, nonzero_summary
+from .distributed import count_alive, is_dtensor, nonzero_summary, tensor_of
 from .errors import InvalidStepError
 from .hooks import find_hook
 from .methods import core_errors
@@ -42,15 +42,13 @@ def unpruned_entries(module: nn.Module, tensor_name: str) -> int:
     """Entries of ``module.<tensor_name>`` whose mask is 1 (all entries if not pruned)."""
     mask = getattr(module, tensor_name + "_mask", None)
     if mask is None or find_hook(module, tensor_name) is None:
-        return getattr(module, tensor_name).numel()
-    if is_dtensor(mask):  # sharded: counted on each shard, all-reduced
-        return nonzero_summary(mask == 1)[0]
-    return int(torch.count_nonzero(mask == 1))
+        return tensor_of(module, tensor_name).numel()
+    return count_alive(mask)  # a chunk at a time; sharded: on each shard, all-reduced
 
 
 def unpruned_channels(module: nn.Module, tensor_name: str, dim: int) -> int:
     """Slices along ``dim`` not entirely masked (what a structured method may still prune)."""
-    tensor = getattr(module, tensor_name)
+    tensor = tensor_of(module, tensor_name)
     mask = getattr(module, tensor_name + "_mask", None)
     if mask is None or find_hook(module, tensor_name) is None:
         return tensor.shape[dim]
@@ -104,7 +102,7 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
 
     amount = step.settings.get("amount")
     if step.is_global:
-        devices = {str(getattr(m, t).device) for m, t in pairs}
+        devices = {str(tensor_of(m, t).device) for m, t in pairs}
         if len(devices) > 1:
             raise InvalidStepError(
                 f"{where}: targets must all be on one device; got {sorted(devices)}", "targets"
@@ -115,7 +113,7 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
         return
 
     module, tensor_name = pairs[0]
-    tensor = getattr(module, tensor_name)
+    tensor = tensor_of(module, tensor_name)
     shape = tuple(tensor.shape)
     if step.spec.structured:
         with core_errors("target"):

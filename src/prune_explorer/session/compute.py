@@ -38,7 +38,7 @@ from torch import nn
 
 from prune_explorer import prune
 
-from .distributed import is_dtensor, nonzero_summary
+from .distributed import is_dtensor, nonzero_summary, tensor_of
 from .global_cut import GlobalCut, global_cut
 from .methods import prune_class
 from .order_cache import OrderCache, TensorOrder
@@ -76,8 +76,8 @@ def local_masks(module: nn.Module, tensor_name: str, step: Step, orders: OrderCa
     found = _slice_cut(module, tensor_name, step, orders)
     if found is not None:
         return LocalPreview(address, found[0], found[1], _mask_buffer(module, tensor_name))
-    current = getattr(module, tensor_name)  # the Parameter, or orig * mask if pruned
-    method = make_method(step.method, dict(step.settings), tensor_name, current.device, step.seed)
+    device = tensor_of(module, tensor_name).device
+    method = make_method(step.method, dict(step.settings), tensor_name, device, step.seed)
     with torch.no_grad():
         return {address: prune.preview_mask(module, tensor_name, method)}
 
@@ -188,7 +188,7 @@ def _slice_cut(module: nn.Module, tensor_name: str, step: Step,
         return None
     if step.method == "random_structured" and step.seed is None:
         return None
-    current = getattr(module, tensor_name)
+    current = tensor_of(module, tensor_name)
     method = make_method(step.method, dict(step.settings), tensor_name, current.device,
                          step.seed)
     scores = orders.slices(module, tensor_name, method, step.seed)
@@ -268,7 +268,7 @@ def global_masks(model: nn.Module, step: Step,
         if cached is not None:
             return cached
     kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
-                         getattr(*pairs[0]).device)
+                         tensor_of(*pairs[0]).device)
     with torch.no_grad():
         masks = prune.global_masks(pairs, prune_class(method), **kwargs)
     return dict(zip(step.targets, masks, strict=True))

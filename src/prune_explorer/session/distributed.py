@@ -20,11 +20,13 @@ and what it says:
   model (:func:`refuse_sharded`). ``Session.to`` refuses to move a sharded model to another
   device (its mesh's device type decides where it lives, :func:`refuse_move`); to where it is,
   it does nothing.
-* **Tie notes** (``Step.ties``): the largest pruned and the smallest kept key are all-reduced;
-  a tie straddling the cut gets ``"lowest"``, as on one process (the core's "index" rule).
-  Keys: ``|w|`` for L1; for random steps the draws, which every rank makes again from the
-  step's seed at its own positions, as the core does -- so the plan and its snippet are the
-  one-process session's, tie notes included.
+* **Tie notes** (``Step.ties``): for L1 the largest pruned and the smallest kept ``|w|`` are
+  all-reduced; for random steps the core's own cut says whether it split a tie. A tie
+  straddling the cut gets ``"lowest"``, as on one process (the core's "index" rule) -- so the
+  plan and its snippet are the one-process session's, tie notes included.
+* **Memory**: the session reads a pruned tensor through the core's stand-in
+  (:func:`tensor_of`), never ``orig * mask``, and packs, unpacks and scans masks a chunk at a
+  time: a step costs a rank the core call plus the session's bits.
 
 Examples
 --------
@@ -38,21 +40,34 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from prune_explorer.prune import _radix
+from prune_explorer.prune._fsdp import pruned_stand_in
 from prune_explorer.prune._radix import all_reduce
 from prune_explorer.prune._sharded import Layout, contiguous_stride
 from prune_explorer.prune._sharded import is_sharded as is_dtensor
 
 from .packed import PackedMask
 
-__all__ = ["ShardedMask", "count_nonzero", "is_dtensor", "is_sharded", "nonzero_summary",
-           "ones_mask", "rank", "reduce_extremes", "refuse_move", "refuse_sharded", "shard_of",
-           "total_count"]
+__all__ = ["ShardedMask", "count_alive", "count_nonzero", "is_dtensor", "is_sharded",
+           "nonzero_summary", "ones_mask", "rank", "reduce_extremes", "refuse_move",
+           "refuse_sharded", "shard_of", "tensor_of", "total_count"]
+
+
+def tensor_of(module: nn.Module, name: str) -> Any:
+    """``module.<name>`` as the session reads it -- its shape, dtype and device, and its values
+    wherever its mask is 1 (all the values a step can still prune). For a tensor pruned on a
+    sharded parameter that is the core's stand-in (``name_orig``'s storage, no copy): reading
+    ``module.<name>`` would compute ``orig * mask``, as large as the shard. Anything else:
+    ``getattr(module, name)``."""
+    stand = pruned_stand_in(module, name)
+    return getattr(module, name) if stand is None else stand
 
 
 def ones_mask(t: Any) -> PackedMask:
@@ -120,6 +135,12 @@ def shard_of(t: Any) -> torch.Tensor:
     return t.to_local() if is_dtensor(t) else t
 
 
+def count_alive(mask: Any) -> int:
+    """Entries of the 0/1 ``mask`` equal to 1, over every shard for a DTensor; read a chunk at a
+    time (the core's :func:`~prune_explorer.prune._radix.count_alive`)."""
+    return total_count(mask, _radix.count_alive(shard_of(mask).detach().reshape(-1)))
+
+
 def count_nonzero(t: Any) -> int:
     """Nonzero entries of ``t``, over every shard for a DTensor (one all-reduce of one int)."""
     return total_count(t, int(torch.count_nonzero(shard_of(t).detach())))
@@ -128,23 +149,25 @@ def count_nonzero(t: Any) -> int:
 def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
     """(nonzero entries of ``t``, for each dim the nonzero count of every slice along it).
 
-    For a DTensor the counts are taken on each shard and all-reduced in one call (``1 + sum of
-    the dims`` integers), so every rank gets the same answer and nothing is gathered.
+    Read a slab of rows (about a chunk) at a time. For a DTensor the counts are taken on each
+    shard and all-reduced in one call (``1 + sum of the dims`` integers), so every rank gets the
+    same answer and nothing is gathered.
     """
-    shard = shard_of(t)
+    shard = shard_of(t).detach()
     shape = tuple(t.shape)
     offset = Layout(t, "Session.report").offset if is_dtensor(t) else (0,) * len(shape)
-    nonzero = shard.detach() != 0
-    parts = [torch.tensor([int(torch.count_nonzero(nonzero))], dtype=torch.int64,
-                          device=shard.device)]
-    for d, size in enumerate(shape):
-        per = torch.zeros(size, dtype=torch.int64, device=shard.device)
-        if nonzero.numel():
+    flat = torch.zeros(1 + sum(shape), dtype=torch.int64, device=shard.device)
+    count, per = flat[:1], list(flat[1:].split(list(shape))) if shape else []
+    if not shape:
+        count += int(bool(shard != 0))
+    for row, slab in _radix.row_slabs(shard) if shape and shard.numel() else ():
+        nonzero = slab != 0
+        count += torch.count_nonzero(nonzero)
+        for d in range(nonzero.dim()):
             others = [i for i in range(nonzero.dim()) if i != d]
             counts = nonzero.sum(dim=others) if others else nonzero.to(torch.int64)
-            per[offset[d]:offset[d] + shard.shape[d]] = counts
-        parts.append(per)
-    flat = torch.cat(parts)
+            start = offset[d] + (row if d == 0 else 0)
+            per[d][start:start + counts.numel()] += counts
     if is_dtensor(t):
         all_reduce(flat, _group(t))
     flat = flat.cpu()
@@ -200,6 +223,10 @@ class ShardedMask(PackedMask):
     def local(self) -> PackedMask:
         """This rank's shard, packed."""
         return self._local
+
+    def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
+        """This rank's shard, flat, in bool pieces (:meth:`PackedMask.pieces`)."""
+        return self._local.pieces(device)
 
     def unpack(self, dtype: torch.dtype = torch.bool,
                device: torch.device | str | None = None) -> Any:

@@ -26,6 +26,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import _module
 
+from .distributed import tensor_of
 from .methods import prune_class
 from .seeding import core_kwargs
 from .step import Step, split_address
@@ -54,12 +55,12 @@ def run_step(model: nn.Module, step: Step,
         pairs = [_locate(model, address) for address in step.targets]
         method = step.settings["pruning_method"]
         kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
-                             getattr(*pairs[0]).device)
+                             tensor_of(*pairs[0]).device)
         prune.global_unstructured(pairs, pruning_method=prune_class(method), **kwargs)
         return
     module, tensor_name = _locate(model, step.targets[0])  # a single-tensor step
     function = getattr(prune, step.spec.name)
-    device = getattr(module, tensor_name).device
+    device = tensor_of(module, tensor_name).device
     function(module, tensor_name, **core_kwargs(step.method, step.settings, step.seed, device))
 
 
@@ -75,7 +76,7 @@ def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) ->
             if step.is_global:
                 method = prune.CustomFromMask(masks[address])
             else:
-                device = getattr(module, tensor_name).device
+                device = tensor_of(module, tensor_name).device
                 kwargs = core_kwargs(step.method, step.settings, step.seed, device)
                 method = prune_class(step.method)._create(where, **kwargs)
             method._tensor_name = tensor_name

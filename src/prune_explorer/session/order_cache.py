@@ -61,6 +61,7 @@ from torch import nn
 
 from prune_explorer.prune._sharded import is_sharded
 
+from .distributed import tensor_of
 from .global_cut import KeyHistogram
 from .seeding import draws_for
 from .slice_order import SliceScores, slice_spec
@@ -342,7 +343,7 @@ class OrderCache:
         ``RandomStructured`` whose generator was seeded with ``seed``) on ``module.name`` as it
         is now (:class:`~prune_explorer.session.slice_order.SliceScores`); None where the core
         must decide. ``build=False``: only scores already computed."""
-        spec = slice_spec(method, seed, getattr(module, name).dim())
+        spec = slice_spec(method, seed, tensor_of(module, name).dim())
         if spec is None:
             return None
         found = self._get(module, name, spec, build=build, method=method)
@@ -352,7 +353,7 @@ class OrderCache:
         """The key histogram of ``module.name`` as it is now (None: not a floating tensor, a
         DTensor, the cache is off, or ``build=False`` and none is cached). Tensors of at most
         ``SMALL`` entries get a fresh one, not kept (it would outweigh them)."""
-        current = getattr(module, name)
+        current = tensor_of(module, name)
         if self.budget <= 0 or current.dtype not in _FLOATS or is_sharded(current):
             return None
         if current.numel() <= SMALL:
@@ -371,7 +372,7 @@ class OrderCache:
 
     def _get(self, module: nn.Module, name: str, spec: Any, build: bool,
              method: Any = None) -> TensorOrder | SliceScores | None:
-        current = getattr(module, name)
+        current = tensor_of(module, name)
         if not SMALL < current.numel() <= self.budget or current.dtype not in _FLOATS \
                 or is_sharded(current):  # DTensors: the core's collective path
             return None
@@ -403,7 +404,7 @@ class OrderCache:
         if before is None or before.seed is not None:
             return
         kept = module._buffers.get(name + "_mask")
-        current = getattr(module, name)
+        current = tensor_of(module, name)
         if kept is None or name + "_orig" not in module._parameters \
                 or tuple(kept.shape) != before.shape or kept.device != before.rank.device:
             return

@@ -18,11 +18,12 @@ tensor([[ True, False,  True],
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
 
+from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import is_sharded
 
 __all__ = ["PackedMask"]
@@ -42,6 +43,12 @@ def _popcount(array: np.ndarray) -> int:
     if hasattr(np, "bitwise_count"):
         return int(np.bitwise_count(array).sum())
     return int(np.unpackbits(array).sum())
+
+
+def _piece() -> int:
+    """Entries packed or unpacked at a time: the core's chunk (:data:`._radix.CHUNK`), a
+    multiple of 8, so every temporary is chunk-sized and pieces pack to whole bytes."""
+    return max(8, _radix.CHUNK - _radix.CHUNK % 8)
 
 
 def _pack(kept: torch.Tensor) -> torch.Tensor:
@@ -114,11 +121,17 @@ class PackedMask:
             from .distributed import ShardedMask
 
             return ShardedMask.of(mask)
-        kept = mask.detach() if mask.dtype == torch.bool else mask.detach() != 0
-        count = int(torch.count_nonzero(kept))
-        if count == kept.numel():
-            return cls(kept.shape, None, count, kept.device)
-        return cls(kept.shape, _pack(kept), count)
+        flat = mask.detach().reshape(-1)
+        step = _piece()
+        data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
+        count = 0
+        for i, piece in enumerate(flat.split(step)):  # a chunk at a time
+            kept = piece if piece.dtype == torch.bool else piece != 0
+            count += int(torch.count_nonzero(kept))
+            data[i * step // 8:(i * step + piece.numel() + 7) // 8] = _pack(kept)
+        if count == flat.numel():
+            return cls(mask.shape, None, count, flat.device)
+        return cls(mask.shape, data, count)
 
     @classmethod
     def ones(cls, shape: Sequence[int], device: torch.device | str | None = None) -> PackedMask:
@@ -188,8 +201,22 @@ class PackedMask:
         target = torch.device(device) if device is not None else self._device
         if self._data is None:
             return torch.ones(self._shape, dtype=dtype, device=target)
-        dense = _unpack(self._data, self.numel).view(self._shape)
-        return dense.to(device=target, dtype=dtype)
+        out = torch.empty(self.numel, dtype=dtype, device=target)
+        for piece, kept in zip(out.split(_piece()), self.pieces(), strict=True):
+            piece.copy_(kept)
+        return out.view(self._shape)
+
+    def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
+        """The mask in flat order as bool tensors of at most the core's chunk
+        (:data:`prune_explorer.prune._radix.CHUNK`) entries each, unpacked one at a time."""
+        step, target = _piece(), torch.device(device) if device is not None else self._device
+        for start in range(0, self.numel, step):
+            n = min(step, self.numel - start)
+            if self._data is None:
+                yield torch.ones(n, dtype=torch.bool, device=target)
+            else:
+                bits = self._data[start // 8:(start + n + 7) // 8]
+                yield _unpack(bits, n).to(target)
 
     def pruned_since(self, before: PackedMask) -> int:
         """Entries ``before`` keeps and this mask prunes, counted on the bits (no unpacking).

@@ -40,9 +40,10 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import Layout, local_draws
 
-from .distributed import is_dtensor, reduce_extremes, shard_of
+from .distributed import count_alive, is_dtensor, reduce_extremes, shard_of
 from .global_cut import GlobalCut
 from .order_cache import TensorOrder
 from .packed import PackedMask
@@ -102,6 +103,7 @@ def note_ties(
     step: Step,
     before: Mapping[str, PackedMask],
     importance: Mapping[str, torch.Tensor],
+    cuts: Sequence[_radix.Cut] = (),
 ) -> str | None:
     """``"lowest"``/``"highest"`` if ``step`` (just applied) split a straddling tie that way.
 
@@ -115,6 +117,9 @@ def note_ties(
         The kept-masks of the step's targets before it ran, by address.
     importance
         The targets' values as the step found them (what L1 ranks), by address.
+    cuts
+        The cuts the core's sharded path found while running the step
+        (:func:`~prune_explorer.prune._radix.cuts_found`), if any.
     """
     if step.is_global:
         inner = step.settings["pruning_method"]
@@ -123,7 +128,7 @@ def note_ties(
     else:
         return None
     if is_dtensor(importance[step.targets[0]]):
-        return _note_sharded(model, step, inner, before, importance)
+        return _note_sharded(model, step, inner, before, importance, cuts)
     masks = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
@@ -154,36 +159,61 @@ def note_ties(
 
 
 def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str, PackedMask],
-                  importance: Mapping[str, torch.Tensor]) -> str | None:
-    """:func:`note_ties` for targets sharded over processes (a collective): the largest pruned
-    and smallest kept keys of each shard, reduced. The core took tied entries lowest global
-    index first, so a straddling tie is ``"lowest"``. Keys: ``|importance|`` for L1; for random
-    steps the negated draws, each rank drawing the one-process stream again from the step's
-    seed and keeping its own positions (no weights gathered)."""
-    layouts, was, kept = [], [], []
+                  importance: Mapping[str, torch.Tensor],
+                  cuts: Sequence[_radix.Cut]) -> str | None:
+    """:func:`note_ties` for targets sharded over processes (a collective). The core took tied
+    entries lowest global index first, so a tie straddling the cut is ``"lowest"``.
+
+    A random step is read off the core's own cut (``cuts``: a tie straddles exactly where the
+    core split one; a step that pruned nothing has none). Otherwise (L1 steps; random steps the
+    core computed densely) the largest pruned and the smallest kept key of each shard are
+    reduced. Keys: ``|importance|`` for L1, read where the mask was 1 (``importance`` may be
+    the core's stand-in, see :func:`~prune_explorer.session.distributed.tensor_of`); for
+    random steps the negated draws, each rank drawing the one-process stream again from the
+    step's seed and keeping its own positions. Every shard is read a chunk at a time in the
+    keys' own dtype (nothing shard-sized is allocated, but the draws of that random case)."""
+    if inner == "random_unstructured":
+        if cuts:
+            return "lowest" if any(c.last is not None for c in cuts) else None
+        newly = sum(before[a].kept for a in step.targets) - sum(
+            count_alive(getattr(model.get_submodule(split_address(a)[0]),
+                                split_address(a)[1] + "_mask")) for a in step.targets)
+        if newly == 0:
+            return None
+    layouts, afters = [], []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         after = shard_of(getattr(model.get_submodule(module_name), tensor_name + "_mask"))
-        kept.append(after.reshape(-1) != 0)
-        was.append(shard_of(before[address].unpack(device=after.device)).reshape(-1))
+        afters.append(after.reshape(-1))
         layouts.append(Layout(importance[address], "Session"))
     first = importance[step.targets[0]]
+    device = shard_of(first).device
     if inner == "l1_unstructured":
-        keys = [shard_of(importance[a].detach()).reshape(-1).abs().double()
-                for a in step.targets]
+        keys = [shard_of(importance[a].detach()).reshape(-1) for a in step.targets]
     else:
         dtype = _common_dtype([importance[a] for a in step.targets])
-        device = shard_of(first).device
         generator = generator_for("random_unstructured", step.seed, device).get("generator")
-        draws = local_draws(layouts, was, [before[a].kept for a in step.targets], dtype,
-                            device, generator)
-        keys = [d.neg().double() for d in draws]  # the largest draws are pruned
+        alive = [shard_of(before[a].unpack(device=device)).reshape(-1) for a in step.targets]
+        keys = local_draws(layouts, alive, [before[a].kept for a in step.targets], dtype, device,
+                           generator)
+        del alive
     top, bottom, nan = float("-inf"), float("inf"), False
-    for k, w, m in zip(keys, was, kept, strict=True):
-        nan = nan or bool(torch.isnan(k).any())
-        if k.numel():
-            top = max(top, float(torch.where(w & ~m, k, float("-inf")).amax()))
-            bottom = min(bottom, float(torch.where(m, k, float("inf")).amin()))
+    for key, address, after in zip(keys, step.targets, afters, strict=True):
+        if not key.numel():  # an empty shard (split() would still give one empty piece)
+            continue
+        for k, was, m in zip(key.split(_radix.CHUNK), before[address].pieces(device),
+                             after.split(_radix.CHUNK), strict=True):
+            kept = m != 0
+            if inner == "l1_unstructured":
+                k = k.abs()
+                # one process reads orig * mask: a pruned inf is NaN there
+                nan = nan or bool(torch.isnan(k).any()) or bool((torch.isinf(k) & ~was).any())
+            else:
+                k = k.neg()  # the largest draws are pruned
+            pruned = was.logical_and_(~kept)
+            top = max(top, float(torch.where(pruned, k, float("-inf")).amax()))
+            bottom = min(bottom, float(torch.where(kept, k, float("inf")).amin()))
+            del k, was, kept, pruned  # before the next chunk's
     top, bottom, nan = reduce_extremes(first, top, bottom, nan)
     if nan or not (math.isfinite(top) and math.isfinite(bottom)) or top < bottom:
         return None

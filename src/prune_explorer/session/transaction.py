@@ -37,10 +37,12 @@ from typing import Any, TypeVar
 
 from torch import nn
 
+from prune_explorer.prune import _radix
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
 from .checks import check_step
 from .compute import cached_cuts
+from .distributed import tensor_of
 from .errors import NotUndoableError
 from .events import EventEmitter, SessionEvent
 from .execute import run_step
@@ -319,7 +321,9 @@ class Transactional:
         kind = "commit" if step.method == "remove" else "apply"
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
-        found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
+        # the values as the step finds them, where they can still be pruned (what the tie note
+        # reads; a sharded tensor's pruned values are not computed: tensor_of)
+        found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
         # The masks and the tie note, from the targets' cached orders if a preview built them
         # (no pass over the entries) or from a global L1 step's key histograms (built if need
         # be); else the core computes the masks and the note is looked up after the step ran.
@@ -330,12 +334,13 @@ class Transactional:
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
+        with _radix.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
+            run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
         for order, (_, module, tensor_name) in zip(l1, located, strict=True):
             self._orders.carry(module, tensor_name, order)
         if kind == "apply":
-            note = note_ties(self._model, step, before, found) if cuts is None else \
-                note_from_cuts(cuts)
+            note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
+                else note_from_cuts(cuts)
             step = step._noted(note)
             self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
         for name, module, tensor_name in located:
