@@ -8,6 +8,7 @@ step; tests/test_session_tie_snippet.py checks that the snippet reproduces that 
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pytest
@@ -124,3 +125,23 @@ def test_the_session_names_its_tie_rule_whatever_the_ambient_block_or_thread(met
     installed = s.model[1].weight_mask
     assert torch.equal(in_block, installed)
     assert torch.equal(on_thread[0], installed)
+
+
+def test_steps_after_a_commit_note_ties_from_the_all_ones_mask_they_start_from():
+    # After a commit the tensor has no mask: every entry is kept again, the committed ones as
+    # zeros. An L1 step pruning 9 of the 15 zeros splits a tie (at |w| = 0); a random step
+    # draws over all 30 entries, which do not tie. Both snippets replay on stock torch.
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(6, 5))
+    twin = copy.deepcopy(model)
+    s = Session(model, seed=0)
+    s.apply("0.weight", "l1_unstructured", amount=15)
+    s.commit("0.weight")
+    tied = s.apply("0.weight", "l1_unstructured", amount=9)
+    assert tied.ties == "lowest"
+    s.commit("0.weight")
+    drawn = s.apply("0.weight", "random_unstructured", amount=0.5)
+    assert drawn.ties is None  # 30 distinct draws (it was noted when read against 15 flags)
+    exec(compile(s.plan.to_snippet(), "<snippet>", "exec"), {"model": twin})
+    assert torch.equal(twin[0].weight_mask, model[0].weight_mask)
+    assert torch.equal(twin[0].weight, model[0].weight)

@@ -27,14 +27,26 @@ import pandas as pd
 import torch
 
 from .describe import ReportFrame
-from .distributed import count_nonzero
+from .distributed import ShardedMask, count_nonzero, is_dtensor
 from .packed import PackedMask
 from .step import Step
 
-__all__ = ["HISTORY_COLUMNS", "HistoryEntry", "TensorHistory"]
+__all__ = ["HISTORY_COLUMNS", "HistoryEntry", "TensorHistory", "starting_mask"]
 
 #: Columns of :meth:`TensorHistory.to_frame`.
 HISTORY_COLUMNS = ["step", "method", "settings", "seed", "pruned", "sparsity", "newly_pruned"]
+
+
+def starting_mask(entries: Sequence[HistoryEntry], values: torch.Tensor) -> PackedMask:
+    """The kept mask a tensor's next step starts from: its latest entry's, except after a
+    ``remove`` step, which made the pruning permanent and left no mask (every entry is kept
+    again, the pruned ones as zeros). ``values``: the tensor now (a DTensor if sharded)."""
+    last = entries[-1]
+    if last.method != "remove":
+        return last.mask
+    if is_dtensor(values):
+        return ShardedMask.ones_like(values)
+    return PackedMask.ones(last.mask.shape, values.device)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from .distributed import tensor_of
 from .errors import NotUndoableError
 from .events import EventEmitter, SessionEvent
 from .execute import run_step
-from .history import HistoryEntry
+from .history import HistoryEntry, starting_mask
 from .methods import SEED_LIMIT
 from .order_cache import OrderCache
 from .packed import PackedMask
@@ -320,10 +320,10 @@ class Transactional:
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
         snapshots = take_snapshot(pairs, keep_values=kind == "commit")
-        before = {name: self._histories[name][-1].mask for name, _, _ in located}
         # the values as the step finds them, where they can still be pruned (what the tie note
         # reads; a sharded tensor's pruned values are not computed: tensor_of)
         found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
+        before = {name: starting_mask(self._histories[name], found[name]) for name, _, _ in located}
         # The masks and the tie note, from the targets' cached orders if a preview built them
         # (no pass over the entries) or from a global L1 step's key histograms (built if need
         # be); else the core computes the masks and the note is looked up after the step ran.
