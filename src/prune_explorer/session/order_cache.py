@@ -183,7 +183,7 @@ class TensorOrder:
         return self.rank.numel()
 
     def restricted(self, current: torch.Tensor, kept: torch.Tensor,
-                   state: tuple[Any, ...]) -> TensorOrder | None:
+                   state: tuple[Any, ...], cut: int | None = None) -> TensorOrder | None:
         """This (L1) order after a step that only masked entries: the order of the entries
         ``kept`` still keeps, exactly what building it afresh for ``current`` gives, in
         ``O(n)`` instead of a sort (None where ``kept`` keeps an entry this order had pruned).
@@ -191,20 +191,27 @@ class TensorOrder:
         The survivors keep their values and relative order (ascending ``|w|``, ties lowest
         flat index first), so a survivor's new rank is how many survivors rank before it.
         When the step pruned exactly the first entries of this order (an L1 cut), the per-cell
-        ranks of the picture carry over too.
+        ranks of the picture carry over too. ``cut``: the caller knows ``kept`` is
+        ``self.mask(cut)`` (it installed that very mask), so ``kept`` is not read at all.
         """
         with torch.no_grad():
             flat = self.rank.reshape(-1)
-            survives = kept.reshape(-1) != 0
-            alive = int(survives.sum())
-            cut = self.alive - alive
             minus_one = torch.tensor(-1, dtype=flat.dtype, device=flat.device)
-            prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut: first `cut` go
+            survives: torch.Tensor | None = None
+            if cut is not None:
+                prefix = True
+                alive = self.alive - cut
+            else:
+                survives = kept.reshape(-1) != 0
+                alive = int(survives.sum())
+                cut = self.alive - alive
+                prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut
             by_rank: slice | torch.Tensor
             if prefix:
                 by_rank = slice(cut, None)
                 rank = (flat - cut).clamp_(min=-1)  # the first `cut` (and the dead): -1
             else:
+                assert survives is not None  # set above whenever the cut was not given
                 was_alive = flat >= 0
                 if bool((survives & ~was_alive).any()):
                     return None
@@ -218,9 +225,10 @@ class TensorOrder:
             out.rank = rank.view(self.shape)
             out.sorted_keys = self.sorted_keys[by_rank].clone()
             if self.zeros is not None:  # few before: the survivors among them are fewer
-                out.zeros = self.zeros[survives[self.zeros]]
+                out.zeros = self.zeros[flat[self.zeros] >= cut] if survives is None \
+                    else self.zeros[survives[self.zeros]]
             else:
-                out.zeros = _few_zeros(current, ~survives)
+                out.zeros = _few_zeros(current, flat < cut if survives is None else ~survives)
             out.mask_dtype = self.mask_dtype
             out.seed = None
             out.shape = self.shape
@@ -388,10 +396,12 @@ class OrderCache:
         self._orders[key] = built
         return built
 
-    def carry(self, module: nn.Module, name: str, before: TensorOrder | None) -> None:
+    def carry(self, module: nn.Module, name: str, before: TensorOrder | None,
+              cut: int | None = None) -> None:
         """After an apply on ``module.name``: keep its L1 order ``before`` (valid before the
         step; see :meth:`peek`) as the order of the new state, restricted to the survivors
-        (:meth:`TensorOrder.restricted`), so the next preview does not sort again."""
+        (:meth:`TensorOrder.restricted`), so the next preview does not sort again. ``cut``:
+        the step installed ``before.mask(cut)`` itself (then the mask is not read again)."""
         if before is None or before.seed is not None:
             return
         kept = module._buffers.get(name + "_mask")
@@ -400,17 +410,19 @@ class OrderCache:
                 or tuple(kept.shape) != before.shape or kept.device != before.rank.device:
             return
         now = _state(module, name)
-        order = before.restricted(current, kept, now)
+        order = before.restricted(current, kept, now, cut)
         key = (id(module), name, None)
         self._orders.pop(key, None)
         if order is not None:
             self._orders[key] = order
 
-    def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T]) -> T:
+    def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T], *,
+             values_only: bool = False) -> T:
         """``compute()``, or what it returned for ``module.name`` in the same state (checked
         as for the orders): small facts such as a report's counts, computed once per tensor
-        state. Tensors of at most ``SMALL`` entries and sharded ones are always computed
-        afresh."""
+        state. ``values_only``: a fact of the values alone (the parameter, ``_orig`` once
+        pruned), kept across changes of the mask only (apply, undo). Tensors of at most
+        ``SMALL`` entries and sharded ones are always computed afresh."""
         param = module._parameters.get(name + "_orig")
         if param is None:
             param = module._parameters.get(name)
@@ -418,6 +430,8 @@ class OrderCache:
             return compute()  # small, or sharded (every rank must join the collectives)
         key = (id(module), name, what)
         now = _state(module, name)
+        if values_only:  # the parameter's record and the sample of its values
+            now = (now[0], now[-1])
         hit = self._facts.get(key)
         if hit is not None and _still(hit[0], now):
             return hit[1]

@@ -330,9 +330,14 @@ class Transactional:
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
-        for order, (_, module, tensor_name) in zip(l1, located, strict=True):
-            self._orders.carry(module, tensor_name, order)
+        masks = None if cuts is None else _masks_of(cuts, located)
+        run_step(self._model, step, masks)
+        for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
+            # The mask installed is order.mask(n) when it came from that very order: the
+            # carry need not read it back to find out.
+            cut = cuts[i][1] if masks is not None and cuts is not None \
+                and order is not None and cuts[i][0] is order else None
+            self._orders.carry(module, tensor_name, order, cut)
         if kind == "apply":
             note = note_ties(self._model, step, before, found) if cuts is None else \
                 note_from_cuts(cuts)

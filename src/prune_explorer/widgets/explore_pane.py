@@ -24,9 +24,9 @@ Examples
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import ipywidgets as widgets
 import numpy as np
@@ -70,6 +70,24 @@ def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
 #: Skipping all of them would show nothing until the drag ends; a stale picture is drawn anyway
 #: once the last one is this old, so a drag animates at a few frames per second at least.
 FRAME_INTERVAL_S = 0.25
+
+
+class _Slices(Sequence[int]):
+    """A summary's slices with something kept, per dim, counted when first read (structured
+    methods only: the other methods' controls never ask)."""
+
+    def __init__(self, summary: MaskSummary) -> None:
+        self._summary = summary
+
+    def __len__(self) -> int:
+        return len(self._summary.shape)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        return self._summary.kept_slices[index]
 
 
 class ExplorePane:
@@ -282,12 +300,18 @@ class ExplorePane:
         return self._summary("alive", name)
 
     def _summary(self, kind: str, name: str) -> MaskSummary:
+        # Counts from the session (cheap once its caches hold the tensor); the mask itself and
+        # its per-dim slices only when something on show reads them.
         key = (kind, name, self.ex.version)
         if key not in self._kept_cache:
             if len(self._kept_cache) > 64:
                 self._kept_cache.clear()
-            read = self.ex.session.mask if kind == "mask" else self.ex.session.alive
-            self._kept_cache[key] = MaskSummary.of(read(name))
+            session = self.ex.session
+            alive = kind == "alive"
+            read = session.alive if alive else session.mask
+            self._kept_cache[key] = MaskSummary(
+                lambda: read(name), session.kept_count(name, alive=alive),
+                shape=session.info(name).shape)
         return self._kept_cache[key]
 
     # -- refreshing -------------------------------------------------------------------------------
@@ -340,7 +364,7 @@ class ExplorePane:
             entries = sum(self.kept(n).kept_count for n in self.controls.global_targets.value)
         else:
             entries = summary.kept_count
-        return {"entries": entries, "dim": list(summary.kept_slices)}
+        return {"entries": entries, "dim": _Slices(summary)}
 
     def _on_control(self, change: dict[str, Any]) -> None:
         if self.ex.is_quiet:
@@ -383,8 +407,14 @@ class ExplorePane:
                         if not exact:
                             cells = request.kept_cells(session, edges, alive=True)
                             exact = cells is not None  # the counts are what stays alive
-                shown = now.kept if mask is None else (
+                # What is alive now, read under the lock (the summaries read lazily): with no
+                # unmasked zeros it is the current mask itself, not a second pass.
+                alive_now = before.kept if now.kept_count == before.kept_count else now.kept
+                if request.structured_dim is not None:
+                    before.kept_slices  # noqa: B018 -- counted under the lock (the stats)
+                shown = alive_now if mask is None else (
                     mask if exact else session.alive(request.target, mask))
+                current = before.kept if mask is None else mask
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
                           if n != request.target}  # counts only: no mask of theirs is built
                 sizes = {n: session.info(n).numel for n in masks}
@@ -399,7 +429,7 @@ class ExplorePane:
             note = f"{request.target} is not among the global targets; showing its current mask"
         pooled = self.preview_pane.draw(shown, request, module_type=module_type,
                                         plain=note is not None, kept_cells=cells,
-                                        before=None if mask is None else now.kept)
+                                        before=None if mask is None else alive_now)
         if mask is not None:
             if mask_kept is None and exact:
                 mask_kept = pooled.kept_total  # no unmasked zeros: alive is what the mask keeps
@@ -410,12 +440,12 @@ class ExplorePane:
                             pruned_after=numel - pooled.kept_total)
         unmasked_zeros = before.kept_count - now.kept_count
         self.preview_array = pooled.values
-        self.preview_mask = before.kept if mask is None else mask
+        self.preview_mask = current
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
         self.preview_shown = shown
-        self.preview_before = None if mask is None else now.kept
+        self.preview_before = None if mask is None else alive_now
         self.render_count += 1
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,

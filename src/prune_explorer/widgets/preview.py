@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,31 +131,86 @@ class PreviewRequest:
         return dict(self.settings)
 
 
-@dataclass(frozen=True)
 class MaskSummary:
-    """A tensor's current kept-mask with the counts the preview needs (computed once).
+    """A tensor's current kept-mask with the counts the preview needs, each worked out on
+    first use and then kept: what a step's redraw does not look at costs nothing.
+
+    Parameters
+    ----------
+    kept : torch.Tensor or callable
+        The bool kept-mask, or a function that reads it (called at most once).
+    kept_count : int, optional
+        Its kept entries, when already known (else counted from the mask).
+    shape : tuple of int, optional
+        Its shape, when ``kept`` is a function (else read from the mask).
 
     Examples
     --------
     >>> import torch
     >>> MaskSummary.of(torch.tensor([[True, False], [False, False]]))
     MaskSummary(shape=(2, 2), kept_count=1, kept_slices=(1, 1))
+    >>> lazy = MaskSummary(lambda: torch.ones(3, 4, dtype=torch.bool), 12, shape=(3, 4))
+    >>> lazy.kept_count, lazy.built  # the mask itself is not read yet
+    (12, False)
     """
 
-    kept: torch.Tensor = field(repr=False)
-    kept_count: int
-    kept_slices: tuple[int, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of the tensor."""
-        return tuple(self.kept.shape)
+    def __init__(self, kept: torch.Tensor | Callable[[], torch.Tensor],
+                 kept_count: int | None = None, *, shape: tuple[int, ...] | None = None) -> None:
+        if isinstance(kept, torch.Tensor):
+            self._kept: torch.Tensor | None = kept
+            self._read: Callable[[], torch.Tensor] | None = None
+            shape = tuple(kept.shape)
+        elif shape is None:
+            raise TypeError("MaskSummary: give shape with a function that reads the mask")
+        else:
+            self._kept, self._read = None, kept
+        self._shape = tuple(shape)
+        self._count = kept_count
+        self._slices: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, kept: torch.Tensor) -> MaskSummary:
         """Summarise a bool kept-mask."""
-        slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
-        return cls(kept, int(kept.count_nonzero()), slices)
+        return cls(kept)
+
+    @property
+    def built(self) -> bool:
+        """Whether the mask has been read (:attr:`kept`)."""
+        return self._kept is not None
+
+    @property
+    def kept(self) -> torch.Tensor:
+        """The bool kept-mask (read on first use)."""
+        kept = self._kept
+        if kept is None:
+            assert self._read is not None  # set whenever the mask was not given
+            kept = self._kept = self._read()
+        return kept
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the tensor."""
+        return self._shape
+
+    @property
+    def numel(self) -> int:
+        """Entries of the tensor."""
+        return math.prod(self._shape)
+
+    @property
+    def kept_count(self) -> int:
+        """Kept entries."""
+        if self._count is None:
+            self._count = int(self.kept.count_nonzero())
+        return self._count
+
+    @property
+    def kept_slices(self) -> tuple[int, ...]:
+        """Per dim, the slices with at least one kept entry (structured methods only need it)."""
+        if self._slices is None:
+            kept = self.kept
+            self._slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
+        return self._slices
 
     def __repr__(self) -> str:
         return (f"MaskSummary(shape={self.shape}, kept_count={self.kept_count}, "
@@ -218,7 +273,7 @@ class PreviewStats:
         ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
         counts it exactly).
         """
-        numel = before.kept.numel()
+        numel = before.numel
         kept_before = before.kept_count
         if kept_after is None:
             kept_after = int(after.count_nonzero())
