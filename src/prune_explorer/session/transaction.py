@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import torch
 from torch import nn
 
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
@@ -47,7 +48,7 @@ from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
 from .order_cache import OrderCache
-from .packed import PackedMask
+from .packed import MaskBits, PackedMask
 from .registry import TensorInfo
 from .step import Step
 from .ties import note_from_cuts, note_ties
@@ -57,15 +58,17 @@ __all__ = ["Action", "Journal", "Transactional", "locked"]
 
 
 
-def _packed(mask: Any) -> Any:
-    # Masks kept for undo are stored as bits (32x smaller than a float32 mask).
-    packed, dtype, device = PackedMask.from_tensor(mask), mask.dtype, mask.device
-    return lambda: packed.unpack(dtype, device)
+def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool,
+                  bits: MaskBits | None = None) -> list[ModuleSnapshot]:
+    """Snapshots of ``(module, tensor name)`` pairs as the session keeps them: masks as bits
+    (32x smaller than a float32 mask), those ``bits`` already holds not packed again."""
+    pack = PackedMask.from_tensor if bits is None else bits.pack
 
+    def store(mask: torch.Tensor) -> Callable[[], torch.Tensor]:
+        packed, dtype, device = pack(mask), mask.dtype, mask.device
+        return lambda: packed.unpack(dtype, device)
 
-def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool) -> list[ModuleSnapshot]:
-    """Snapshots of ``(module, tensor name)`` pairs as the session keeps them (masks as bits)."""
-    return snapshot(pairs, keep_values=keep_values, store=_packed)
+    return snapshot(pairs, keep_values=keep_values, store=store)
 
 
 @dataclass
@@ -234,6 +237,7 @@ class Transactional:
     _lock: threading.RLock
     _seen: dict[str, Seen]
     _orders: OrderCache  # the previews' orders: an apply installs their masks
+    _bits: MaskBits  # the history's packed masks, by buffer: snapshots reuse them
 
     @property
     def lock(self) -> threading.RLock:
@@ -317,7 +321,7 @@ class Transactional:
         located = [(name, *self._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit")
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit", bits=self._bits)
         before = {name: self._histories[name][-1].mask for name, _, _ in located}
         found = {name: getattr(module, tensor_name) for name, module, tensor_name in located}
         # The masks and the tie note, from the targets' cached orders if a preview built them
@@ -348,7 +352,9 @@ class Transactional:
             if kind == "commit":
                 mask = history[-1].mask
             else:
-                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
+                buffer = getattr(module, tensor_name + "_mask")
+                mask = PackedMask.from_tensor(buffer)
+                self._bits.remember(buffer, mask)  # the next step's snapshot reuses it
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step

@@ -1,0 +1,173 @@
+"""Issue 11 (Apply <= 500 ms on 4096^2): what an apply and the questions right after it cost.
+
+An L1 apply from a previewed order installs ``order.mask(n)``; carrying the order past it then
+needs no read of the mask. The history's packed mask serves the next step's undo snapshot. The
+kept counts the explorer asks after every change come from the cached order and a values-only
+list of exact zeros. Each of these is checked by counting calls of the expensive function, and
+the answers against a fresh computation (no timing).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import prune_explorer.session.packed as packed
+import prune_explorer.session.reporting as reporting
+from prune_explorer.session import Session
+from prune_explorer.session.order_cache import TensorOrder, _state
+
+
+def _model(dtype: torch.dtype = torch.float32, quantised: bool = False) -> nn.Module:
+    g = torch.Generator().manual_seed(5)
+    model = nn.Sequential(nn.Linear(600, 400), nn.Linear(400, 350))  # above SMALL: cached
+    with torch.no_grad():
+        for layer in model:
+            w = torch.randn(layer.weight.shape, generator=g) * 0.05
+            # quantised: ties everywhere, and a tenth of the entries exactly 0 (many zeros)
+            layer.weight.copy_(torch.round(w * 64) / 64 if quantised else w)
+    return model.to(dtype)
+
+
+def _expected(s: Session, name: str) -> tuple[int, int]:
+    return int(s.mask(name).sum()), int(s.alive(name).sum())
+
+
+def _counts(s: Session, name: str) -> tuple[int, int]:
+    return s.kept_count(name), s.kept_count(name, alive=True)
+
+
+# -- the carry ---------------------------------------------------------------------------------
+def test_an_l1_apply_from_its_order_carries_it_with_the_cut_it_installed(monkeypatch):
+    s = Session(_model())
+    layer = s.model[0]
+    cuts = []
+    real = TensorOrder.restricted
+
+    def spy(self, current, kept, state, cut=None):
+        cuts.append(cut)
+        return real(self, current, kept, state, cut)
+
+    monkeypatch.setattr(TensorOrder, "restricted", spy)
+    s.preview("0.weight", "l1_unstructured", amount=0.3)
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    assert cuts == [72_000]  # 30% of 240,000: the mask was not read back
+    s.apply("0.weight", "ln_structured", amount=0.2, n=2, dim=0)
+    assert cuts == [72_000, None]  # a structured step: the carry reads the mask to check
+    fresh = TensorOrder(layer.weight, layer.weight_mask, _state(layer, "weight"))
+    carried = s._orders.peek(layer, "weight")
+    assert torch.equal(carried.rank, fresh.rank)
+
+
+@pytest.mark.parametrize("quantised", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_restricting_by_a_known_cut_is_restricting_by_the_mask(dtype, quantised):
+    layer = _model(dtype, quantised)[0]
+    with torch.no_grad():
+        layer.weight[::40, ::7] = 0  # a few exact zeros travel with the order
+    order = TensorOrder(layer.weight, None, _state(layer, "weight"))
+    for cut in (0, 1, 1000, order.alive // 2, order.alive):
+        kept = order.mask(cut)
+        by_cut = order.restricted(layer.weight, kept, _state(layer, "weight"), cut)
+        by_mask = order.restricted(layer.weight, kept, _state(layer, "weight"))
+        assert by_cut.alive == by_mask.alive == order.alive - cut
+        assert torch.equal(by_cut.rank, by_mask.rank)
+        assert torch.equal(by_cut.sorted_keys, by_mask.sorted_keys)
+        assert (by_cut.zeros is None) == (by_mask.zeros is None)
+        if by_mask.zeros is not None:
+            assert torch.equal(by_cut.zeros, by_mask.zeros)
+
+
+# -- the undo snapshot --------------------------------------------------------------------------
+def test_the_next_steps_snapshot_reuses_the_historys_bits(monkeypatch):
+    s = Session(_model())
+    packs = []
+    real = packed.PackedMask.from_tensor.__func__
+    monkeypatch.setattr(packed.PackedMask, "from_tensor",
+                        classmethod(lambda cls, m: packs.append(m.shape) or real(cls, m)))
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    assert len(packs) == 1  # the history's bits (no mask to snapshot yet)
+    first = s.mask("0.weight").clone()
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    assert len(packs) == 2  # the new mask only: the old one's bits were the history's
+    s.undo()
+    assert torch.equal(s.mask("0.weight"), first)
+
+
+def test_a_mask_written_in_place_is_packed_afresh_for_the_snapshot(monkeypatch):
+    s = Session(_model())
+    layer = s.model[0]
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    with torch.no_grad():
+        layer.weight_mask[0, :] = 0  # a write the session did not make (bumps the version)
+    written = layer.weight_mask.clone()
+    def apply_then_fail():
+        with s.transaction():
+            s.apply("0.weight", "l1_unstructured", amount=0.3)
+            raise RuntimeError("stop")  # the rollback restores the snapshot
+
+    with pytest.raises(RuntimeError, match="stop"):
+        apply_then_fail()
+    assert torch.equal(layer.weight_mask, written)
+
+
+# -- kept counts --------------------------------------------------------------------------------
+def test_kept_counts_are_the_masks_and_alives_sums_through_every_change():
+    s = Session(_model(torch.bfloat16))
+    layer = s.model[0]
+    with torch.no_grad():
+        layer.weight[::50, ::3] = 0  # a few exact zeros
+    s2 = Session(_model(torch.bfloat16, quantised=True))  # many
+    assert _counts(s2, "0.weight") == _expected(s2, "0.weight")
+    s2.apply("0.weight", "l1_unstructured", amount=0.3)
+    assert _counts(s2, "0.weight") == _expected(s2, "0.weight")
+    name = "0.weight"
+    assert _counts(s, name) == _expected(s, name)
+
+    def zero_a_row():
+        with torch.no_grad():
+            layer.weight_orig[3] = 0
+
+    changes = [
+        lambda: s.preview(name, "l1_unstructured", amount=0.3),  # builds the order
+        lambda: s.apply(name, "l1_unstructured", amount=0.3),  # carries it
+        lambda: s.apply(name, "ln_structured", amount=0.2, n=2, dim=1),
+        s.undo,
+        lambda: s.apply(name, "random_unstructured", amount=0.2, seed=3),
+        lambda: layer.weight_orig.data.abs_().add_(1),  # past the version counter: no zeros
+        zero_a_row,  # a few new zeros, through the version counter
+        lambda: s.commit([name]),  # committed zeros: many, counted with the values
+        lambda: s.preview(name, "l1_unstructured", amount=0.5),
+    ]
+    for change in changes:
+        change()
+        assert _counts(s, name) == _expected(s, name), change
+
+
+def test_after_an_apply_the_counts_read_neither_the_mask_nor_the_values(monkeypatch):
+    s = Session(_model())
+    layer = s.model[0]
+    with torch.no_grad():
+        layer.weight[::50, ::3] = 0
+    name = "0.weight"
+    s.preview(name, "l1_unstructured", amount=0.3)
+    found = []
+    real = reporting._few_zeros
+    monkeypatch.setattr(reporting, "_few_zeros",
+                        lambda current, dead: found.append(dead is None) or real(current, dead))
+    assert _counts(s, name) == _expected(s, name)
+    assert found == [True]  # the values' exact zeros, listed once
+    s.apply(name, "l1_unstructured", amount=0.3)
+    reads = []
+    with monkeypatch.context() as m:
+        m.setattr(type(s), "mask", lambda self, n: reads.append(n))
+        m.setattr(type(s), "alive", lambda self, n, mask=None: reads.append(n))
+        got = _counts(s, name)
+    assert reads == []  # the order's count
+    assert found == [True]  # the zeros' list kept
+    assert got == _expected(s, name)
+    with torch.no_grad():
+        layer.weight_orig[0, 0] = 0.0  # a write to the values: listed again
+    assert _counts(s, name) == _expected(s, name)
+    assert len(found) == 2
