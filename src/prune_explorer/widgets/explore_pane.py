@@ -114,7 +114,7 @@ class ExplorePane:
         self.preview_error: str | None = None
         # What the picture shows, for the zoom: kept after the step (or now), kept now.
         self.preview_shown: torch.Tensor | None = None
-        self.preview_before: torch.Tensor | None = None
+        self._now: MaskSummary | None = None  # what is alive now, when the picture is a step
         self.render_count = 0
         self.collapsed: list[str] = []  # layers the previewed step would collapse
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
@@ -165,6 +165,12 @@ class ExplorePane:
         c.custom_upload.observe(self._on_upload, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
+
+    @property
+    def preview_before(self) -> torch.Tensor | None:
+        """What is alive now when the picture shows a step (None otherwise): the zoom's
+        "before", read when first asked (the picture itself needs only its cell counts)."""
+        return None if self._now is None else self._now.kept
 
     # -- custom masks -----------------------------------------------------------------------------
     def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
@@ -407,12 +413,20 @@ class ExplorePane:
                         if not exact:
                             cells = request.kept_cells(session, edges, alive=True)
                             exact = cells is not None  # the counts are what stays alive
-                # What is alive now, read under the lock (the summaries read lazily): with no
-                # unmasked zeros it is the current mask itself, not a second pass.
-                alive_now = before.kept if now.kept_count == before.kept_count else now.kept
+                # The picture's "now": with no unmasked zeros, what the mask keeps. Its cell
+                # counts where the session has them (the same step pruning nothing); else the
+                # alive mask, read under the lock (the summaries read lazily).
+                no_zeros = now.kept_count == before.kept_count
+                alive_now = before if no_zeros else now
+                now_cells = None
+                if cells is not None and no_zeros and "amount" in request.settings:
+                    nothing = replace(request, settings={**request.settings, "amount": 0})
+                    now_cells = nothing.kept_cells(session, edges)
+                if mask is None or now_cells is None:
+                    alive_now.kept  # noqa: B018 -- read under the lock
                 if request.structured_dim is not None:
                     before.kept_slices  # noqa: B018 -- counted under the lock (the stats)
-                shown = alive_now if mask is None else (
+                shown = alive_now.kept if mask is None else (
                     mask if exact else session.alive(request.target, mask))
                 current = before.kept if mask is None else mask
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
@@ -429,7 +443,8 @@ class ExplorePane:
             note = f"{request.target} is not among the global targets; showing its current mask"
         pooled = self.preview_pane.draw(shown, request, module_type=module_type,
                                         plain=note is not None, kept_cells=cells,
-                                        before=None if mask is None else alive_now)
+                                        before=None if mask is None or now_cells is not None
+                                        else alive_now.kept, before_cells=now_cells)
         if mask is not None:
             if mask_kept is None and exact:
                 mask_kept = pooled.kept_total  # no unmasked zeros: alive is what the mask keeps
@@ -445,7 +460,7 @@ class ExplorePane:
         self.preview_request = request
         self.preview_error = None
         self.preview_shown = shown
-        self.preview_before = None if mask is None else alive_now
+        self._now = None if mask is None else alive_now
         self.render_count += 1
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, tuple(shown.shape), note=note, stats=stats,
@@ -475,7 +490,7 @@ class ExplorePane:
         self.preview_mask = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
-        self.preview_shown = self.preview_before = None
+        self.preview_shown = self._now = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
         self.panels.mark_stale()
         self.ex.ui.apply.disabled = True

@@ -340,14 +340,16 @@ class PreviewPane:
         self.words.add_class("pe-sr-only")
 
     def draw(self, mask: torch.Tensor, request: PreviewRequest, *, module_type: str,
-             plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
+             plain: bool = False, kept_cells: Any = None, before: Any = None,
+             before_cells: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
 
         ``plain`` leaves method and settings out of the title (for a mask that is not a preview).
         ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
         session knows them (:meth:`PreviewRequest.kept_cells`), so the mask is not pooled.
         ``before``: the state before the step, when ``mask`` is a preview (drawn as three
-        classes: kept, pruned before, pruned by this step).
+        classes: kept, pruned before, pruned by this step); ``before_cells`` in its place, its
+        kept counts per cell (as ``kept_cells``).
         """
         layout = request.layout
         if layout == "kernels" and mask.dim() < 3:
@@ -362,6 +364,7 @@ class PreviewPane:
             module_type=module_type,
             kept_cells=kept_cells,
             before=before,
+            before_cells=before_cells,
         )
 
     def publish(
