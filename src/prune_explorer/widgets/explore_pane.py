@@ -420,7 +420,8 @@ class ExplorePane:
                 alive_now = before if no_zeros else now
                 now_cells = None
                 if cells is not None and no_zeros and "amount" in request.settings:
-                    nothing = replace(request, settings={**request.settings, "amount": 0})
+                    # a fraction, 0.0: an int count would be checked against what is left
+                    nothing = replace(request, settings={**request.settings, "amount": 0.0})
                     now_cells = nothing.kept_cells(session, edges)
                 if mask is None or now_cells is None:
                     alive_now.kept  # noqa: B018 -- read under the lock
