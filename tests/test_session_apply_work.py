@@ -9,6 +9,7 @@ the answers against a fresh computation (no timing).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -17,6 +18,9 @@ import prune_explorer.session.packed as packed
 import prune_explorer.session.reporting as reporting
 from prune_explorer.session import Session
 from prune_explorer.session.order_cache import TensorOrder, _state
+from prune_explorer.viz.pooling import block_edges
+
+ROWS, COLS = block_edges(400, 37), block_edges(600, 23)
 
 
 def _model(dtype: torch.dtype = torch.float32, quantised: bool = False) -> nn.Module:
@@ -66,12 +70,16 @@ def test_restricting_by_a_known_cut_is_restricting_by_the_mask(dtype, quantised)
     layer = _model(dtype, quantised)[0]
     with torch.no_grad():
         layer.weight[::40, ::7] = 0  # a few exact zeros travel with the order
-    order = TensorOrder(layer.weight, None, _state(layer, "weight"))
-    for cut in (0, 1, 1000, order.alive // 2, order.alive):
+    state = _state(layer, "weight")
+    for cut in (0, 1, 1000, 120_000, 240_000):
+        order = TensorOrder(layer.weight, None, state)
+        order.pruned_per_cell(0, ROWS, COLS)  # the picture's cells travel too
         kept = order.mask(cut)
-        by_cut = order.restricted(layer.weight, kept, _state(layer, "weight"), cut)
-        by_mask = order.restricted(layer.weight, kept, _state(layer, "weight"))
-        assert by_cut.alive == by_mask.alive == order.alive - cut
+        by_mask = order.restricted(layer.weight, kept, state)
+        by_cut = order.restricted(layer.weight, kept, state, cut)  # consumes `order`
+        assert by_cut.alive == by_mask.alive == 240_000 - cut
+        np.testing.assert_array_equal(by_cut.pruned_per_cell(7, ROWS, COLS),
+                                      by_mask.pruned_per_cell(7, ROWS, COLS))
         assert torch.equal(by_cut.rank, by_mask.rank)
         assert torch.equal(by_cut.sorted_keys, by_mask.sorted_keys)
         assert (by_cut.zeros is None) == (by_mask.zeros is None)
@@ -171,3 +179,22 @@ def test_after_an_apply_the_counts_read_neither_the_mask_nor_the_values(monkeypa
         layer.weight_orig[0, 0] = 0.0  # a write to the values: listed again
     assert _counts(s, name) == _expected(s, name)
     assert len(found) == 2
+
+
+def test_an_interrupted_carry_leaves_no_consumed_order_behind(monkeypatch):
+    # Restricting by a cut shifts the old order's ranks in place: it must be out of the cache
+    # before, or a rollback to the state it described would find it there, corrupted.
+    s = Session(_model())
+    expected = s.preview("0.weight", "l1_unstructured", amount=0.5).clone()
+    real = TensorOrder.restricted
+
+    def interrupted(self, *args):
+        real(self, *args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TensorOrder, "restricted", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        s.apply("0.weight", "l1_unstructured", amount=0.3)
+    monkeypatch.undo()
+    assert s.steps == ()
+    assert torch.equal(s.preview("0.weight", "l1_unstructured", amount=0.5), expected)

@@ -192,12 +192,14 @@ class TensorOrder:
         flat index first), so a survivor's new rank is how many survivors rank before it.
         When the step pruned exactly the first entries of this order (an L1 cut), the per-cell
         ranks of the picture carry over too. ``cut``: the caller knows ``kept`` is
-        ``self.mask(cut)`` (it installed that very mask), so ``kept`` is not read at all.
+        ``self.mask(cut)`` (it installed that very mask), so ``kept`` is not read at all, and
+        it drops this order: its ranks are shifted in place to become the new order's.
         """
         with torch.no_grad():
             flat = self.rank.reshape(-1)
             minus_one = torch.tensor(-1, dtype=flat.dtype, device=flat.device)
             survives: torch.Tensor | None = None
+            consume = cut is not None
             if cut is not None:
                 prefix = True
                 alive = self.alive - cut
@@ -207,9 +209,15 @@ class TensorOrder:
                 cut = self.alive - alive
                 prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut
             by_rank: slice | torch.Tensor
+            if self.zeros is not None:  # few before: the survivors among them are fewer
+                zeros = self.zeros[flat[self.zeros] >= cut] if survives is None \
+                    else self.zeros[survives[self.zeros]]
+            else:
+                zeros = _few_zeros(current, flat < cut if survives is None else ~survives)
             if prefix:
                 by_rank = slice(cut, None)
-                rank = (flat - cut).clamp_(min=-1)  # the first `cut` (and the dead): -1
+                # the first `cut` (and the dead): -1; in place when this order is dropped
+                rank = (flat.sub_(cut) if consume else flat - cut).clamp_(min=-1)
             else:
                 assert survives is not None  # set above whenever the cut was not given
                 was_alive = flat >= 0
@@ -223,12 +231,9 @@ class TensorOrder:
             out = object.__new__(TensorOrder)
             out.alive = alive
             out.rank = rank.view(self.shape)
-            out.sorted_keys = self.sorted_keys[by_rank].clone()
-            if self.zeros is not None:  # few before: the survivors among them are fewer
-                out.zeros = self.zeros[flat[self.zeros] >= cut] if survives is None \
-                    else self.zeros[survives[self.zeros]]
-            else:
-                out.zeros = _few_zeros(current, flat < cut if survives is None else ~survives)
+            # a slice of the keys is a view (both orders only read them)
+            out.sorted_keys = self.sorted_keys[by_rank]
+            out.zeros = zeros
             out.mask_dtype = self.mask_dtype
             out.seed = None
             out.shape = self.shape
@@ -237,7 +242,9 @@ class TensorOrder:
             if self._cells is not None and prefix:
                 # pruned = this order's first `cut` entries: shifting keeps each cell sorted
                 # (the padding shifts too: still above every rank, it is never counted)
-                out._cells = (*self._cells[:2], (self._cells[2] - cut).clamp_(min=-1))
+                cells = self._cells[2]
+                out._cells = (*self._cells[:2],
+                              (cells.sub_(cut) if consume else cells - cut).clamp_(min=-1))
         return out
 
     def mask(self, pruned: int) -> torch.Tensor:
@@ -410,9 +417,9 @@ class OrderCache:
                 or tuple(kept.shape) != before.shape or kept.device != before.rank.device:
             return
         now = _state(module, name)
-        order = before.restricted(current, kept, now, cut)
         key = (id(module), name, None)
-        self._orders.pop(key, None)
+        self._orders.pop(key, None)  # first: restricting by a cut consumes ``before``
+        order = before.restricted(current, kept, now, cut)
         if order is not None:
             self._orders[key] = order
 
