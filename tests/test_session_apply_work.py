@@ -16,6 +16,7 @@ from torch import nn
 
 import prune_explorer.session.packed as packed
 import prune_explorer.session.reporting as reporting
+import prune_explorer.session.reports as reports
 from prune_explorer.session import Session
 from prune_explorer.session.order_cache import TensorOrder, _state
 from prune_explorer.viz.pooling import block_edges
@@ -198,3 +199,53 @@ def test_an_interrupted_carry_leaves_no_consumed_order_behind(monkeypatch):
     monkeypatch.undo()
     assert s.steps == ()
     assert torch.equal(s.preview("0.weight", "l1_unstructured", amount=0.5), expected)
+
+
+# -- zeros --------------------------------------------------------------------------------------
+def _report_zeros(s: Session) -> dict[str, int]:
+    return {n: int((s.tensor(n) == 0).sum()) for n in s.names}  # orig * mask, counted
+
+
+def test_zeros_after_an_apply_come_from_the_kept_counts(monkeypatch):
+    s = Session(_model())
+    with torch.no_grad():
+        s.model[0].weight[::50, ::3] = 0
+    s.preview("0.weight", "l1_unstructured", amount=0.3)  # its order
+    s.kept_count("0.weight", alive=True)  # the facts of its values (the explorer asks)
+    s.apply("0.weight", "ln_structured", amount=0.1, n=1, dim=0)  # leaves some zeros alive
+    counted = []
+    real = reports._zeros
+    names = {id(m): n for n, m in s.model.named_modules()}
+    monkeypatch.setattr(reports, "_zeros",
+                        lambda m, t: counted.append(f"{names[id(m)]}.{t}") or real(m, t))
+    assert s.zeros() == _report_zeros(s)
+    assert sorted(counted) == ["0.bias", "1.bias", "1.weight"]  # not 0.weight: no pass
+
+
+@pytest.mark.parametrize("special", ["inf", "nan", "mask written", "undo", "commit"])
+def test_zeros_are_the_reports_count_in_every_case(special):
+    s = Session(_model())
+    layer = s.model[0]
+    with torch.no_grad():
+        layer.weight[::50, ::3] = 0
+        if special in ("inf", "nan"):
+            layer.weight[7, :5] = float(special)  # masked, inf * 0 and nan * 0 are not 0
+    s.preview("0.weight", "l1_unstructured", amount=0.3)
+    s.kept_count("0.weight", alive=True)  # the facts of the values, as the explorer asks
+    s.apply("0.weight", "random_unstructured", amount=0.3, seed=1)
+    if special in ("inf", "nan"):
+        mask = torch.ones_like(layer.weight_mask)
+        mask[7, :5] = 0  # the session's own mask prunes them
+        s.apply("0.weight", "custom_from_mask", mask=mask)
+    elif special == "mask written":
+        with torch.no_grad():
+            layer.weight_mask[0, :] = 0  # not the session's mask any more
+    elif special == "undo":
+        s.apply("0.weight", "l1_unstructured", amount=0.3)
+        s.undo()
+    else:
+        s.commit(["0.weight"])
+    s.kept_count("0.weight", alive=True)  # what the explorer asks first: facts of the values
+    assert s.zeros() == _report_zeros(s)
+    frame = s.report()
+    assert dict(zip(frame["name"], frame["zeros"], strict=True)) == _report_zeros(s)

@@ -102,6 +102,19 @@ def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
                    state[:-1], now[:-1], strict=True))
 
 
+def _fact_state(module: nn.Module, name: str, values_only: bool) -> tuple[Any, ...] | None:
+    """The state a memoised fact of ``module.name`` is valid for (see :func:`_state`; with
+    ``values_only``, the parameter's alone); None where facts are not memoised (tensors of at
+    most ``SMALL`` entries, sharded ones)."""
+    param = module._parameters.get(name + "_orig")
+    if param is None:
+        param = module._parameters.get(name)
+    if param is None or param.numel() <= SMALL or is_sharded(param):
+        return None
+    now = _state(module, name)
+    return (now[0], now[-1]) if values_only else now
+
+
 #: "Few" exact zeros among a tensor's unpruned entries: at most one in this many (then their
 #: flat indices are kept with the order; see TensorOrder.kept_per_cell).
 _FEW_ZEROS = 100
@@ -209,6 +222,7 @@ class TensorOrder:
                 cut = self.alive - alive
                 prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut
             by_rank: slice | torch.Tensor
+            zeros: torch.Tensor | None
             if self.zeros is not None:  # few before: the survivors among them are fewer
                 zeros = self.zeros[flat[self.zeros] >= cut] if survives is None \
                     else self.zeros[survives[self.zeros]]
@@ -430,21 +444,24 @@ class OrderCache:
         state. ``values_only``: a fact of the values alone (the parameter, ``_orig`` once
         pruned), kept across changes of the mask only (apply, undo). Tensors of at most
         ``SMALL`` entries and sharded ones are always computed afresh."""
-        param = module._parameters.get(name + "_orig")
-        if param is None:
-            param = module._parameters.get(name)
-        if param is None or param.numel() <= SMALL or is_sharded(param):
+        now = _fact_state(module, name, values_only)
+        if now is None:
             return compute()  # small, or sharded (every rank must join the collectives)
         key = (id(module), name, what)
-        now = _state(module, name)
-        if values_only:  # the parameter's record and the sample of its values
-            now = (now[0], now[-1])
         hit = self._facts.get(key)
         if hit is not None and _still(hit[0], now):
             return hit[1]
         value = compute()
         self._facts[key] = (now, value)
         return value
+
+    def recall(self, module: nn.Module, name: str, what: str, *,
+               values_only: bool = False) -> Any:
+        """What :meth:`memo` keeps for ``module.name`` in its state now, or None (nothing kept,
+        out of date, or a tensor never memoised); computes nothing."""
+        now = _fact_state(module, name, values_only)
+        hit = None if now is None else self._facts.get((id(module), name, what))
+        return hit[1] if hit is not None and now is not None and _still(hit[0], now) else None
 
     def clear(self) -> None:
         """Forget every order and histogram."""

@@ -278,12 +278,17 @@ class MaskBits:
         self._by_id = {k: v for k, v in self._by_id.items() if v[0]() is not None}
         self._by_id[id(mask)] = (weakref.ref(mask), mask._version, packed)
 
-    def pack(self, mask: torch.Tensor) -> PackedMask:
-        """``mask`` packed: the remembered bits if it is unchanged since, else packed now."""
+    def knows(self, mask: torch.Tensor) -> PackedMask | None:
+        """The bits remembered for ``mask``, if it is unchanged since (else None)."""
         hit = self._by_id.get(id(mask))
         if hit is not None and hit[0]() is mask and hit[1] == mask._version:
             return hit[2]
-        return PackedMask.from_tensor(mask)
+        return None
+
+    def pack(self, mask: torch.Tensor) -> PackedMask:
+        """``mask`` packed: the remembered bits if it is unchanged since, else packed now."""
+        known = self.knows(mask)
+        return PackedMask.from_tensor(mask) if known is None else known
 
     def __len__(self) -> int:
         return len(self._by_id)

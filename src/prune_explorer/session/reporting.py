@@ -27,6 +27,7 @@ from .errors import InvalidStepError
 from .hooks import find_hook
 from .magnitudes import MagnitudeCache, Magnitudes
 from .order_cache import _few_zeros
+from .packed import MaskBits
 from .previewing import Previewing
 from .reports import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 from .step import Step
@@ -35,11 +36,21 @@ from .transaction import locked
 __all__ = ["Reporting"]
 
 
+#: The memoised facts of a tensor's values: its exact zeros (flat indices, when few) and
+#: whether every entry is finite (``_value_facts``).
+_VALUES = "values"
+
+
+def _value_facts(values: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
+    return _few_zeros(values, None), bool(torch.isfinite(values).all())
+
+
 class Reporting(Previewing):
     """Read-only questions about the session (a mixin of ``Session``)."""
 
     _found_methods: dict[str, tuple[str, ...]]
     _magnitudes: MagnitudeCache
+    _bits: MaskBits
 
     if TYPE_CHECKING:  # defined by Session, which this class is a mixin of
         def default_targets(self) -> list[str]: ...
@@ -118,13 +129,26 @@ class Reporting(Previewing):
         values = getattr(module, tensor_name + "_orig" if pruned else tensor_name).detach()
         if is_dtensor(values):
             return count_nonzero(self.alive(name))
-        zeros = self._orders.memo(module, tensor_name, "exact zeros",
-                                  lambda: _few_zeros(values, None), values_only=True)
+        zeros, _ = self._orders.memo(module, tensor_name, _VALUES,
+                                     lambda: _value_facts(values), values_only=True)
         if zeros is None:  # many (committed pruning): count them with the mask
             return count_nonzero(self.alive(name))
         if mask is None:
             return kept - zeros.numel()
         return kept - count_nonzero(mask.reshape(-1)[zeros])
+
+    def _zeros_known(self, name: str) -> int | None:
+        # The report's zeros of ``name`` from what the caches hold, or None. Exact: the mask is
+        # the 0/1 mask the session installed (unchanged since, see MaskBits) and the values
+        # are finite, so ``orig * mask`` is 0 exactly where the entry is not alive.
+        module, tensor_name = self._locate(name)
+        pruned = find_hook(module, tensor_name) is not None
+        if pruned and self._bits.knows(getattr(module, tensor_name + "_mask")) is None:
+            return None
+        facts = self._orders.recall(module, tensor_name, _VALUES, values_only=True)
+        if facts is None or facts[0] is None or (pruned and not facts[1]):
+            return None
+        return self._known[name].numel - self.kept_count(name, alive=True)
 
     @locked
     def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
@@ -180,7 +204,7 @@ class Reporting(Previewing):
         model.
         """
         frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known},
-                              self._orders.memo)
+                              self._orders.memo, zeros=self.zeros())
         return with_total(frame) if totals else frame
 
     @locked
@@ -199,7 +223,10 @@ class Reporting(Previewing):
         >>> s.zeros()
         {'0.weight': 3, '0.bias': 0}
         """
-        return tensor_zeros(self._model, self._known, self._orders.memo)
+        known = {n: self._zeros_known(n) for n in self._known}
+        counted = tensor_zeros(self._model, {n: i for n, i in self._known.items()
+                                             if known[n] is None}, self._orders.memo)
+        return {n: counted[n] if z is None else z for n, z in known.items()}
 
     @locked
     def memory_report(self) -> pd.DataFrame:

@@ -174,18 +174,20 @@ def tensor_report(
     known: Mapping[str, TensorInfo],
     methods: Mapping[str, tuple[str, ...]],
     memo: Callable[..., Any] | None = None,
+    zeros: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """One row per tensor of ``known`` with :data:`REPORT_COLUMNS`.
 
     ``memo(module, tensor_name, what, compute)``, if given, returns ``compute()`` or what it
     returned for the tensor in the same state (``OrderCache.memo``); the zeros and the
-    channel counts are memoised apart, so :func:`tensor_zeros` shares the first.
+    channel counts are memoised apart, so :func:`tensor_zeros` shares the first. ``zeros``:
+    the zeros column, when the caller knows it (``Session.zeros``).
     """
-    zeros_by_name = tensor_zeros(model, known, memo)
+    zeros_by_name = tensor_zeros(model, known, memo) if zeros is None else zeros
     rows = []
     for name, info in known.items():
         module = model.get_submodule(info.module_name)
-        zeros = zeros_by_name[name]
+        count = zeros_by_name[name]
         channels = _fact(memo, module, info.tensor_name, "channels", _channels)
         rows.append(
             {
@@ -193,8 +195,8 @@ def tensor_report(
                 "module_type": info.module_type,
                 "shape": info.shape,
                 "numel": info.numel,
-                "zeros": zeros,
-                "sparsity": zeros / info.numel if info.numel else 0.0,
+                "zeros": count,
+                "sparsity": count / info.numel if info.numel else 0.0,
                 "channels_pruned": dict(channels),
                 "methods": tuple(methods.get(name, ())),
             }
