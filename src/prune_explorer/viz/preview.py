@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import torch
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -221,9 +222,18 @@ class MaskPreview:
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
-        view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+        counted = kept_cells is not None
+        source = mask
+        if counted and isinstance(mask, torch.Tensor) and mask.dtype == torch.bfloat16:
+            # Given the counts, only the view's shape and labels are read: a bfloat16 mask
+            # (NumPy has no such dtype) is viewed as int16 rather than copied to float32.
+            source = mask.view(torch.int16)
+        view = tensor_view(source, layout=layout, dim=dim, module_type=module_type)
+        if counted and view.kind not in ("matrix", "flat"):
+            counted = False  # pooled from the mask itself after all
+            view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
         self._fit(*view.shape)
-        if kept_cells is not None and view.kind in ("matrix", "flat"):
+        if counted:
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
             pooled = pool_view(view, self.max_cells)
