@@ -249,3 +249,21 @@ def test_zeros_are_the_reports_count_in_every_case(special):
     assert s.zeros() == _report_zeros(s)
     frame = s.report()
     assert dict(zip(frame["name"], frame["zeros"], strict=True)) == _report_zeros(s)
+
+
+def test_the_history_packs_the_bool_mask_the_order_gave(monkeypatch):
+    # An L1 step installed from its order: the history packs the order's bool mask, not the
+    # installed float mask compared with 0 again; the bits are the same.
+    s = Session(_model(torch.bfloat16))
+    packed_from = []
+    real = packed.PackedMask.from_tensor.__func__
+    monkeypatch.setattr(packed.PackedMask, "from_tensor",
+                        classmethod(lambda cls, m: packed_from.append(m.dtype) or real(cls, m)))
+    s.apply("0.weight", "l1_unstructured", amount=0.3)  # nothing previewed: the core's mask
+    s.preview("0.weight", "l1_unstructured", amount=0.3)
+    s.apply("0.weight", "l1_unstructured", amount=0.3)  # from the order
+    assert packed_from == [torch.bfloat16, torch.bool]
+    history = s.history("0.weight")
+    assert torch.equal(history.mask(2), s.mask("0.weight"))
+    s.undo()
+    assert torch.equal(history.mask(1), s.mask("0.weight"))

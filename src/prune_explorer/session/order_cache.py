@@ -261,6 +261,10 @@ class TensorOrder:
                               (cells.sub_(cut) if consume else cells - cut).clamp_(min=-1))
         return out
 
+    def kept(self, pruned: int) -> torch.Tensor:
+        """:meth:`mask` as a bool tensor (True = kept)."""
+        return self.rank >= pruned
+
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
         out = torch.empty(self.shape, dtype=self.mask_dtype, device=self.rank.device)

@@ -47,7 +47,7 @@ from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry
 from .methods import SEED_LIMIT
-from .order_cache import OrderCache
+from .order_cache import OrderCache, TensorOrder
 from .packed import MaskBits, PackedMask
 from .registry import TensorInfo
 from .step import Step
@@ -334,7 +334,8 @@ class Transactional:
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
-        masks = None if cuts is None else _masks_of(cuts, located)
+        kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
+        masks = None if cuts is None else _masks_of(cuts, located, kept)
         run_step(self._model, step, masks)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
@@ -353,23 +354,31 @@ class Transactional:
                 mask = history[-1].mask
             else:
                 buffer = getattr(module, tensor_name + "_mask")
-                mask = PackedMask.from_tensor(buffer)
+                installed = masks is not None and buffer is masks.get(name)
+                mask = PackedMask.from_tensor(kept[name] if installed and name in kept
+                                              else buffer)
                 self._bits.remember(buffer, mask)  # the next step's snapshot reuses it
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step
 
 
-def _masks_of(cuts: list[tuple[Any, int]],
-              located: list[tuple[str, nn.Module, str]]) -> dict[str, Any] | None:
+def _masks_of(cuts: list[tuple[Any, int]], located: list[tuple[str, nn.Module, str]],
+              kept: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """The masks a step leaves, from what its preview cached (see ``compute.cached_cuts``;
     None: the core computes them, where a mask buffer's dtype or device differs from the mask
-    the cache gives, which then would not be the core's)."""
+    the cache gives, which then would not be the core's). Where an order gives the mask, its
+    bool form goes in ``kept`` too (the history packs it: no second pass over the mask)."""
     masks = {}
     for (source, n), (address, module, tensor_name) in zip(cuts, located, strict=True):
-        mask = source.mask(n)
+        if isinstance(source, TensorOrder):
+            kept[address] = source.kept(n)
+            mask = kept[address].to(source.mask_dtype)
+        else:
+            mask = source.mask(n)
         buffer = module._buffers.get(tensor_name + "_mask")
         if buffer is not None and (buffer.dtype, buffer.device) != (mask.dtype, mask.device):
+            kept.clear()
             return None
         masks[address] = mask
     return masks
