@@ -24,9 +24,9 @@ Examples
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import numpy as np
@@ -70,24 +70,6 @@ def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
 #: Skipping all of them would show nothing until the drag ends; a stale picture is drawn anyway
 #: once the last one is this old, so a drag animates at a few frames per second at least.
 FRAME_INTERVAL_S = 0.25
-
-
-class _Slices(Sequence[int]):
-    """A summary's slices with something kept, per dim, counted when first read (structured
-    methods only: the other methods' controls never ask)."""
-
-    def __init__(self, summary: MaskSummary) -> None:
-        self._summary = summary
-
-    def __len__(self) -> int:
-        return len(self._summary.shape)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        return self._summary.kept_slices[index]
 
 
 class ExplorePane:
@@ -370,7 +352,7 @@ class ExplorePane:
             entries = sum(self.kept(n).kept_count for n in self.controls.global_targets.value)
         else:
             entries = summary.kept_count
-        return {"entries": entries, "dim": _Slices(summary)}
+        return {"entries": entries, "dim": summary.slices}
 
     def _on_control(self, change: dict[str, Any]) -> None:
         if self.ex.is_quiet:

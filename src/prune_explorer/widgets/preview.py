@@ -25,9 +25,9 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import ipywidgets as widgets
 import torch
@@ -150,8 +150,10 @@ class MaskSummary:
     >>> MaskSummary.of(torch.tensor([[True, False], [False, False]]))
     MaskSummary(shape=(2, 2), kept_count=1, kept_slices=(1, 1))
     >>> lazy = MaskSummary(lambda: torch.ones(3, 4, dtype=torch.bool), 12, shape=(3, 4))
-    >>> lazy.kept_count, lazy.built  # the mask itself is not read yet
-    (12, False)
+    >>> lazy.kept_count, len(lazy.slices), lazy.built  # the mask itself is not read yet
+    (12, 2, False)
+    >>> lazy.slices[1], lazy.built
+    (4, True)
     """
 
     def __init__(self, kept: torch.Tensor | Callable[[], torch.Tensor],
@@ -212,9 +214,31 @@ class MaskSummary:
             self._slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
         return self._slices
 
+    @property
+    def slices(self) -> Sequence[int]:
+        """:attr:`kept_slices` as a sequence counted when first indexed (for controls that
+        may never ask)."""
+        return _Slices(self)
+
     def __repr__(self) -> str:
         return (f"MaskSummary(shape={self.shape}, kept_count={self.kept_count}, "
                 f"kept_slices={self.kept_slices})")
+
+
+class _Slices(Sequence[int]):
+    # MaskSummary.slices: the length is the rank; the counts are read on first indexing.
+    def __init__(self, summary: MaskSummary) -> None:
+        self._summary = summary
+
+    def __len__(self) -> int:
+        return len(self._summary.shape)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        return self._summary.kept_slices[index]
 
 
 @dataclass(frozen=True)
