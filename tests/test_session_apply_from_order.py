@@ -121,9 +121,11 @@ def test_installed_mask_is_the_cached_orders(dtype):
         s._preview_step(step, "test")
         cuts = cached_cuts(s.model, step, s._orders)
         assert cuts is not None
+        # read before the step: carrying an L1 order past it consumes that order
+        expected = [order.mask(cut) for order, cut in cuts]
         s.apply_step(step)
-        for name, (order, cut) in zip(step.targets, cuts, strict=True):
-            assert torch.equal(s.mask(name), order.mask(cut)), (step, name)
+        for name, mask in zip(step.targets, expected, strict=True):
+            assert torch.equal(s.mask(name), mask), (step, name)
         s.undo()
 
 

@@ -118,9 +118,11 @@ def test_report_counts_are_memoised_per_tensor_state_and_follow_every_change(mon
     import prune_explorer.session.reports as reports
 
     s = Session(_model(torch.float32))
-    calls = []
-    real = reports._counts
-    monkeypatch.setattr(reports, "_counts", lambda m, t: calls.append(t) or real(m, t))
+    calls: dict[str, list[str]] = {"zeros": [], "channels": []}
+    for what in calls:
+        real = getattr(reports, f"_{what}")
+        monkeypatch.setattr(reports, f"_{what}",
+                            lambda m, t, real=real, seen=calls[what]: seen.append(t) or real(m, t))
 
     def fresh_report():
         expected = [(int((reports.effective_tensor(m, "weight") == 0).sum()),
@@ -129,11 +131,15 @@ def test_report_counts_are_memoised_per_tensor_state_and_follow_every_change(mon
         frame = s.report().set_index("name")
         assert [(int(frame.loc[f"{i}.weight", "zeros"]), frame.loc[f"{i}.weight",
                 "channels_pruned"]) for i in range(2)] == expected
+        assert s.zeros() == dict(zip(s.report()["name"], s.report()["zeros"], strict=True))
+
+    def weights() -> dict[str, int]:  # counts of the weights (the small biases: every time)
+        return {what: seen.count("weight") for what, seen in calls.items()}
 
     fresh_report()
-    big = len(calls)  # the two weights (the biases are small: always counted)
+    assert weights() == {"zeros": 2, "channels": 2}
     fresh_report()
-    assert len(calls) == 2 * big - 2  # the weights' counts were reused
+    assert weights() == {"zeros": 2, "channels": 2}  # reused
     changes = [
         lambda: s.apply("0.weight", "ln_structured", amount=0.3, n=2, dim=0),
         s.undo,
@@ -147,6 +153,28 @@ def test_report_counts_are_memoised_per_tensor_state_and_follow_every_change(mon
 
     for change in [*changes, add_one]:
         change()
-        before = len(calls)
+        before = weights()
         fresh_report()
-        assert len(calls) > before
+        assert all(weights()[what] > before[what] for what in calls)
+
+
+def test_zeros_counts_no_channels_and_shares_the_reports_counts(monkeypatch):
+    # The explorer's picker and summary read Session.zeros() after every change: it must not
+    # pay for the report's per-slice counts, and a report after it counts no zeros again.
+    import prune_explorer.session.reports as reports
+
+    s = Session(_model(torch.float32))
+    s.apply("0.weight", "l1_unstructured", amount=0.3)
+    channels, zeros = [], []
+    real_channels, real_zeros = reports._channels, reports._zeros
+    monkeypatch.setattr(reports, "_channels",
+                        lambda m, t: channels.append(t) or real_channels(m, t))
+    monkeypatch.setattr(reports, "_zeros", lambda m, t: zeros.append(t) or real_zeros(m, t))
+    got = s.zeros()
+    assert channels == []
+    assert got == {name: int((s.tensor(name) == 0).sum()) for name in s.names}
+    counted = len(zeros)
+    frame = s.report()
+    assert dict(zip(frame["name"], frame["zeros"], strict=True)) == got
+    assert len(zeros) == counted + 2  # the two biases only (small: never memoised)
+    assert len(channels) == 4

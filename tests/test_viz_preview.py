@@ -238,3 +238,31 @@ def test_the_live_picture_shows_the_groups_of_a_pattern_at_full_resolution():
     preview.update(mask, method="l1_unstructured", settings={"amount": 0.5})
     assert preview.ax.get_lines() == []
     assert not np.array_equal(decode(preview.png()), with_lines)
+
+
+def test_counted_cells_of_a_bfloat16_mask_copy_nothing_and_give_the_same_picture(monkeypatch):
+    # Issue 11 (Apply on Linear(4096, 11008) bf16): with the cell counts given, the bf16 mask
+    # is not copied to float32 just to read its shape; "now" may come as counts too.
+    import prune_explorer.viz.views as views
+
+    g = torch.Generator().manual_seed(0)
+    now = (torch.rand(300, 500, generator=g) > 0.3)
+    after = now & (torch.rand(300, 500, generator=g) > 0.5)
+    plain, counted = MaskPreview(), MaskPreview()
+    expected = plain.update(after.to(torch.bfloat16), before=now)
+    rows, cols = counted.cell_edges((300, 500))
+
+    def cells(mask):
+        return np.add.reduceat(np.add.reduceat(mask.numpy().astype(np.int64), rows[:-1], 0),
+                               cols[:-1], 1)
+
+    seen = []
+    real = views.as_array
+    monkeypatch.setattr(views, "as_array", lambda t: seen.append(t.dtype) or real(t))
+    got = counted.update(after.to(torch.bfloat16), kept_cells=cells(after),
+                         before_cells=cells(now))
+    assert torch.bfloat16 not in seen
+    np.testing.assert_array_equal(got.kept, expected.kept)
+    np.testing.assert_array_equal(counted.pooled_before.kept, plain.pooled_before.kept)
+    assert counted.label == plain.label
+    assert counted.ax.get_title(loc="left") == plain.ax.get_title(loc="left")

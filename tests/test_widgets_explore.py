@@ -355,13 +355,13 @@ def test_an_error_is_shown_once_and_an_ok_message_outlives_later_previews(ex):
 def test_a_busy_indicator_shows_while_an_action_or_a_first_visit_runs(ex, monkeypatch):
     ex.status.busy_delay = 0  # at once (the explorer waits 0.3 s; no timing in unit tests)
     seen = []
-    read = ex.session.mask
+    read = ex.session.kept_count
 
-    def slow_mask(name):
+    def slow_count(name, **kwargs):
         seen.append((ex.ui.busy.layout.display, ex.ui.busy.value))
-        return read(name)
+        return read(name, **kwargs)
 
-    monkeypatch.setattr(ex.session, "mask", slow_mask)
+    monkeypatch.setattr(ex.session, "kept_count", slow_count)
     ex.ui.tensor.value = "2.weight"  # first visit: its mask is counted
     assert seen
     assert seen[0][0] == ""

@@ -103,6 +103,19 @@ def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
                    state[:-1], now[:-1], strict=True))
 
 
+def _fact_state(module: nn.Module, name: str, values_only: bool) -> tuple[Any, ...] | None:
+    """The state a memoised fact of ``module.name`` is valid for (see :func:`_state`; with
+    ``values_only``, the parameter's alone); None where facts are not memoised (tensors of at
+    most ``SMALL`` entries, sharded ones)."""
+    param = module._parameters.get(name + "_orig")
+    if param is None:
+        param = module._parameters.get(name)
+    if param is None or param.numel() <= SMALL or is_sharded(param):
+        return None
+    now = _state(module, name)
+    return (now[0], now[-1]) if values_only else now
+
+
 #: "Few" exact zeros among a tensor's unpruned entries: at most one in this many (then their
 #: flat indices are kept with the order; see TensorOrder.kept_per_cell).
 _FEW_ZEROS = 100
@@ -185,7 +198,7 @@ class TensorOrder:
         return self.rank.numel()
 
     def restricted(self, current: torch.Tensor, kept: torch.Tensor,
-                   state: tuple[Any, ...]) -> TensorOrder | None:
+                   state: tuple[Any, ...], cut: int | None = None) -> TensorOrder | None:
         """This (L1) order after a step that only masked entries: the order of the entries
         ``kept`` still keeps, exactly what building it afresh for ``current`` gives, in
         ``O(n)`` instead of a sort (None where ``kept`` keeps an entry this order had pruned).
@@ -193,20 +206,36 @@ class TensorOrder:
         The survivors keep their values and relative order (ascending ``|w|``, ties lowest
         flat index first), so a survivor's new rank is how many survivors rank before it.
         When the step pruned exactly the first entries of this order (an L1 cut), the per-cell
-        ranks of the picture carry over too.
+        ranks of the picture carry over too. ``cut``: the caller knows ``kept`` is
+        ``self.mask(cut)`` (it installed that very mask), so ``kept`` is not read at all, and
+        it drops this order: its ranks are shifted in place to become the new order's.
         """
         with torch.no_grad():
             flat = self.rank.reshape(-1)
-            survives = kept.reshape(-1) != 0
-            alive = int(survives.sum())
-            cut = self.alive - alive
             minus_one = torch.tensor(-1, dtype=flat.dtype, device=flat.device)
-            prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut: first `cut` go
+            survives: torch.Tensor | None = None
+            consume = cut is not None
+            if cut is not None:
+                prefix = True
+                alive = self.alive - cut
+            else:
+                survives = kept.reshape(-1) != 0
+                alive = int(survives.sum())
+                cut = self.alive - alive
+                prefix = cut >= 0 and torch.equal(survives, flat >= cut)  # an L1 cut
             by_rank: slice | torch.Tensor
+            zeros: torch.Tensor | None
+            if self.zeros is not None:  # few before: the survivors among them are fewer
+                zeros = self.zeros[flat[self.zeros] >= cut] if survives is None \
+                    else self.zeros[survives[self.zeros]]
+            else:
+                zeros = _few_zeros(current, flat < cut if survives is None else ~survives)
             if prefix:
                 by_rank = slice(cut, None)
-                rank = (flat - cut).clamp_(min=-1)  # the first `cut` (and the dead): -1
+                # the first `cut` (and the dead): -1; in place when this order is dropped
+                rank = (flat.sub_(cut) if consume else flat - cut).clamp_(min=-1)
             else:
+                assert survives is not None  # set above whenever the cut was not given
                 was_alive = flat >= 0
                 if bool((survives & ~was_alive).any()):
                     return None
@@ -218,11 +247,9 @@ class TensorOrder:
             out = object.__new__(TensorOrder)
             out.alive = alive
             out.rank = rank.view(self.shape)
-            out.sorted_keys = self.sorted_keys[by_rank].clone()
-            if self.zeros is not None:  # few before: the survivors among them are fewer
-                out.zeros = self.zeros[survives[self.zeros]]
-            else:
-                out.zeros = _few_zeros(current, ~survives)
+            # a slice of the keys is a view (both orders only read them)
+            out.sorted_keys = self.sorted_keys[by_rank]
+            out.zeros = zeros
             out.mask_dtype = self.mask_dtype
             out.seed = None
             out.shape = self.shape
@@ -232,8 +259,14 @@ class TensorOrder:
             if self._cells is not None and prefix:
                 # pruned = this order's first `cut` entries: shifting keeps each cell sorted
                 # (the padding shifts too: still above every rank, it is never counted)
-                out._cells = (*self._cells[:2], (self._cells[2] - cut).clamp_(min=-1))
+                cells = self._cells[2]
+                out._cells = (*self._cells[:2],
+                              (cells.sub_(cut) if consume else cells - cut).clamp_(min=-1))
         return out
+
+    def kept(self, pruned: int) -> torch.Tensor:
+        """:meth:`mask` as a bool tensor (True = kept)."""
+        return self.rank >= pruned
 
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
@@ -397,10 +430,12 @@ class OrderCache:
         self._orders[key] = built
         return built
 
-    def carry(self, module: nn.Module, name: str, before: TensorOrder | None) -> None:
+    def carry(self, module: nn.Module, name: str, before: TensorOrder | None,
+              cut: int | None = None) -> None:
         """After an apply on ``module.name``: keep its L1 order ``before`` (valid before the
         step; see :meth:`peek`) as the order of the new state, restricted to the survivors
-        (:meth:`TensorOrder.restricted`), so the next preview does not sort again."""
+        (:meth:`TensorOrder.restricted`), so the next preview does not sort again. ``cut``:
+        the step installed ``before.mask(cut)`` itself (then the mask is not read again)."""
         if before is None or before.seed is not None:
             return
         kept = module._buffers.get(name + "_mask")
@@ -409,30 +444,37 @@ class OrderCache:
                 or tuple(kept.shape) != before.shape or kept.device != before.rank.device:
             return
         now = _state(module, name)
-        order = before.restricted(current, kept, now)
         key = (id(module), name, None)
-        self._orders.pop(key, None)
+        self._orders.pop(key, None)  # first: restricting by a cut consumes ``before``
+        order = before.restricted(current, kept, now, cut)
         if order is not None:
             self._orders[key] = order
 
-    def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T]) -> T:
+    def memo(self, module: nn.Module, name: str, what: str, compute: Callable[[], T], *,
+             values_only: bool = False) -> T:
         """``compute()``, or what it returned for ``module.name`` in the same state (checked
         as for the orders): small facts such as a report's counts, computed once per tensor
-        state. Tensors of at most ``SMALL`` entries and sharded ones are always computed
-        afresh."""
-        param = module._parameters.get(name + "_orig")
-        if param is None:
-            param = module._parameters.get(name)
-        if param is None or param.numel() <= SMALL or is_sharded(param):
+        state. ``values_only``: a fact of the values alone (the parameter, ``_orig`` once
+        pruned), kept across changes of the mask only (apply, undo). Tensors of at most
+        ``SMALL`` entries and sharded ones are always computed afresh."""
+        now = _fact_state(module, name, values_only)
+        if now is None:
             return compute()  # small, or sharded (every rank must join the collectives)
         key = (id(module), name, what)
-        now = _state(module, name)
         hit = self._facts.get(key)
         if hit is not None and _still(hit[0], now):
             return hit[1]
         value = compute()
         self._facts[key] = (now, value)
         return value
+
+    def recall(self, module: nn.Module, name: str, what: str, *,
+               values_only: bool = False) -> Any:
+        """What :meth:`memo` keeps for ``module.name`` in its state now, or None (nothing kept,
+        out of date, or a tensor never memoised); computes nothing."""
+        now = _fact_state(module, name, values_only)
+        hit = None if now is None else self._facts.get((id(module), name, what))
+        return hit[1] if hit is not None and now is not None and _still(hit[0], now) else None
 
     def clear(self) -> None:
         """Forget every order and histogram."""

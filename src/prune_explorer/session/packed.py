@@ -18,6 +18,7 @@ tensor([[ True, False,  True],
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ import torch
 from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import is_sharded
 
-__all__ = ["PackedMask"]
+__all__ = ["MaskBits", "PackedMask"]
 
 _SHIFTS: dict[torch.device, torch.Tensor] = {}
 
@@ -275,3 +276,49 @@ class PackedMask:
             f"PackedMask(shape={self._shape}, kept={self._kept}, pruned={self.pruned}, "
             f"{size} {unit}{where})"
         )
+
+
+class MaskBits:
+    """Packed masks remembered by the mask buffer they were packed from, each valid while
+    that buffer is the same object at the same version (an in-place write bumps it): the
+    snapshot an undo needs of a mask the history already holds packs nothing again.
+
+    Examples
+    --------
+    >>> import torch
+    >>> mask = torch.tensor([1.0, 0.0, 1.0])
+    >>> bits = MaskBits()
+    >>> packed = PackedMask.from_tensor(mask)
+    >>> bits.remember(mask, packed)
+    >>> bits.pack(mask) is packed
+    True
+    >>> mask[1] = 1.0  # written in place: packed afresh
+    >>> bits.pack(mask) is packed, bits.pack(mask).kept
+    (False, 3)
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[weakref.ref[torch.Tensor], int, PackedMask]] = {}
+
+    def remember(self, mask: torch.Tensor, packed: PackedMask) -> None:
+        """``packed`` is ``mask`` as it is now."""
+        self._by_id = {k: v for k, v in self._by_id.items() if v[0]() is not None}
+        self._by_id[id(mask)] = (weakref.ref(mask), mask._version, packed)
+
+    def knows(self, mask: torch.Tensor) -> PackedMask | None:
+        """The bits remembered for ``mask``, if it is unchanged since (else None)."""
+        hit = self._by_id.get(id(mask))
+        if hit is not None and hit[0]() is mask and hit[1] == mask._version:
+            return hit[2]
+        return None
+
+    def pack(self, mask: torch.Tensor) -> PackedMask:
+        """``mask`` packed: the remembered bits if it is unchanged since, else packed now."""
+        known = self.knows(mask)
+        return PackedMask.from_tensor(mask) if known is None else known
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __repr__(self) -> str:
+        return f"MaskBits({len(self._by_id)} masks)"

@@ -22,15 +22,27 @@ import torch
 
 from .arguments import as_list
 from .compute import GlobalPreview
+from .distributed import count_nonzero, is_dtensor
 from .errors import InvalidStepError
 from .hooks import find_hook
 from .magnitudes import MagnitudeCache, Magnitudes
+from .order_cache import _few_zeros
+from .packed import MaskBits
 from .previewing import Previewing
-from .reports import compare_frame, memory_report, tensor_report, with_total
+from .reports import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 from .step import Step
 from .transaction import locked
 
 __all__ = ["Reporting"]
+
+
+#: The memoised facts of a tensor's values: its exact zeros (flat indices, when few) and
+#: whether every entry is finite (``_value_facts``).
+_VALUES = "values"
+
+
+def _value_facts(values: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
+    return _few_zeros(values, None), bool(torch.isfinite(values).all())
 
 
 class Reporting(Previewing):
@@ -38,6 +50,7 @@ class Reporting(Previewing):
 
     _found_methods: dict[str, tuple[str, ...]]
     _magnitudes: MagnitudeCache
+    _bits: MaskBits
 
     if TYPE_CHECKING:  # defined by Session, which this class is a mixin of
         def default_targets(self) -> list[str]: ...
@@ -79,6 +92,63 @@ class Reporting(Previewing):
             mask = getattr(module, tensor_name + "_mask") if pruned else None
         kept = values != 0
         return kept if mask is None else kept & (mask != 0)
+
+    @locked
+    def kept_count(self, name: str, *, alive: bool = False) -> int:
+        """Entries of ``name`` that its mask keeps (``mask(name).sum()``); with ``alive``,
+        those that are also not exactly 0 (``alive(name).sum()``).
+
+        Cheap where the session's caches hold the tensor: the kept count of a tensor whose
+        L1 order is cached (a preview built it, an apply carried it) is known, and the exact
+        zeros of its values, when few, are found once per value state (apply and undo keep
+        them), so ``alive`` costs ``O(zeros)``. Otherwise one count over the tensor.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=3)
+        >>> _ = s.commit()
+        >>> s.kept_count("0.weight"), s.kept_count("0.weight", alive=True)  # no mask, 3 zeros
+        (8, 5)
+        """
+        name = self._check_name(name, "Session.kept_count")
+        module, tensor_name = self._locate(name)
+        pruned = find_hook(module, tensor_name) is not None
+        mask = getattr(module, tensor_name + "_mask") if pruned else None
+        order = self._orders.peek(module, tensor_name)
+        if order is not None:
+            kept = order.alive
+        elif mask is None:
+            kept = self._known[name].numel
+        else:
+            kept = count_nonzero(mask)
+        if not alive:
+            return kept
+        values = getattr(module, tensor_name + "_orig" if pruned else tensor_name).detach()
+        if is_dtensor(values):
+            return count_nonzero(self.alive(name))
+        zeros, _ = self._orders.memo(module, tensor_name, _VALUES,
+                                     lambda: _value_facts(values), values_only=True)
+        if zeros is None:  # many (committed pruning): count them with the mask
+            return count_nonzero(self.alive(name))
+        if mask is None:
+            return kept - zeros.numel()
+        return kept - count_nonzero(mask.reshape(-1)[zeros])
+
+    def _zeros_known(self, name: str) -> int | None:
+        # The report's zeros of ``name`` from what the caches hold, or None. Exact: the mask is
+        # the 0/1 mask the session installed (unchanged since, see MaskBits) and the values
+        # are finite, so ``orig * mask`` is 0 exactly where the entry is not alive.
+        module, tensor_name = self._locate(name)
+        pruned = find_hook(module, tensor_name) is not None
+        if pruned and self._bits.knows(getattr(module, tensor_name + "_mask")) is None:
+            return None
+        facts = self._orders.recall(module, tensor_name, _VALUES, values_only=True)
+        if facts is None or facts[0] is None or (pruned and not facts[1]):
+            return None
+        return self._known[name].numel - self.kept_count(name, alive=True)
 
     @locked
     def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
@@ -134,8 +204,29 @@ class Reporting(Previewing):
         model.
         """
         frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known},
-                              self._orders.memo)
+                              self._orders.memo, zeros=self.zeros())
         return with_total(frame) if totals else frame
+
+    @locked
+    def zeros(self) -> dict[str, int]:
+        """The :meth:`report`'s ``zeros`` by address, without the rest of it (no per-channel
+        counts): one count per tensor, memoised per tensor state like the report's.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=3)
+        >>> s.zeros() == dict(zip(s.report()["name"], s.report()["zeros"]))
+        True
+        >>> s.zeros()
+        {'0.weight': 3, '0.bias': 0}
+        """
+        known = {n: self._zeros_known(n) for n in self._known}
+        counted = tensor_zeros(self._model, {n: i for n, i in self._known.items()
+                                             if known[n] is None}, self._orders.memo)
+        return {n: counted[n] if z is None else z for n, z in known.items()}
 
     @locked
     def memory_report(self) -> pd.DataFrame:

@@ -36,7 +36,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import torch
@@ -61,8 +61,11 @@ __all__ = [
     "is_collapsed",
     "memory_report",
     "tensor_report",
+    "tensor_zeros",
     "with_total",
 ]
+
+T = TypeVar("T")
 
 REPORT_COLUMNS = [
     "name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned", "methods",
@@ -136,14 +139,34 @@ def collapsed_layers(kept: Mapping[str, int], numel: Mapping[str, int],
     return [name for name, count in kept.items() if collapses(count, numel[name], threshold)]
 
 
-def _counts(module: nn.Module, tensor_name: str) -> tuple[int, dict[int, int]]:
-    """(exact zeros, channels pruned) of ``module.tensor_name`` as the forward pass sees it
-    (collectives for a DTensor, see :func:`~prune_explorer.session.distributed.nonzero_summary`)."""
+def _zeros(module: nn.Module, tensor_name: str) -> int:
+    """Exact zeros of ``module.tensor_name`` as the forward pass sees it (one count, a
+    collective for a DTensor)."""
     values = effective_tensor(module, tensor_name)
-    count, per_dim = nonzero_summary(values)
-    if not values.numel():
-        return 0, {d: 0 for d in range(values.dim())}
-    return values.numel() - count, _dead_slices(per_dim)
+    return values.numel() - count_nonzero(values) if values.numel() else 0
+
+
+def _channels(module: nn.Module, tensor_name: str) -> dict[int, int]:
+    """:func:`channels_pruned` of ``module.tensor_name`` as the forward pass sees it."""
+    return channels_pruned(effective_tensor(module, tensor_name))
+
+
+def _fact(memo: Callable[..., Any] | None, module: nn.Module, tensor_name: str, what: str,
+          compute: Callable[[nn.Module, str], T]) -> T:
+    # compute(module, tensor_name), through ``memo`` (once per tensor state) when given.
+    if memo is None:
+        return compute(module, tensor_name)
+    value: T = memo(module, tensor_name, what, lambda: compute(module, tensor_name))
+    return value
+
+
+def tensor_zeros(model: nn.Module, known: Mapping[str, TensorInfo],
+                 memo: Callable[..., Any] | None = None) -> dict[str, int]:
+    """The ``zeros`` column of :func:`tensor_report` alone, by address: one count per tensor,
+    no per-slice counts (what a picker or a summary line needs)."""
+    return {name: _fact(memo, model.get_submodule(info.module_name), info.tensor_name, "zeros",
+                        _zeros)
+            for name, info in known.items()}
 
 
 def tensor_report(
@@ -151,28 +174,29 @@ def tensor_report(
     known: Mapping[str, TensorInfo],
     methods: Mapping[str, tuple[str, ...]],
     memo: Callable[..., Any] | None = None,
+    zeros: Mapping[str, int] | None = None,
 ) -> pd.DataFrame:
     """One row per tensor of ``known`` with :data:`REPORT_COLUMNS`.
 
     ``memo(module, tensor_name, what, compute)``, if given, returns ``compute()`` or what it
-    returned for the tensor in the same state (``OrderCache.memo``).
+    returned for the tensor in the same state (``OrderCache.memo``); the zeros and the
+    channel counts are memoised apart, so :func:`tensor_zeros` shares the first. ``zeros``:
+    the zeros column, when the caller knows it (``Session.zeros``).
     """
+    zeros_by_name = tensor_zeros(model, known, memo) if zeros is None else zeros
     rows = []
     for name, info in known.items():
         module = model.get_submodule(info.module_name)
-        if memo is None:
-            zeros, channels = _counts(module, info.tensor_name)
-        else:
-            zeros, channels = memo(module, info.tensor_name, "report",
-                                   lambda m=module, t=info.tensor_name: _counts(m, t))
+        count = zeros_by_name[name]
+        channels = _fact(memo, module, info.tensor_name, "channels", _channels)
         rows.append(
             {
                 "name": name,
                 "module_type": info.module_type,
                 "shape": info.shape,
                 "numel": info.numel,
-                "zeros": zeros,
-                "sparsity": zeros / info.numel if info.numel else 0.0,
+                "zeros": count,
+                "sparsity": count / info.numel if info.numel else 0.0,
                 "channels_pruned": dict(channels),
                 "methods": tuple(methods.get(name, ())),
             }

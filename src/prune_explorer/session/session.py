@@ -49,7 +49,7 @@ from .hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .magnitudes import MagnitudeCache
 from .methods import check_seed
 from .order_cache import OrderCache
-from .packed import PackedMask
+from .packed import MaskBits, PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover
 from .reporting import Reporting
@@ -120,6 +120,7 @@ class Session(Reporting, Committing):
         self._events = self._journal.events  # the subscribers (tests count them)
         self._seen = {name: seen(*self._locate(name)) for name in self._known}
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
+        self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
 
     # -- what the session holds -----------------------------------------------------------------

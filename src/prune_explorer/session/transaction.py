@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import torch
 from torch import nn
 
 from prune_explorer.prune import _radix
@@ -48,8 +49,8 @@ from .events import EventEmitter, SessionEvent
 from .execute import run_step
 from .history import HistoryEntry, starting_mask
 from .methods import SEED_LIMIT
-from .order_cache import OrderCache
-from .packed import PackedMask
+from .order_cache import OrderCache, TensorOrder
+from .packed import MaskBits, PackedMask
 from .registry import TensorInfo
 from .step import Step
 from .ties import note_from_cuts, note_ties
@@ -59,15 +60,17 @@ __all__ = ["Action", "Journal", "Transactional", "locked"]
 
 
 
-def _packed(mask: Any) -> Any:
-    # Masks kept for undo are stored as bits (32x smaller than a float32 mask).
-    packed, dtype, device = PackedMask.from_tensor(mask), mask.dtype, mask.device
-    return lambda: packed.unpack(dtype, device)
+def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool,
+                  bits: MaskBits | None = None) -> list[ModuleSnapshot]:
+    """Snapshots of ``(module, tensor name)`` pairs as the session keeps them: masks as bits
+    (32x smaller than a float32 mask), those ``bits`` already holds not packed again."""
+    pack = PackedMask.from_tensor if bits is None else bits.pack
 
+    def store(mask: torch.Tensor) -> Callable[[], torch.Tensor]:
+        packed, dtype, device = pack(mask), mask.dtype, mask.device
+        return lambda: packed.unpack(dtype, device)
 
-def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool) -> list[ModuleSnapshot]:
-    """Snapshots of ``(module, tensor name)`` pairs as the session keeps them (masks as bits)."""
-    return snapshot(pairs, keep_values=keep_values, store=_packed)
+    return snapshot(pairs, keep_values=keep_values, store=store)
 
 
 @dataclass
@@ -236,6 +239,7 @@ class Transactional:
     _lock: threading.RLock
     _seen: dict[str, Seen]
     _orders: OrderCache  # the previews' orders: an apply installs their masks
+    _bits: MaskBits  # the history's packed masks, by buffer: snapshots reuse them
 
     @property
     def lock(self) -> threading.RLock:
@@ -319,7 +323,7 @@ class Transactional:
         located = [(name, *self._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit")
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit", bits=self._bits)
         # the values as the step finds them, where they can still be pruned (what the tie note
         # reads; a sharded tensor's pruned values are not computed: tensor_of)
         found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
@@ -334,10 +338,16 @@ class Transactional:
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
+        kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
+        masks = None if cuts is None else _masks_of(cuts, located, kept)
         with _radix.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
-            run_step(self._model, step, None if cuts is None else _masks_of(cuts, located))
-        for order, (_, module, tensor_name) in zip(l1, located, strict=True):
-            self._orders.carry(module, tensor_name, order)
+            run_step(self._model, step, masks)
+        for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
+            # The mask installed is order.mask(n) when it came from that very order: the
+            # carry need not read it back to find out.
+            cut = cuts[i][1] if masks is not None and cuts is not None \
+                and order is not None and cuts[i][0] is order else None
+            self._orders.carry(module, tensor_name, order, cut)
         if kind == "apply":
             note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
@@ -348,22 +358,32 @@ class Transactional:
             if kind == "commit":
                 mask = history[-1].mask
             else:
-                mask = PackedMask.from_tensor(getattr(module, tensor_name + "_mask"))
+                buffer = getattr(module, tensor_name + "_mask")
+                installed = masks is not None and buffer is masks.get(name)
+                mask = PackedMask.from_tensor(kept[name] if installed and name in kept
+                                              else buffer)
+                self._bits.remember(buffer, mask)  # the next step's snapshot reuses it
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step
 
 
-def _masks_of(cuts: list[tuple[Any, int]],
-              located: list[tuple[str, nn.Module, str]]) -> dict[str, Any] | None:
+def _masks_of(cuts: list[tuple[Any, int]], located: list[tuple[str, nn.Module, str]],
+              kept: dict[str, torch.Tensor]) -> dict[str, Any] | None:
     """The masks a step leaves, from what its preview cached (see ``compute.cached_cuts``;
     None: the core computes them, where a mask buffer's dtype or device differs from the mask
-    the cache gives, which then would not be the core's)."""
+    the cache gives, which then would not be the core's). Where an order gives the mask, its
+    bool form goes in ``kept`` too (the history packs it: no second pass over the mask)."""
     masks = {}
     for (source, n), (address, module, tensor_name) in zip(cuts, located, strict=True):
-        mask = source.mask(n)
+        if isinstance(source, TensorOrder):
+            kept[address] = source.kept(n)
+            mask = kept[address].to(source.mask_dtype)
+        else:
+            mask = source.mask(n)
         buffer = module._buffers.get(tensor_name + "_mask")
         if buffer is not None and (buffer.dtype, buffer.device) != (mask.dtype, mask.device):
+            kept.clear()
             return None
         masks[address] = mask
     return masks

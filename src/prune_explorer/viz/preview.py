@@ -202,6 +202,7 @@ class MaskPreview:
         module_type: str | None = None,
         kept_cells: Any = None,
         before: Any = None,
+        before_cells: Any = None,
     ) -> PooledView:
         """Show a new mask; returns the pooled data now behind the image.
 
@@ -216,15 +217,20 @@ class MaskPreview:
         (vermillion) -- is labelled :data:`NEXT_STEP` and states the sparsity now and after.
         Without it, ``mask`` is the current state (:data:`CURRENT`). The same ``before``
         object is pooled once and reused (pass the same tensor while only the step changes).
+        ``before_cells``: in place of ``before``, its kept counts per cell, as ``kept_cells``
+        (matrix layout only).
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
         counted = kept_cells is not None and layout == "auto" and len(mask.shape) >= 2
-        # counts given: the mask's values are not read (not even converted), its shape is
+        # counts given: only the mask's shape is read (its values are not even converted)
         view = tensor_view(shape_only(mask.shape) if counted else mask, layout=layout, dim=dim,
                            module_type=module_type)
+        if counted and view.kind not in ("matrix", "flat"):
+            counted = False  # pooled from the mask itself after all
+            view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
         self._fit(*view.shape)
-        if counted and view.kind in ("matrix", "flat"):
+        if counted:
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
             pooled = pool_view(view, self.max_cells)
@@ -244,7 +250,9 @@ class MaskPreview:
             self.colorbar.ax.set_visible(not pooled.full_resolution or view.kind == "channels")
             self._layout_key = layout_key
         self.pooled_before = None
-        if before is not None:
+        if before_cells is not None and view.kind in ("matrix", "flat"):
+            self.pooled_before = pool_counts(before_cells, *self.cell_edges(tuple(mask.shape)))
+        elif before is not None:
             key = (layout, dim, self.max_cells, tuple(pooled.row_edges), tuple(pooled.col_edges))
             if self._before is None or self._before[0] is not before or self._before[1] != key:
                 before_view = tensor_view(before, layout=layout, dim=dim)
@@ -260,7 +268,7 @@ class MaskPreview:
                 full_resolution=pooled.full_resolution)
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
-        self.label = CURRENT if before is None else NEXT_STEP
+        self.label = CURRENT if before is None and before_cells is None else NEXT_STEP
         first = title if title is not None else (name or "")
         text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
                                   method=method, settings=settings)

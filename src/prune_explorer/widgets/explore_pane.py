@@ -97,7 +97,7 @@ class ExplorePane:
         self.preview_error: str | None = None
         # What the picture shows, for the zoom: kept after the step (or now), kept now.
         self._shown: Later | None = None  # preview_shown, built on first read
-        self.preview_before: torch.Tensor | None = None
+        self._now: MaskSummary | None = None  # what is alive now, when the picture is a step
         self.render_count = 0
         self.collapsed: list[str] = []  # layers the previewed step would collapse
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
@@ -148,6 +148,12 @@ class ExplorePane:
         c.custom_upload.observe(self._on_upload, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
+
+    @property
+    def preview_before(self) -> torch.Tensor | None:
+        """What is alive now when the picture shows a step (None otherwise): the zoom's
+        "before", read when first asked (the picture itself needs only its cell counts)."""
+        return None if self._now is None else self._now.kept
 
     # -- custom masks -----------------------------------------------------------------------------
     def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
@@ -283,12 +289,18 @@ class ExplorePane:
         return self._summary("alive", name)
 
     def _summary(self, kind: str, name: str) -> MaskSummary:
+        # Counts from the session (cheap once its caches hold the tensor); the mask itself and
+        # its per-dim slices only when something on show reads them.
         key = (kind, name, self.ex.version)
         if key not in self._kept_cache:
             if len(self._kept_cache) > 64:
                 self._kept_cache.clear()
-            read = self.ex.session.mask if kind == "mask" else self.ex.session.alive
-            self._kept_cache[key] = MaskSummary.of(read(name))
+            session = self.ex.session
+            alive = kind == "alive"
+            read = session.alive if alive else session.mask
+            self._kept_cache[key] = MaskSummary(
+                lambda: read(name), session.kept_count(name, alive=alive),
+                shape=session.info(name).shape)
         return self._kept_cache[key]
 
     # -- refreshing -------------------------------------------------------------------------------
@@ -341,7 +353,7 @@ class ExplorePane:
             entries = sum(self.kept(n).kept_count for n in self.controls.global_targets.value)
         else:
             entries = summary.kept_count
-        return {"entries": entries, "dim": list(summary.kept_slices)}
+        return {"entries": entries, "dim": summary.slices}
 
     def _on_control(self, change: dict[str, Any]) -> None:
         if self.ex.is_quiet:
@@ -396,6 +408,19 @@ class ExplorePane:
                     shown = Later(lambda: session.alive(target, masks[target]))
                 if cells is None:
                     shown()  # the picture pools it, under the lock
+                # The picture's "now" (of a step): with no unmasked zeros, what the mask keeps,
+                # as cell counts where the session has them (the same step pruning nothing);
+                # else the alive mask, read under the lock (the summaries read lazily).
+                alive_now = before if zeros_free else now
+                now_cells = None
+                if cells is not None and zeros_free and "amount" in request.settings:
+                    # a fraction, 0.0: an int count would be checked against what is left
+                    nothing = replace(request, settings={**request.settings, "amount": 0.0})
+                    now_cells = nothing.kept_cells(session, edges)
+                if mask is not None and now_cells is None:
+                    alive_now.kept  # noqa: B018 -- read under the lock
+                if request.structured_dim is not None:
+                    before.kept_slices  # noqa: B018 -- counted under the lock (the stats)
                 others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
                           if n != target}  # counts only: no mask of theirs is built
                 sizes = {n: session.info(n).numel for n in masks}
@@ -411,7 +436,8 @@ class ExplorePane:
         pooled = self.preview_pane.draw(shape_only(shape) if cells is not None else shown(),
                                         request, module_type=module_type,
                                         plain=note is not None, kept_cells=cells,
-                                        before=None if mask is None else now.kept)
+                                        before=None if mask is None or now_cells is not None
+                                        else alive_now.kept, before_cells=now_cells)
         if mask is not None:
             if mask_kept is None:  # no unmasked zeros: alive is what the mask keeps
                 mask_kept = pooled.kept_total if zeros_free else kept_count(masks, target)
@@ -430,7 +456,7 @@ class ExplorePane:
         self.preview_request = request
         self.preview_error = None
         self._shown = shown
-        self.preview_before = None if mask is None else now.kept
+        self._now = None if mask is None else alive_now
         self.render_count += 1
         self._drawn_at = time.monotonic()
         self.preview_pane.publish(request, shape, note=note, stats=stats,
@@ -471,7 +497,7 @@ class ExplorePane:
         self._mask = self._shown = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
-        self.preview_before = None
+        self._now = None
         self.preview_pane.mark_stale()  # the message itself goes to the status line only
         self.panels.mark_stale()
         self.ex.ui.apply.disabled = True

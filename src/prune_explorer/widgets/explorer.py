@@ -412,13 +412,15 @@ class Explorer:
 
     # -- refreshing -------------------------------------------------------------------------------
     def _refresh_picker(self) -> None:
-        report = self.session.report()
-        self._zeros = {str(n): int(z) for n, z in zip(report["name"], report["zeros"],
-                                                      strict=True)}
-        options = [
-            (f"{row.name} · {shape_text(row.shape)} · {percent(row.sparsity)} pruned", row.name)
-            for row in report.itertuples()
-        ]
+        # Zeros only (Session.zeros): the per-channel counts of a full report are not shown.
+        session = self.session
+        self._zeros = session.zeros()
+        options = []
+        for name in session.names:
+            info = session.info(name)
+            sparsity = self._zeros[name] / info.numel if info.numel else 0.0
+            options.append((f"{name} · {shape_text(info.shape)} · {percent(sparsity)} pruned",
+                            name))
         picker = self.ui.tensor
         old = picker.value
         picker.options = options
@@ -432,13 +434,14 @@ class Explorer:
         return (self.session.default_targets() or names)[0]
 
     def _refresh_summary(self) -> None:
-        report = self.session.report(totals=True)
-        total = report.iloc[-1]
-        steps = len(self.session.steps)
-        pruned = int(sum(1 for methods in report["methods"].iloc[:-1] if methods))
-        text = (f"{type(self.model).__name__}: {plural(len(self.session.names), 'tensor')}, "
-                f"{pruned:,} pruned, {plural(steps, 'step')}, {int(total['zeros']):,} of "
-                f"{plural(int(total['numel']), 'entry')} zero ({percent(total['sparsity'])})")
+        session = self.session
+        zeros = sum(self._zeros.values())  # read by _refresh_picker just before
+        numel = sum(session.info(n).numel for n in session.names)
+        steps = len(session.steps)
+        pruned = sum(1 for n in session.names if session.methods(n))
+        text = (f"{type(self.model).__name__}: {plural(len(session.names), 'tensor')}, "
+                f"{pruned:,} pruned, {plural(steps, 'step')}, {zeros:,} of "
+                f"{plural(numel, 'entry')} zero ({percent(zeros / numel if numel else 0.0)})")
         self.ui.summary.value = f'<span class="pe-summary-text">{esc(text)}</span>'
 
 def _close_tree(widget: widgets.Widget) -> None:

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import ipywidgets as widgets
 import torch
@@ -133,35 +133,114 @@ class PreviewRequest:
         return dict(self.settings)
 
 
-@dataclass(frozen=True)
 class MaskSummary:
-    """A tensor's current kept-mask with the counts the preview needs (computed once).
+    """A tensor's current kept-mask with the counts the preview needs, each worked out on
+    first use and then kept: what a step's redraw does not look at costs nothing.
+
+    Parameters
+    ----------
+    kept : torch.Tensor or callable
+        The bool kept-mask, or a function that reads it (called at most once).
+    kept_count : int, optional
+        Its kept entries, when already known (else counted from the mask).
+    shape : tuple of int, optional
+        Its shape, when ``kept`` is a function (else read from the mask).
 
     Examples
     --------
     >>> import torch
     >>> MaskSummary.of(torch.tensor([[True, False], [False, False]]))
     MaskSummary(shape=(2, 2), kept_count=1, kept_slices=(1, 1))
+    >>> lazy = MaskSummary(lambda: torch.ones(3, 4, dtype=torch.bool), 12, shape=(3, 4))
+    >>> lazy.kept_count, len(lazy.slices), lazy.built  # the mask itself is not read yet
+    (12, 2, False)
+    >>> lazy.slices[1], lazy.built
+    (4, True)
     """
 
-    kept: torch.Tensor = field(repr=False)
-    kept_count: int
-    kept_slices: tuple[int, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of the tensor."""
-        return tuple(self.kept.shape)
+    def __init__(self, kept: torch.Tensor | Callable[[], torch.Tensor],
+                 kept_count: int | None = None, *, shape: tuple[int, ...] | None = None) -> None:
+        if isinstance(kept, torch.Tensor):
+            self._kept: torch.Tensor | None = kept
+            self._read: Callable[[], torch.Tensor] | None = None
+            shape = tuple(kept.shape)
+        elif shape is None:
+            raise TypeError("MaskSummary: give shape with a function that reads the mask")
+        else:
+            self._kept, self._read = None, kept
+        self._shape = tuple(shape)
+        self._count = kept_count
+        self._slices: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, kept: torch.Tensor) -> MaskSummary:
         """Summarise a bool kept-mask."""
-        slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
-        return cls(kept, int(kept.count_nonzero()), slices)
+        return cls(kept)
+
+    @property
+    def built(self) -> bool:
+        """Whether the mask has been read (:attr:`kept`)."""
+        return self._kept is not None
+
+    @property
+    def kept(self) -> torch.Tensor:
+        """The bool kept-mask (read on first use)."""
+        kept = self._kept
+        if kept is None:
+            assert self._read is not None  # set whenever the mask was not given
+            kept = self._kept = self._read()
+        return kept
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the tensor."""
+        return self._shape
+
+    @property
+    def numel(self) -> int:
+        """Entries of the tensor."""
+        return math.prod(self._shape)
+
+    @property
+    def kept_count(self) -> int:
+        """Kept entries."""
+        if self._count is None:
+            self._count = int(self.kept.count_nonzero())
+        return self._count
+
+    @property
+    def kept_slices(self) -> tuple[int, ...]:
+        """Per dim, the slices with at least one kept entry (structured methods only need it)."""
+        if self._slices is None:
+            kept = self.kept
+            self._slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
+        return self._slices
+
+    @property
+    def slices(self) -> Sequence[int]:
+        """:attr:`kept_slices` as a sequence counted when first indexed (for controls that
+        may never ask)."""
+        return _Slices(self)
 
     def __repr__(self) -> str:
         return (f"MaskSummary(shape={self.shape}, kept_count={self.kept_count}, "
                 f"kept_slices={self.kept_slices})")
+
+
+class _Slices(Sequence[int]):
+    # MaskSummary.slices: the length is the rank; the counts are read on first indexing.
+    def __init__(self, summary: MaskSummary) -> None:
+        self._summary = summary
+
+    def __len__(self) -> int:
+        return len(self._summary.shape)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        return self._summary.kept_slices[index]
 
 
 @dataclass(frozen=True)
@@ -223,7 +302,7 @@ class PreviewStats:
         (``compute.slices_pruned``). With both known where needed, ``after`` may be None: the
         mask is not read.
         """
-        numel = before.kept.numel()
+        numel = before.numel
         kept_before = before.kept_count
         if kept_after is None:
             kept_after = int(_read(after).count_nonzero())
@@ -328,7 +407,8 @@ class PreviewPane:
         self.words.add_class("pe-sr-only")
 
     def draw(self, mask: Any, request: PreviewRequest, *, module_type: str,
-             plain: bool = False, kept_cells: Any = None, before: Any = None) -> PooledView:
+             plain: bool = False, kept_cells: Any = None, before: Any = None,
+             before_cells: Any = None) -> PooledView:
         """Put ``mask`` in the picture (not yet rendered); returns the pooled view.
 
         With ``kept_cells`` only the shape of ``mask`` is read (it may be
@@ -338,7 +418,8 @@ class PreviewPane:
         ``kept_cells``: the mask's kept counts per cell of ``picture.cell_edges`` when the
         session knows them (:meth:`PreviewRequest.kept_cells`), so the mask is not pooled.
         ``before``: the state before the step, when ``mask`` is a preview (drawn as three
-        classes: kept, pruned before, pruned by this step).
+        classes: kept, pruned before, pruned by this step); ``before_cells`` in its place, its
+        kept counts per cell (as ``kept_cells``).
         """
         layout = request.layout
         if layout == "kernels" and len(mask.shape) < 3:
@@ -353,6 +434,7 @@ class PreviewPane:
             module_type=module_type,
             kept_cells=kept_cells,
             before=before,
+            before_cells=before_cells,
         )
 
     def publish(
