@@ -39,7 +39,7 @@ from prune_explorer.viz import shape_only
 
 from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
-from .html import collapse_warning, esc, message
+from .html import collapse_warning, custom_note, message
 from .maskfile import read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
@@ -203,16 +203,8 @@ class ExplorePane:
     def update_custom_note(self) -> None:
         """Say whether the chosen tensor has a custom mask."""
         name = self.ex.tensor
-        mask = self._custom.get(name) if name is not None else None
-        if mask is None:
-            text = (f"No custom mask for {name!r}: upload a .pt or .npy file of 0/1 values "
-                    f"(1 = keep, 0 = prune), or from code call explorer.set_custom_mask("
-                    f"{name!r}, mask) or explore(model, custom_masks={{{name!r}: mask}}).")
-        else:
-            kept = int(mask.count_nonzero())
-            text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps {kept:,} of "
-                    f"{mask.numel():,}.")
-        self.controls.custom.value = f'<span class="pe-custom-text">{esc(text)}</span>'
+        self.controls.custom.value = custom_note(
+            name, self._custom.get(name) if name is not None else None)
 
     # -- reset, after a question ------------------------------------------------------------------
     @property

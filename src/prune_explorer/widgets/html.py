@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
+import torch
 
 from prune_explorer.session.describe import display_table, human_bytes, percent
 
-__all__ = ["collapse_warning", "download_link", "esc", "frame_table", "human_bytes", "message",
-           "percent"]
+__all__ = ["collapse_warning", "custom_note", "download_link", "esc", "frame_table", "human_bytes",
+           "message", "percent"]
 
 # Colours of the status kinds (Okabe-Ito-like, readable on white and on dark themes' cards).
 _KIND_STYLE = {
@@ -99,3 +100,16 @@ def download_link(filename: str, text: str, mime: str, css_class: str) -> str:
         'style="color:#1a73e8;text-decoration:underline">'
         f"download {esc(filename)}</a>"
     )
+
+
+def custom_note(name: str | None, mask: torch.Tensor | None) -> str:
+    """The line under the method "custom mask": what ``mask`` (None: none given yet) keeps of
+    tensor ``name``, or how to give one."""
+    if mask is None:
+        text = (f"No custom mask for {name!r}: upload a .pt or .npy file of 0/1 values "
+                f"(1 = keep, 0 = prune), or from code call explorer.set_custom_mask("
+                f"{name!r}, mask) or explore(model, custom_masks={{{name!r}: mask}}).")
+    else:
+        text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps "
+                f"{int(mask.count_nonzero()):,} of {mask.numel():,}.")
+    return f'<span class="pe-custom-text">{esc(text)}</span>'
