@@ -12,14 +12,17 @@ memory just before the call, per parameter of the model):
 * global preview over every linear weight: the first ``preview_global`` (builds each target's
   key histogram), then slider moves at other amounts; and one target's mask;
 * apply: ``apply_global`` right after the preview of the same amount (time, peak extra, and
-  what stays: the masks and the ``orig * mask`` weights torch's layout keeps).
+  what stays: the masks and the ``orig * mask`` weights torch's layout keeps). With
+  ``--on-demand`` the model is first passed to ``prune.on_demand``: no ``orig * mask`` copy is
+  kept, pruning adds the bfloat16 masks (2 B/param) and the session's bit-packed history.
 
 torch's ``global_unstructured`` concatenates the model and sorts it: it cannot run at this size
 on a 24 GiB machine. ``--torch-blocks N`` (default 1) measures its peak extra memory per parameter
 on an N-block model in a child process (the same ``VmHWM`` method as ``bench_prune.py``) and
 scales it to the full model; the estimate is printed as such.
 
-Run: ``python benchmarks/bench_large.py [--blocks 16] [--torch-blocks 1] [--no-torch]``
+Run: ``python benchmarks/bench_large.py [--blocks 16] [--torch-blocks 1] [--no-torch]
+[--on-demand]``
 """
 
 from __future__ import annotations
@@ -129,14 +132,18 @@ def main() -> None:
     parser.add_argument("--torch-blocks", type=int, default=1)
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-explorer", action="store_true")
+    parser.add_argument("--on-demand", action="store_true",
+                        help="prune.on_demand(model) first: no orig * mask copies are kept")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
 
-    from prune_explorer import Session
+    from prune_explorer import Session, prune
     from prune_explorer.widgets import explore
 
     t0 = time.perf_counter()
     model = build(args.blocks)
+    if args.on_demand:
+        prune.on_demand(model)
     params = sum(p.numel() for p in model.parameters())
     targets = [f"{name}.weight" for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     print(f"model: {args.blocks} blocks, {len(targets)} linear weights, {params / 1e9:.3f}B "
@@ -177,9 +184,10 @@ def main() -> None:
     with Peak() as applied:
         s.apply_global(targets, amount=0.5)
     peak, kept = applied.per_param(params)
+    layout = ("on demand: the bfloat16 mask, 2 B/param" if args.on_demand else
+              "torch's layout: a bfloat16 mask and the orig * mask weight, 4 B/param")
     print(f"apply_global after the preview: {applied.seconds:.2f} s, peak +{peak:.2f} B/param, "
-          f"retained +{kept:.2f} B/param (torch's layout keeps a bfloat16 mask and the "
-          f"orig * mask weight: 4 B/param), peak over what stays "
+          f"retained +{kept:.2f} B/param ({layout}), peak over what stays "
           f"+{peak - kept:.2f} B/param", flush=True)
     del s, model
 

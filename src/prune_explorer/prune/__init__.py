@@ -26,6 +26,7 @@ False
 """
 
 from ._module import PruningStateError
+from ._on_demand import on_demand
 from ._select import get_tie_break, tie_break
 from .functional import (
     custom_from_mask,
@@ -91,6 +92,7 @@ __all__ = [
     "is_pruned",
     "l1_unstructured",
     "ln_structured",
+    "on_demand",
     "preview_mask",
     "pruned_parameters",
     "random_structured",
