@@ -267,3 +267,37 @@ def test_the_history_packs_the_bool_mask_the_order_gave(monkeypatch):
     assert torch.equal(history.mask(2), s.mask("0.weight"))
     s.undo()
     assert torch.equal(history.mask(1), s.mask("0.weight"))
+
+
+# -- a global apply without a preview ----------------------------------------------------------
+
+def test_a_global_apply_without_a_preview_sorts_no_keys_and_a_preview_does(monkeypatch):
+    # float32 targets above CHUNK: a slider's cuts read runs of every key sorted (built once);
+    # a single cut, an apply on its own, gathers its bin by one pass instead of that sort
+    import prune_explorer.session.global_cut as global_cut_module
+    from prune_explorer import prune
+
+    built: list[int] = []
+    real = global_cut_module.SortedKeys
+
+    def spy(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(global_cut_module, "SortedKeys", spy)
+    g = torch.Generator().manual_seed(9)
+    model = nn.Sequential(nn.Linear(1200, 1000, bias=False), nn.Linear(1000, 1100, bias=False))
+    with torch.no_grad():
+        for layer in model:
+            layer.weight.copy_(torch.randn(layer.weight.shape, generator=g) * 0.02)
+    names = ["0.weight", "1.weight"]
+    pairs = [(model[0], "weight"), (model[1], "weight")]
+    expected = prune.global_masks(pairs, prune.L1Unstructured, amount=0.37)
+    s = Session(model)
+    s.apply_global(names, amount=0.37)
+    assert built == []
+    assert all(torch.equal(m.weight_mask, e) for m, e in zip(model, expected, strict=True))
+    s.undo()
+    preview = s.preview_global(names, amount=0.37)
+    assert len(built) == 2
+    assert all(torch.equal(preview[n], e) for n, e in zip(names, expected, strict=True))

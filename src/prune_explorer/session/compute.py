@@ -289,7 +289,7 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        cut = _global_cut(pairs, step, orders, build=build_global)
+        cut = _global_cut(pairs, step, orders, build=build_global, sort=False)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None
     if step.method not in ("l1_unstructured", "random_unstructured") or (
@@ -302,16 +302,16 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
 
 
 def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
-                build: bool = True) -> GlobalCut | None:
+                build: bool = True, sort: bool = True) -> GlobalCut | None:
     """The cut of the global L1 step from the targets' key histograms (None: not every target
-    has one, or the core must decide)."""
+    has one, or the core must decide; ``sort``: as :func:`global_cut`'s)."""
     hists = [orders.histogram(m, n, build) for m, n in pairs]
     ready = [h for h in hists if h is not None]
     if len(ready) != len(hists):
         return None
     pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(h.alive for h in ready))
     with torch.no_grad():
-        return global_cut(pairs, ready, pruned)
+        return global_cut(pairs, ready, pruned, sort)
 
 
 def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,

@@ -156,17 +156,19 @@ class KeyHistogram:
         """Unpruned keys in the bins below ``j``."""
         return int(self.cum[j - 1]) if j else 0
 
-    def bin_keys(self, source: _Source, j: int) -> torch.Tensor:
+    def bin_keys(self, source: _Source, j: int, sort: bool = True) -> torch.Tensor:
         """The keys (CPU) of bin ``j``.
 
         float32: ascending, a run of the tensor's :class:`~.sorted_keys.SortedKeys` (built on
-        the first call, about 0.6 B/key; every later call, for any bin, reads only that bin's
-        run: no pass over the tensor). float64 keys do not compress (neighbours differ in
-        most of their 52 mantissa bits), so a new bin is gathered by one pass, in flat order;
-        so is it for a tensor of at most one ``CHUNK`` of entries (a pass costs what decoding
-        does).
+        the first call with ``sort``, about 0.6 B/key; every later call, for any bin, reads only
+        that bin's run: no pass over the tensor). float64 keys do not compress (neighbours
+        differ in most of their 52 mantissa bits), so a new bin is gathered by one pass, in
+        flat order; so is it for a tensor of at most one ``CHUNK`` of entries (a pass costs
+        what decoding does), and for a float32 one without ``sort`` whose keys are not sorted
+        yet: one cut, as an apply without a preview needs, costs a pass, not a sort.
         """
-        if self._sorted is None and self.dtype == torch.float32 and self.numel > _radix.CHUNK:
+        if self._sorted is None and sort and self.dtype == torch.float32 \
+                and self.numel > _radix.CHUNK:
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
             stop = int(self.cum[j])
@@ -275,10 +277,12 @@ def _first_bin(hists: Sequence[KeyHistogram], pruned: int) -> int:
 
 
 def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistogram],
-               pruned: int) -> GlobalCut | None:
+               pruned: int, sort: bool = True) -> GlobalCut | None:
     """The cut that prunes the ``pruned`` smallest unpruned ``|w|`` across ``pairs`` (with
     their histograms ``hists``, in the same order). None where the core must decide: targets of
-    different dtypes, or a cut among NaN."""
+    different dtypes, or a cut among NaN. ``sort``: whether a float32 target may sort its keys
+    for this cut and the next ones (:meth:`KeyHistogram.bin_keys`): a slider's cuts, yes; a
+    single one (an apply), no."""
     if len({h.dtype for h in hists}) != 1:
         return None
     sources = [_Source(m, n) for m, n in pairs]
@@ -299,7 +303,7 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         # The cut is the (pruned - below)-th smallest key of the bin over all targets. NumPy:
         # a few small single-threaded operations (small torch ops each start a parallel
         # region, which a busy machine turns into a wait).
-        keys = [h.bin_keys(s, j).numpy() for h, s in zip(hists, sources, strict=True)]
+        keys = [h.bin_keys(s, j, sort).numpy() for h, s in zip(hists, sources, strict=True)]
         rank = pruned - below - 1
         value = int(np.partition(np.concatenate(keys), rank)[rank])
         less = [le + int(np.count_nonzero(k < value)) for le, k in zip(less, keys, strict=True)]
