@@ -57,8 +57,8 @@ def test_visited_positions_come_back_without_drawing_until_the_session_changes(m
         ex.ui.history.value = k
         shown[k] = (ex.ui.history_image.value, ex.ui.history_label.value)
     drawn = []
-    real = history_module.plot_diff
-    monkeypatch.setattr(history_module, "plot_diff",
+    real = history_module.HistoryPane._draw
+    monkeypatch.setattr(history_module.HistoryPane, "_draw",
                         lambda *a, **kw: drawn.append(1) or real(*a, **kw))
     history = ex.session.history("0.weight")
     for k in (1, 2, 3, 2, 0):
@@ -80,4 +80,67 @@ def test_visited_positions_come_back_without_drawing_until_the_session_changes(m
     ex.ui.history.value = 3
     assert "norm channels" in ex.ui.history_label.value  # the new step 3, not the old
     assert ex.ui.history_image.value != shown[3][0]
+    ex.close()
+
+
+# -- the picture of a first visit ---------------------------------------------------------------
+
+def _cells(ex):
+    plot = ex.history_pane.plot
+    before = plot.pooled_before
+    return plot.pooled, (None if before is None else before.kept - plot.pooled.kept)
+
+
+def test_a_first_visit_draws_on_the_one_history_figure_with_the_exact_counts(monkeypatch):
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.amount.value = 0.3
+    ex.ui.apply.click()
+    ex.ui.method.value = "ln_structured"
+    ex.ui.apply.click()
+    monkeypatch.setattr(history_module, "make_figure",
+                        lambda *a, **kw: pytest.fail("a new figure"))
+    ex.ui.tabs.selected_index = HISTORY  # draws the last entry, 2
+    history = ex.session.history("0.weight")
+    figure = ex.history_pane.plot.figure
+    for k in (2, 1, 0):  # each a first visit
+        ex.ui.history.value = k
+        after, newly = _cells(ex)
+        assert ex.history_pane.plot.figure is figure  # one figure, reused
+        assert int(after.kept.sum()) == history[k].mask.kept
+        if k:  # the vermillion cells count exactly the entries step k pruned
+            assert int(newly.sum()) == history.newly_pruned_count(k)
+        else:  # found unpruned: the state alone, no step
+            assert newly is None
+            assert ex.history_pane.title.endswith("as the session found it\nsparsity 0.0%")
+    ex.close()
+
+
+def test_entries_pruned_when_found_are_highlighted_at_entry_0():
+    from prune_explorer import prune
+
+    model = mlp()
+    prune.l1_unstructured(model[0], "weight", amount=0.4)
+    ex = Explorer(model, debounce=None)
+    ex.ui.tabs.selected_index = HISTORY
+    ex.ui.history.value = 0
+    _, newly = _cells(ex)
+    assert int(newly.sum()) == int((model[0].weight_mask == 0).sum()) > 0
+    ex.close()
+
+
+def test_a_step_that_keeps_committed_zeros_is_drawn_with_its_revived_entries():
+    ex = Explorer(mlp(), debounce=None)
+    s = ex.session
+    s.apply("0.weight", "l1_unstructured", amount=0.5)
+    s.commit(["0.weight"])
+    s.apply("0.weight", "random_unstructured", amount=0.2, seed=3)  # keeps some zeros
+    ex.ui.tabs.selected_index = HISTORY
+    history = s.history("0.weight")
+    k = len(history) - 1
+    ex.ui.history.value = k
+    revived = int((~history.mask(k - 1) & history.mask(k)).sum())
+    assert revived > 0
+    plot = ex.history_pane.plot
+    assert plot.revived_total == revived  # the diff picture, revived entries tinted
+    assert ex.history_pane.title.startswith(f"0.weight · state after step {k}: random")
     ex.close()

@@ -59,8 +59,9 @@ def test_history_slider_walks_the_steps_and_highlights_what_each_pruned(ex):
     assert len(set(pictures.values())) == 3  # each step draws its own picture
     assert int(ex.history_pane.newly_pruned.sum()) == 24  # step 1: 0.25 * 96
     assert "step 1: L1 magnitude, 25% of 0.weight · 24 entries" in ex.ui.history_label.value
-    title = ex.history_pane.plot.base.axes.get_title()
-    assert title.startswith("0.weight · state after step 1: L1 magnitude")  # not a preview
+    title = ex.history_pane.title.splitlines()
+    assert title[:2] == ["0.weight · state after step 1", "L1 magnitude, 25% of 0.weight"]
+    assert title[2] == "sparsity 0.0% before → 25.0% after"  # a step taken, not a preview
     ex.ui.history.value = 2
     assert "L2-norm channels, 25% of 0.weight" in ex.ui.history_label.value
     table = ex.ui.history_steps.value

@@ -203,6 +203,7 @@ class MaskPreview:
         kept_cells: Any = None,
         before: Any = None,
         before_cells: Any = None,
+        label: str | None = None,
     ) -> PooledView:
         """Show a new mask; returns the pooled data now behind the image.
 
@@ -219,6 +220,12 @@ class MaskPreview:
         object is pooled once and reused (pass the same tensor while only the step changes).
         ``before_cells``: in place of ``before``, its kept counts per cell, as ``kept_cells``
         (matrix layout only).
+
+        ``label``: what the picture is, in place of :data:`CURRENT` / :data:`NEXT_STEP` -- a
+        step already taken (the History tab: "state after step 2: ..."); with ``before``, the
+        sparsity line then reads "before -> after" and the vermillion cells are those the step
+        pruned. ``mask`` must then keep no entry ``before`` pruned (the cells count the
+        difference).
         """
         if layout not in LAYOUTS:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
@@ -268,13 +275,15 @@ class MaskPreview:
                 full_resolution=pooled.full_resolution)
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
-        self.label = CURRENT if before is None and before_cells is None else NEXT_STEP
+        shows_step = before is not None or before_cells is not None
+        self.label = label if label is not None else NEXT_STEP if shows_step else CURRENT
         first = title if title is not None else (name or "")
         text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
                                   method=method, settings=settings)
         sparsity = f"sparsity {100.0 * pooled.sparsity:.1f}%"
         if self.pooled_before is not None:
-            sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% now → "
+            then = "now" if label is None else "before"
+            sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% {then} → "
                         f"{100.0 * pooled.sparsity:.1f}% after")
         if not pooled.full_resolution:
             sparsity += f" · cell = {pooled.block_text()}"

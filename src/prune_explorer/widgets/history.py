@@ -2,10 +2,15 @@
 
 The slider (``pe-history``) picks an entry of ``Session.history(name)``: entry 0 is the tensor as
 the session found it, entry ``k`` the mask after the ``k``-th step on it (the contents of its
-``PruningContainer``, in order). The picture (``pe-history-image``) is
-:func:`prune_explorer.viz.plot_diff` of entry ``k-1`` -> ``k``, and the table
-(``pe-history-steps``) lists every step's method, settings, seed and counts, the shown row
-highlighted.
+``PruningContainer``, in order). The picture (``pe-history-image``) shows entry ``k`` with the
+entries step ``k`` pruned in vermillion, and the table (``pe-history-steps``) lists every step's
+method, settings, seed and counts, the shown row highlighted.
+
+The picture is the Explore tab's kind, a :class:`~prune_explorer.viz.MaskPreview` (one figure,
+the static part rendered once: a first visit of a position costs a pooling and a blit, not a new
+figure). A step that kept entries the one before had pruned (after a commit, whose zeros the next
+mask may keep) is drawn by :func:`~prune_explorer.viz.plot_diff` instead, which also tints those
+"revived" entries; the packed counts tell which case it is.
 
 Examples
 --------
@@ -28,7 +33,7 @@ import torch
 
 from prune_explorer.session.describe import describe_step, plural
 from prune_explorer.session.history import TensorHistory
-from prune_explorer.viz import make_figure, plot_diff, render_png
+from prune_explorer.viz import MaskPreview, make_figure, plot_diff, render_png
 from prune_explorer.viz.diffs import DiffPlot
 
 from .html import esc, frame_table
@@ -55,8 +60,10 @@ class HistoryPane:
         Bool mask of the entries pruned by that step (``TensorHistory.newly_pruned``).
     runner : LatestOnly
         Coalesces renders while the slider is dragged.
-    plot : DiffPlot or None
-        The last picture drawn (titled "<tensor> · state after step k").
+    plot : MaskPreview or DiffPlot or None
+        What drew the last new picture (a position visited before shows its stored picture).
+    title : str or None
+        The title of the picture on show ("<tensor> · state after step k", then the step).
     """
 
     def __init__(self, explorer: Explorer) -> None:
@@ -81,7 +88,9 @@ class HistoryPane:
         # goes back to it without unpacking, pooling or rendering again
         self._drawn: dict[tuple[str, int, int], tuple[Any, ...]] = {}
         self._dirty = True
-        self.plot: DiffPlot | None = None
+        self.plot: MaskPreview | DiffPlot | None = None
+        self.title: str | None = None
+        self._preview: MaskPreview | None = None  # made on the first picture
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
@@ -139,19 +148,23 @@ class HistoryPane:
                 return  # the history shrank (undo) since the request
             frame = history.to_frame()
             after = history.mask(k)
-            before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
             entry = history[k]
+            # entry 0: its pruned entries were pruned before the session; nothing: no "before"
+            before = history.mask(k - 1) if k > 0 else \
+                torch.ones_like(after) if entry.mask.pruned else None
             module_type = self.ex.session.info(name).module_type
         if self.runner.pending:
             return
-        state = ("as the session found it" if entry.step is None else
-                 f"state after step {k}: {describe_step(entry.step)}")
-        title = f"{name} · {state}"
-        fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
-        plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
-        png = render_png(fig, compress_level=1)
-        steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
+        shown = "as the session found it" if entry.step is None else f"state after step {k}"
+        detail = None if entry.step is None else describe_step(entry.step)
+        state = shown if detail is None else f"{shown}: {detail}"
         count = int(frame["newly_pruned"].iloc[k])
+        # entries kept now that were pruned before (packed counts: kept after - kept before
+        # + newly pruned); none unless a commit came in between
+        kept_before = history[k - 1].mask.kept if k > 0 else entry.mask.numel
+        revived = entry.mask.kept - kept_before + count
+        png, plot = self._draw(name, (shown, detail), before, after, module_type, revived)
+        steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
             f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(state)} · '
@@ -161,13 +174,33 @@ class HistoryPane:
             self._drawn.clear()  # pictures of older session states are of no use any more
         while len(self._drawn) >= _KEEP_DRAWN:
             del self._drawn[next(iter(self._drawn))]
-        self._drawn[key] = (history, png, steps, label, plot)
-        self._show(key, history, png, steps, label, plot)
+        self.plot = plot
+        title = str(plot.ax.get_title() if isinstance(plot, MaskPreview)
+                    else plot.base.axes.get_title())
+        self._drawn[key] = (history, png, steps, label, title)
+        self._show(key, history, png, steps, label, title)
+
+    def _draw(self, name: str, state: tuple[str, str | None], before: torch.Tensor | None,
+              after: torch.Tensor, module_type: str | None,
+              revived: int) -> tuple[bytes, MaskPreview | DiffPlot]:
+        """The picture of a history entry (``state``: which one, and its step in words): PNG
+        bytes and what drew them."""
+        shown, detail = state
+        if revived and before is not None:
+            fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+            title = f"{name} · {shown}" + ("" if detail is None else f": {detail}")
+            plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
+            return render_png(fig, compress_level=1), plot
+        if self._preview is None:
+            self._preview = MaskPreview(figsize=(5.0, 4.4), dpi=80)
+        self._preview.update(after, before=before, name=name, settings=detail,
+                             module_type=module_type, label=shown)
+        return self._preview.png(), self._preview
 
     def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
-              label: str, plot: DiffPlot) -> None:
+              label: str, title: str) -> None:
         k = key[1]
-        self.plot = plot
+        self.title = title
         self.image.value = png
         self.steps.value = steps
         self.label.value = label
