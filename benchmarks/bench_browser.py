@@ -44,6 +44,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -358,14 +359,24 @@ class Driver:
         page.mouse.up()
         down, up = self.events("mousedown")[-1], self.events("mouseup")[-1]
         final_shown = self.settle_after_values(settle)
+        # The picture in words (the explorer's off-screen description) names its amount: the
+        # picture left on show must be of the slider's final value, whether or not a frame came
+        # after the slider's last value change (an echo of the value the last frame already
+        # showed brings none).
+        words = self.ex.locator(".pe-sr-only").first.inner_text()
+        found = re.search(r"amount=([0-9.]+)", words)
+        final_amount = self.amount()
         shown = self.frames("preview")[before:]
         during = [t for t in shown if down < t <= up]
         after = [t for t in shown if t > up]
         return {
             "drag_ms": round(up - down, 1),
             "amount_from": start_value,
-            "amount_to": self.amount(),
+            "amount_to": final_amount,
             "final_frame_seen": final_shown,
+            "picture_amount": None if found is None else float(found.group(1)),
+            "final_picture_matches": found is not None
+            and abs(float(found.group(1)) - final_amount) < 1e-9,
             "frames_during": len(during),
             "frames_after_release": len(after),
             # 0 when the last picture (drawn for the final value) came before the release
@@ -506,8 +517,11 @@ def markdown(info: dict[str, Any], results: list[Result], args: argparse.Namespa
         c = r.config
         for m in r.methods:
             drag = m.get("drag") or {}
-            final = ("not seen" if drag.get("final_frame_seen") is False
-                     else _f(drag.get("release_to_final_ms")))
+            final = _f(drag.get("release_to_final_ms"))
+            if drag.get("final_picture_matches") is False:
+                final += f" (WRONG: picture of {drag.get('picture_amount')})"
+            elif drag.get("final_frame_seen") is False:
+                final += " (final value shown before release)"
             lines.append(
                 f"| {c['layer']} | {c['weights']} | {m['method']} | {_f(m['first_picture_ms'])} "
                 f"| {_f(m['steps']['median'])} | {_f(m['steps']['p95'])} "
