@@ -140,3 +140,25 @@ def test_session_apply_undo_and_rollback_stay_on_demand() -> None:
 def test_enabled_must_be_a_bool() -> None:
     with pytest.raises(TypeError, match=r"prune.on_demand: enabled must be a bool; got 'yes'"):
         prune.on_demand(nn.Linear(2, 2), "yes")  # type: ignore[arg-type]
+
+
+def test_torchs_own_remove_works_on_tensors_pruned_on_demand() -> None:
+    torch.manual_seed(4)
+    ours = nn.Linear(6, 5)
+    theirs = copy.deepcopy(ours)
+    prune.on_demand(ours)
+    prune.l1_unstructured(ours, "weight", amount=0.5)
+    torch_prune.l1_unstructured(ours, "bias", amount=0.4)  # torch's method, converted below
+    prune.on_demand(ours)
+    assert _copies(nn.Sequential(ours)) == []
+    torch_prune.l1_unstructured(theirs, "weight", amount=0.5)
+    torch_prune.l1_unstructured(theirs, "bias", amount=0.4)
+    for name in ("weight", "bias"):
+        torch_prune.remove(ours, name)
+        torch_prune.remove(theirs, name)
+        assert torch.equal(getattr(ours, name), getattr(theirs, name))
+    x = torch.randn(2, 6)
+    assert torch.equal(ours(x), theirs(x))
+    assert type(ours) is nn.Linear  # back to its class once nothing is pruned on demand
+    assert not ours._forward_hooks
+    assert sorted(n for n, _ in ours.named_parameters()) == ["bias", "weight"]

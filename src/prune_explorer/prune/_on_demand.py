@@ -109,6 +109,7 @@ def _on_demand_class(cls: type) -> type:
         return cls
     if cls not in _CLASSES:
         fallback = cls.__getattr__  # type: ignore[attr-defined]
+        fallback_del: Any = cls.__delattr__
 
         def __getattr__(self: torch.nn.Module, attr: str) -> Any:
             if attr in self.__dict__.get(_ON_DEMAND, ()):
@@ -116,12 +117,21 @@ def _on_demand_class(cls: type) -> type:
                     if getattr(hook, "_tensor_name", None) == attr and hasattr(hook,
                                                                                "apply_mask"):
                         return hook.apply_mask(self)
+                # no pruning hook any more: removed by code that does not tell us (torch's
+                # own ``remove``); the tensor is a plain parameter again
+                stop(self, attr)
             return fallback(self, attr)
+
+        def __delattr__(self: torch.nn.Module, attr: str) -> None:
+            if attr in self.__dict__.get(_ON_DEMAND, ()) and attr not in self.__dict__:
+                return  # computed on demand: no copy is kept, nothing to delete
+            fallback_del(self, attr)
 
         def __reduce_ex__(self: torch.nn.Module, protocol: Any) -> Any:
             return _reduce_on_demand(self, cls, protocol)
 
-        attrs: dict[str, Any] = {"__getattr__": __getattr__, "__reduce_ex__": __reduce_ex__,
+        attrs: dict[str, Any] = {"__getattr__": __getattr__, "__delattr__": __delattr__,
+                                 "__reduce_ex__": __reduce_ex__,
                                  "_pruned_on_demand_base": cls,
                                  "__module__": cls.__module__, "__qualname__": cls.__qualname__}
         if hasattr(cls, "_orig_cls_mro_index"):  # FSDP2's class finds the original in its MRO
