@@ -360,12 +360,15 @@ class Driver:
         down, up = self.events("mousedown")[-1], self.events("mouseup")[-1]
         final_shown = self.settle_after_values(settle)
         # The picture in words (the explorer's off-screen description) names its amount: the
-        # picture left on show must be of the slider's final value, whether or not a frame came
-        # after the slider's last value change (an echo of the value the last frame already
-        # showed brings none).
+        # picture left on show must be of the slider's final value -- the widget's value, which
+        # its readout shows -- whether or not a frame came after the handle's last aria value
+        # change. (Seen here: after a fast drag the handle's aria-valuenow can differ from the
+        # widget's value and readout by a step; the kernel has the readout's value.)
         words = self.ex.locator(".pe-sr-only").first.inner_text()
         found = re.search(r"amount=([0-9.]+)", words)
         final_amount = self.amount()
+        readout = self.ex.locator(".pe-amount .widget-readout").first
+        shown_value = readout.inner_text() if readout.count() else None
         shown = self.frames("preview")[before:]
         during = [t for t in shown if down < t <= up]
         after = [t for t in shown if t > up]
@@ -375,8 +378,11 @@ class Driver:
             "amount_to": final_amount,
             "final_frame_seen": final_shown,
             "picture_amount": None if found is None else float(found.group(1)),
-            "final_picture_matches": found is not None
-            and abs(float(found.group(1)) - final_amount) < 1e-9,
+            "readout": shown_value,  # the number the slider shows next to its handle
+            "final_picture_matches": found is not None and shown_value is not None
+            and abs(float(found.group(1)) - float(shown_value)) < 1e-9,
+            "handle_matches_readout": shown_value is not None
+            and abs(final_amount - float(shown_value)) < 1e-9,
             "frames_during": len(during),
             "frames_after_release": len(after),
             # 0 when the last picture (drawn for the final value) came before the release
@@ -519,7 +525,10 @@ def markdown(info: dict[str, Any], results: list[Result], args: argparse.Namespa
             drag = m.get("drag") or {}
             final = _f(drag.get("release_to_final_ms"))
             if drag.get("final_picture_matches") is False:
-                final += f" (WRONG: picture of {drag.get('picture_amount')})"
+                final += (f" (WRONG: picture of {drag.get('picture_amount')}, slider reads "
+                          f"{drag.get('readout')})")
+            elif drag.get("handle_matches_readout") is False:
+                final += " (handle's aria value off by a step from the widget's)"
             elif drag.get("final_frame_seen") is False:
                 final += " (final value shown before release)"
             lines.append(
