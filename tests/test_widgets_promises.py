@@ -305,9 +305,9 @@ def test_the_copy_buttons_hold_the_snippet_and_json_and_confirm_a_copy(ex):
 
 
 def test_the_amount_the_front_end_sends_is_not_echoed_back(ex):
-    # ipywidgets echoes received values; a stale echo of an intermediate drag value overwrote
-    # the front end's last one (handle at 0.40, readout, kernel and picture at 0.42). The amount
-    # is not echoed; other controls are, and code setting the amount still reaches the page.
+    # ipywidgets echoes received values; during a drag the echoes of intermediate values kept
+    # arriving after the last one (widgets/sliders.py). The amount and History sliders are not
+    # echoed; other controls are, and code setting the amount still reaches the page.
     sent: list[dict] = []
     for widget in (ex.ui.amount, ex.ui.method, ex.ui.history):
         widget._send = lambda msg, buffers=None: sent.append(msg)
