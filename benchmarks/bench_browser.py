@@ -363,7 +363,8 @@ class Driver:
         # picture left on show must be of the slider's final value -- the widget's value, which
         # its readout shows -- whether or not a frame came after the handle's last aria value
         # change. (Seen here: after a fast drag the handle's aria-valuenow can differ from the
-        # widget's value and readout by 0.02; the picture, drawn by the kernel, has the readout's value.)
+        # widget's value and readout by 0.02; the picture, drawn by the kernel, has the
+        # readout's value.)
         words = self.ex.locator(".pe-sr-only").first.inner_text()
         found = re.search(r"amount=([0-9.]+)", words)
         final_amount = self.amount()
