@@ -302,21 +302,3 @@ def test_the_copy_buttons_hold_the_snippet_and_json_and_confirm_a_copy(ex):
     ex.ui.apply.click()  # the texts follow the session
     assert ex.ui.copy_snippet.text == ex.session.plan.to_snippet()
     assert len(ex.session.steps) == 2
-
-
-def test_the_amount_the_front_end_sends_is_not_echoed_back(ex):
-    # ipywidgets echoes received values; during a drag the echoes of intermediate values kept
-    # arriving after the last one (widgets/sliders.py). The amount and History sliders are not
-    # echoed; other controls are, and code setting the amount still reaches the page.
-    sent: list[dict] = []
-    for widget in (ex.ui.amount, ex.ui.method, ex.ui.history):
-        widget._send = lambda msg, buffers=None: sent.append(msg)
-    ex.ui.history.set_state({"value": 0})  # the History slider: the same
-    ex.ui.amount.set_state({"value": 0.42})
-    assert ex.ui.amount.value == 0.42
-    assert ex.explore_pane.preview_pane.picture.describe().count("amount=0.42") == 1
-    assert sent == []
-    ex.ui.method.set_state({"index": 1})  # a Dropdown syncs its index
-    assert [m["method"] for m in sent] == ["echo_update"]
-    ex.ui.amount.value = 0.5  # set by the kernel: sent as usual
-    assert sent[-1] == {"method": "update", "state": {"value": 0.5}, "buffer_paths": []}

@@ -35,7 +35,6 @@ from prune_explorer.session.describe import noun, plural
 from prune_explorer.session.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
 from .errors import WidgetInputError
-from .sliders import FloatSlider
 
 __all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "CountText",
            "PruningControls", "n_choices", "parse_block", "parse_count", "parse_n"]
@@ -158,7 +157,7 @@ class PruningControls:
             options=(("fraction", "fraction"), ("count", "count")), value="fraction",
             description="amount as", style={**_STYLE, "button_width": "80px"}, layout=_wide(),
         )
-        self.amount = FloatSlider(
+        self.amount = widgets.FloatSlider(
             value=0.3, min=0.0, max=1.0, step=0.01, readout_format=".2f",
             continuous_update=True, description="amount", layout=_wide(), style=_STYLE,
         )

@@ -38,7 +38,6 @@ from prune_explorer.viz.diffs import DiffPlot
 
 from .html import esc, frame_table
 from .scheduler import LatestOnly
-from .sliders import IntSlider
 from .tabs import HISTORY_TAB
 
 if TYPE_CHECKING:
@@ -70,7 +69,7 @@ class HistoryPane:
     def __init__(self, explorer: Explorer) -> None:
         self.ex = explorer
         ui = explorer.ui
-        self.slider = ui.add("history", IntSlider(
+        self.slider = ui.add("history", widgets.IntSlider(
             value=0, min=0, max=0, description="step", continuous_update=True,
             layout=widgets.Layout(width="420px"),
         ))
