@@ -144,3 +144,22 @@ def test_a_step_that_keeps_committed_zeros_is_drawn_with_its_revived_entries():
     assert plot.revived_total == revived  # the diff picture, revived entries tinted
     assert ex.history_pane.title.startswith(f"0.weight · state after step {k}: random")
     ex.close()
+
+
+def test_scrubbing_pools_each_entry_once_per_session_state(monkeypatch):
+    ex = Explorer(mlp(), debounce=None)
+    for _ in range(3):
+        ex.ui.apply.click()
+    pooled = []
+    real = history_module.block_sums
+    monkeypatch.setattr(history_module, "block_sums",
+                        lambda a, *edges: pooled.append(int(a.sum())) or real(a, *edges))
+    ex.ui.tabs.selected_index = HISTORY  # entry 3 and, as its "before", entry 2
+    history = ex.session.history("0.weight")
+    assert pooled == [history[2].mask.kept, history[3].mask.kept]
+    ex.ui.history.value = 2  # entry 2 is pooled already: only entry 1
+    ex.ui.history.value = 1  # only entry 0
+    assert pooled[2:] == [history[1].mask.kept, history[0].mask.kept]
+    ex.ui.undo.click()  # a new session state: pooled afresh
+    assert len(pooled) == 6
+    ex.close()

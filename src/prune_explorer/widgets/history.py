@@ -29,11 +29,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
+import numpy as np
 import torch
 
 from prune_explorer.session.describe import describe_step, plural
 from prune_explorer.session.history import TensorHistory
-from prune_explorer.viz import MaskPreview, make_figure, plot_diff, render_png
+from prune_explorer.viz import (
+    MaskPreview,
+    block_sums,
+    make_figure,
+    plot_diff,
+    render_png,
+    shape_only,
+)
 from prune_explorer.viz.diffs import DiffPlot
 
 from .html import esc, frame_table
@@ -91,6 +99,7 @@ class HistoryPane:
         self.plot: MaskPreview | DiffPlot | None = None
         self.title: str | None = None
         self._preview: MaskPreview | None = None  # made on the first picture
+        self._cells: dict[tuple[Any, ...], np.ndarray] = {}  # see _kept_cells
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
@@ -147,11 +156,7 @@ class HistoryPane:
             if k >= len(history):
                 return  # the history shrank (undo) since the request
             frame = history.to_frame()
-            after = history.mask(k)
             entry = history[k]
-            # entry 0: its pruned entries were pruned before the session; nothing: no "before"
-            before = history.mask(k - 1) if k > 0 else \
-                torch.ones_like(after) if entry.mask.pruned else None
             module_type = self.ex.session.info(name).module_type
         if self.runner.pending:
             return
@@ -163,7 +168,7 @@ class HistoryPane:
         # + newly pruned); none unless a commit came in between
         kept_before = history[k - 1].mask.kept if k > 0 else entry.mask.numel
         revived = entry.mask.kept - kept_before + count
-        png, plot = self._draw(name, (shown, detail), before, after, module_type, revived)
+        png, plot = self._draw(history, k, (shown, detail), module_type, revived)
         steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
@@ -172,6 +177,7 @@ class HistoryPane:
         )
         if any(v != version for _, _, v in self._drawn):
             self._drawn.clear()  # pictures of older session states are of no use any more
+            self._cells.clear()
         while len(self._drawn) >= _KEEP_DRAWN:
             del self._drawn[next(iter(self._drawn))]
         self.plot = plot
@@ -180,22 +186,53 @@ class HistoryPane:
         self._drawn[key] = (history, png, steps, label, title)
         self._show(key, history, png, steps, label, title)
 
-    def _draw(self, name: str, state: tuple[str, str | None], before: torch.Tensor | None,
-              after: torch.Tensor, module_type: str | None,
-              revived: int) -> tuple[bytes, MaskPreview | DiffPlot]:
-        """The picture of a history entry (``state``: which one, and its step in words): PNG
-        bytes and what drew them."""
-        shown, detail = state
-        if revived and before is not None:
+    def _draw(self, history: TensorHistory, k: int, state: tuple[str, str | None],
+              module_type: str | None, revived: int) -> tuple[bytes, MaskPreview | DiffPlot]:
+        """The picture of entry ``k`` (``state``: which one, and its step in words): PNG bytes
+        and what drew them."""
+        name, (shown, detail) = history.name, state
+        entry = history[k]
+        # entry 0: its pruned entries were pruned before the session; none pruned: no "before"
+        has_before = k > 0 or entry.mask.pruned > 0
+        if revived and has_before:
+            after = entry.mask.unpack()
+            before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
             fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
             title = f"{name} · {shown}" + ("" if detail is None else f": {detail}")
             plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
             return render_png(fig, compress_level=1), plot
         if self._preview is None:
             self._preview = MaskPreview(figsize=(5.0, 4.4), dpi=80)
-        self._preview.update(after, before=before, name=name, settings=detail,
-                             module_type=module_type, label=shown)
-        return self._preview.png(), self._preview
+        picture, shape = self._preview, entry.mask.shape
+        if len(shape) >= 2:  # the matrix picture from counts per cell, each entry pooled once
+            edges = picture.cell_edges(shape)
+            before_cells = None
+            if k > 0:
+                before_cells = self._kept_cells(history, k - 1, edges)
+            elif has_before:  # all kept before the session
+                before_cells = np.outer(np.diff(edges[0]), np.diff(edges[1]))
+            picture.update(shape_only(shape), kept_cells=self._kept_cells(history, k, edges),
+                           before_cells=before_cells, name=name, settings=detail,
+                           module_type=module_type, label=shown)
+        else:
+            kept = entry.mask.unpack()
+            earlier = None if not has_before else history.mask(k - 1) if k > 0 \
+                else torch.ones_like(kept)
+            picture.update(kept, before=earlier, name=name, settings=detail,
+                           module_type=module_type, label=shown)
+        return picture.png(), picture
+
+    def _kept_cells(self, history: TensorHistory, k: int,
+                    edges: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """Kept entries of history entry ``k`` per picture cell (the matrix view), kept for the
+        session state: scrubbing to the next position pools only the entry not seen yet."""
+        key = (history.name, k, self.ex.version, edges[0].tobytes(), edges[1].tobytes())
+        if key not in self._cells:
+            while len(self._cells) >= _KEEP_DRAWN:
+                del self._cells[next(iter(self._cells))]
+            mask = history[k].mask.unpack()
+            self._cells[key] = block_sums(mask.reshape(mask.shape[0], -1).numpy(), *edges)
+        return self._cells[key]
 
     def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
               label: str, title: str) -> None:
