@@ -26,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -231,7 +232,8 @@ class HistoryPane:
             while len(self._cells) >= _KEEP_DRAWN:
                 del self._cells[next(iter(self._cells))]
             mask = history[k].mask.unpack()
-            self._cells[key] = block_sums(mask.reshape(mask.shape[0], -1).numpy(), *edges)
+            matrix = mask.reshape(mask.shape[0], math.prod(mask.shape[1:]))  # 0 entries too
+            self._cells[key] = block_sums(matrix.numpy(), *edges)
         return self._cells[key]
 
     def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
