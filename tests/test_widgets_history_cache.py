@@ -140,6 +140,8 @@ def test_a_step_that_keeps_committed_zeros_is_drawn_with_its_revived_entries():
     ex.ui.history.value = k
     revived = int((~history.mask(k - 1) & history.mask(k)).sum())
     assert revived > 0
+    assert [history.revived_count(j) for j in range(len(history))] == \
+        [0] * k + [revived]  # counted on the packed bits
     plot = ex.history_pane.plot
     assert plot.revived_total == revived  # the diff picture, revived entries tinted
     assert ex.history_pane.title.startswith(f"0.weight · state after step {k}: random")

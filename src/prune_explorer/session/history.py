@@ -142,6 +142,21 @@ class TensorHistory:
             return count_nonzero(self.newly_pruned(k))  # sharded: counted over every rank
         return after.pruned_since(before)
 
+    def revived_count(self, k: int) -> int:
+        """Entries kept after step ``k`` that were pruned before it (0 unless a commit came in
+        between: the next mask may keep the committed zeros), counted on the packed bits.
+
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=2)
+        >>> s.history("0.weight").revived_count(1)
+        0
+        """
+        k = range(len(self.entries))[k]
+        kept_before = self.entries[k - 1].mask.kept if k > 0 else self.entries[k].mask.numel
+        return self.entries[k].mask.kept - kept_before + self.newly_pruned_count(k)
+
     def pruned_counts(self) -> list[int]:
         """Entries pruned after each step (entry 0 first)."""
         return [e.pruned for e in self.entries]

@@ -165,11 +165,8 @@ class HistoryPane:
         detail = None if entry.step is None else describe_step(entry.step)
         state = shown if detail is None else f"{shown}: {detail}"
         count = int(frame["newly_pruned"].iloc[k])
-        # entries kept now that were pruned before (packed counts: kept after - kept before
-        # + newly pruned); none unless a commit came in between
-        kept_before = history[k - 1].mask.kept if k > 0 else entry.mask.numel
-        revived = entry.mask.kept - kept_before + count
-        png, plot = self._draw(history, k, (shown, detail), module_type, revived)
+        png, plot = self._draw(history, k, (shown, detail), module_type,
+                               history.revived_count(k))
         steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
