@@ -68,6 +68,39 @@ def test_moving_or_reloading_the_model_is_not_a_change():
     assert s.steps == ()
 
 
+def test_a_mask_written_in_place_with_other_values_is_refused():
+    # load_state_dict copies into the mask buffer: same object, new values. Before the version
+    # check the session went on from the loaded mask while its history and plan still said 50%.
+    model = mlp()
+    s = Session(model)
+    s.apply("0.weight", "l1_unstructured", amount=0.5)
+    loaded = {k: v.clone() for k, v in model.state_dict().items()}
+    loaded["0.weight_mask"].fill_(1)
+    mask = model[0].weight_mask
+    model.load_state_dict(loaded)
+    assert model[0].weight_mask is mask  # written in place, not replaced
+    state = exact_state(model)
+    with pytest.raises(ModelChangedError,
+                       match=r"^Session\.apply: tensor '0\.weight' was changed outside the "
+                             r"session \(its mask was written in place"):
+        s.apply("0.weight", "l1_unstructured", amount=0.25)
+    with pytest.raises(ModelChangedError, match=r"'0\.weight'.*written in place"):
+        s.undo()
+    assert_exact_state(state, exact_state(model))
+    assert len(s.steps) == 1
+
+
+def test_a_mask_rewritten_with_its_own_values_is_not_a_change():
+    model = mlp()
+    s = Session(model)
+    s.apply("0.weight", "l1_unstructured", amount=0.5)
+    with torch.no_grad():
+        model[0].weight_mask.mul_(1)  # the version moves, the values do not
+    s.apply("0.weight", "l1_unstructured", amount=0.25)
+    # 30 entries: 15 pruned, then round(0.25 * 15) = 4 of the 15 left
+    assert [e.pruned for e in s.history("0.weight")] == [0, 15, 19]
+
+
 def test_pruning_found_at_the_start_is_the_declared_starting_point():
     model = mlp()
     torch_prune.l1_unstructured(model[0], "weight", amount=0.5)

@@ -54,7 +54,14 @@ from .packed import MaskBits, PackedMask
 from .registry import TensorInfo
 from .step import Step
 from .ties import note_from_cuts, note_ties
-from .watch import MASK_REPLACED, ModelChangedError, Seen, describe_change, seen
+from .watch import (
+    MASK_REPLACED,
+    MASK_WRITTEN,
+    ModelChangedError,
+    Seen,
+    describe_change,
+    seen,
+)
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
 
@@ -299,10 +306,10 @@ class Transactional:
         for name in dict.fromkeys(names):
             now = seen(*self._locate(name))
             change = describe_change(self._seen[name], now)
-            if change == MASK_REPLACED and PackedMask.from_tensor(now[1]) == (
+            if change in (MASK_REPLACED, MASK_WRITTEN) and PackedMask.from_tensor(now[1]) == (
                 self._histories[name][-1].mask
-            ):
-                self._seen[name] = now  # same mask, new buffer (model.to, .half...): fine
+            ):  # the same mask in a new buffer (model.to, .half...) or rewritten: no change
+                self._seen[name] = now
                 continue
             if change is not None:
                 raise ModelChangedError(

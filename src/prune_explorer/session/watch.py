@@ -1,10 +1,13 @@
 """Noticing pruning changed behind the session's back.
 
 The session records, for each tensor, the objects it last left on the module: the parameter (or
-``_orig`` parameter), the ``_mask`` buffer, the pruning hook and the methods in it. Pruning calls
-made on the model directly (``prune.remove``, another ``prune.l1_unstructured``...) replace at
-least one of them. Before acting on a tensor, the session compares; a difference raises
-:class:`ModelChangedError` naming the tensor.
+``_orig`` parameter), the ``_mask`` buffer, the pruning hook and the methods in it, and the mask's
+version counter. Pruning calls made on the model directly (``prune.remove``, another
+``prune.l1_unstructured``...) replace at least one of them; ``load_state_dict`` and direct edits
+write the mask in place, which bumps its version. Before acting on a tensor, the session
+compares; a difference raises :class:`ModelChangedError` naming the tensor -- except a mask
+replaced or rewritten with the very mask the history holds (``model.to``, ``model.half``,
+reloading the same checkpoint), which is no change.
 
 The session refuses rather than adopting the change into its history: an external ``remove`` has
 already destroyed the original values, so undo could no longer restore them, and an external
@@ -42,7 +45,8 @@ from torch import nn
 from .errors import NotUndoableError
 from .hooks import find_hook, hook_methods
 
-__all__ = ["MASK_REPLACED", "ModelChangedError", "Seen", "describe_change", "seen"]
+__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "ModelChangedError", "Seen", "describe_change",
+           "seen"]
 
 
 class ModelChangedError(NotUndoableError):
@@ -52,23 +56,28 @@ class ModelChangedError(NotUndoableError):
 #: What :func:`describe_change` says when only the mask buffer object differs (the caller then
 #: compares the mask's values: ``model.to`` and ``model.half`` replace buffers too).
 MASK_REPLACED = "its mask buffer was replaced"
+#: What :func:`describe_change` says when only the mask's version counter differs (written in
+#: place: ``load_state_dict``, a direct edit); the caller compares values as for
+#: :data:`MASK_REPLACED`.
+MASK_WRITTEN = "its mask was written in place (load_state_dict or a direct edit)"
 
-Seen = tuple[Any, Any, Any, tuple[Any, ...]]
+Seen = tuple[Any, Any, Any, tuple[Any, ...], int | None]
 
 
 def seen(module: nn.Module, tensor_name: str) -> Seen:
     """The objects that make up ``module.<tensor_name>``'s pruning state now."""
     found = find_hook(module, tensor_name)
     if found is None:
-        return (module._parameters.get(tensor_name), None, None, ())
+        return (module._parameters.get(tensor_name), None, None, (), None)
     hook = found[1]
-    return (module._parameters.get(tensor_name + "_orig"),
-            module._buffers.get(tensor_name + "_mask"), hook, hook_methods(hook))
+    mask = module._buffers.get(tensor_name + "_mask")
+    return (module._parameters.get(tensor_name + "_orig"), mask, hook, hook_methods(hook),
+            None if mask is None else mask._version)
 
 
 def describe_change(before: Seen, now: Seen) -> str | None:
     """What differs between two :func:`seen` records, or None if nothing does."""
-    (p0, m0, h0, c0), (p1, m1, h1, c1) = before, now
+    (p0, m0, h0, c0, v0), (p1, m1, h1, c1, v1) = before, now
     if h0 is not None and h1 is None:
         return "it is no longer pruned: prune.remove or a direct edit made it a plain parameter"
     if h0 is None and h1 is not None:
@@ -79,4 +88,6 @@ def describe_change(before: Seen, now: Seen) -> str | None:
         return "its pruning hook changed: it was pruned again by a call outside the session"
     if m0 is not m1:
         return MASK_REPLACED
+    if v0 != v1:
+        return MASK_WRITTEN
     return None
