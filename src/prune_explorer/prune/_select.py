@@ -47,9 +47,12 @@ Above :data:`SMALL` entries of a floating dtype we never sort everything. A stri
 RNG: the global generator must not advance) brackets the cut value; counting entries below and
 inside the bracket (vectorised comparisons over cache-sized pieces) narrows it to a few entries,
 whose exact order statistic gives the threshold ``v`` and how many entries equal to ``v`` are
-taken; those are the lowest-index ones among the gathered entries. If the bracket misses,
-it is widened; the last resort brackets everything, so the answer is always exact. All work
-happens on the keys' own device. Smaller tensors are simply sorted (stable).
+taken. 2-byte floats need no sample: one histogram of their bit patterns gives ``v`` at once.
+If the bracket misses, it is widened; the last resort brackets everything, so the answer is
+always exact. The taken entries equal to ``v`` are the lowest-index ones, a prefix in flat
+order: the selection records only where it ends (:attr:`Selection.through`), found by
+counting a piece at a time, so a tie of any size costs no index list. All work happens on the
+keys' own device. Smaller tensors are simply sorted (stable).
 """
 
 from __future__ import annotations
@@ -127,14 +130,16 @@ class Selection:
     """Which entries of each key tensor :func:`select` took.
 
     Either a threshold (``value`` set): entries strictly past ``value`` (below it for
-    ``largest=False``, above for ``largest=True``), plus those equal to it when ``inclusive``,
-    plus the listed ``picks`` (tied entries taken lowest index first); or, with ``value`` None,
-    exactly the ``picks`` (flat indices per key tensor; None where none).
+    ``largest=False``, above for ``largest=True``), plus those equal to it -- all of them when
+    ``through`` is None, else those of the ``i``-th key tensor at flat index ``<= through[i]``
+    (tied entries are taken lowest index first, so the taken ones are a prefix: ``-1`` takes
+    none); or, with ``value`` None, exactly the ``picks`` (flat indices per key tensor; None
+    where none).
     """
 
     largest: bool
     value: torch.Tensor | None = None
-    inclusive: bool = True
+    through: tuple[int, ...] | None = None
     picks: tuple[torch.Tensor | None, ...] = ()
     magnitude: bool = False
 
@@ -142,19 +147,28 @@ class Selection:
         p = self.picks[i] if i < len(self.picks) else None
         return None if p is None else p.to(device)
 
+    def _spans(self, i: int, n: int) -> Iterator[tuple[int, int, bool]]:
+        """(start, stop, ties taken) flat ranges covering the ``i``-th key tensor of ``n``."""
+        last = n - 1 if self.through is None else min(self.through[i], n - 1)
+        for start, stop, taken in ((0, last + 1, True), (last + 1, n, False)):
+            if stop > start:
+                yield start, stop, taken
+
     def selected(self, keys: torch.Tensor, i: int = 0) -> torch.Tensor:
         """Boolean tensor of ``keys``' shape, True where the ``i``-th key tensor is selected."""
-        picks = self._picks(i, keys.device)
-        if self.magnitude:
-            keys = keys.abs()
         if self.value is None:
             out = torch.zeros(keys.shape, dtype=torch.bool, device=keys.device)
         else:
             v = self.value.to(keys.device)
-            if self.largest:
-                out = keys >= v if self.inclusive else keys > v
-            else:
-                out = keys <= v if self.inclusive else keys < v
+            flat = keys.abs().reshape(-1) if self.magnitude else keys.reshape(-1)
+            out = torch.empty(keys.shape, dtype=torch.bool, device=keys.device)
+            for start, stop, taken in self._spans(i, flat.numel()):
+                if self.largest:
+                    compare = torch.ge if taken else torch.gt
+                else:
+                    compare = torch.le if taken else torch.lt
+                compare(flat[start:stop], v, out=out.view(-1)[start:stop])
+        picks = self._picks(i, keys.device)
         if picks is not None:
             out.view(-1)[picks] = True
         return out
@@ -166,42 +180,47 @@ class Selection:
         a pruning mask is then built in place, without a temporary. The work goes through
         cache-sized pieces, so each entry is read and written once from memory.
         """
-        picks = self._picks(i, out.device)
         if self.value is None:
             out.fill_(1)
-        elif self.magnitude and not self.largest and keys.dtype in _INT_OF:
-            self._write_kept_bits(keys, out, self.value.to(keys.device))
         else:
+            flat_keys, flat_out = keys.view(-1), out.view(-1)
             v = self.value.to(keys.device)
-            if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
-                compare = torch.lt if self.inclusive else torch.le
-            else:  # selected: up to the cut, then flipped (not "keys > v": NaN is never taken)
-                compare = torch.le if self.inclusive else torch.lt
-            buffer = torch.empty(0, dtype=keys.dtype, device=keys.device)
-            for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
-                                   strict=True):
-                if self.magnitude:
-                    piece = torch.abs(piece, out=buffer.resize_(piece.shape))
-                compare(piece, v, out=dest)
-                if not self.largest:
-                    dest.neg_().add_(1)
+            for start, stop, taken in self._spans(i, flat_keys.numel()):
+                self._write_span(flat_keys[start:stop], flat_out[start:stop], v, taken)
+        picks = self._picks(i, out.device)
         if picks is not None:
             out.view(-1)[picks] = 0
         return out
 
-    def _write_kept_bits(self, keys: torch.Tensor, out: torch.Tensor, v: torch.Tensor) -> None:
-        # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns with
-        # the sign bit cleared, which order as |key| does with NaN above inf -- two operations
-        # a piece instead of abs, compare and flip
-        itype = _INT_OF[keys.dtype]
-        clear = (1 << (8 * keys.element_size() - 1)) - 1
-        cut = int(v.abs().reshape(1).view(itype)[0])
-        compare = torch.gt if self.inclusive else torch.ge
-        buffer = torch.empty(0, dtype=itype, device=keys.device)
-        for piece, dest in zip(keys.view(-1).split(_CHUNK), out.view(-1).split(_CHUNK),
-                               strict=True):
-            bits = torch.bitwise_and(piece.view(itype), clear, out=buffer.resize_(piece.shape))
-            compare(bits, cut, out=dest)
+    def _write_span(self, keys: torch.Tensor, out: torch.Tensor, v: torch.Tensor,
+                    taken: bool) -> None:
+        """:meth:`write_kept` over flat ``keys``/``out`` where entries equal to ``v`` are
+        ``taken`` (selected) or not."""
+        if self.magnitude and not self.largest and keys.dtype in _INT_OF:
+            # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns
+            # with the sign bit cleared, which order as |key| does with NaN above inf -- two
+            # operations a piece instead of abs, compare and flip
+            itype = _INT_OF[keys.dtype]
+            clear = (1 << (8 * keys.element_size() - 1)) - 1
+            cut = int(v.abs().reshape(1).view(itype)[0])
+            bits_compare = torch.gt if taken else torch.ge
+            buffer = torch.empty(0, dtype=itype, device=keys.device)
+            for piece, dest in zip(keys.split(_CHUNK), out.split(_CHUNK), strict=True):
+                bits = torch.bitwise_and(piece.view(itype), clear,
+                                         out=buffer.resize_(piece.shape))
+                bits_compare(bits, cut, out=dest)
+            return
+        if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
+            compare = torch.lt if taken else torch.le
+        else:  # selected: up to the cut, then flipped (not "keys > v": NaN is never taken)
+            compare = torch.le if taken else torch.lt
+        buffer = torch.empty(0, dtype=keys.dtype, device=keys.device)
+        for piece, dest in zip(keys.split(_CHUNK), out.split(_CHUNK), strict=True):
+            if self.magnitude:
+                piece = torch.abs(piece, out=buffer.resize_(piece.shape))
+            compare(piece, v, out=dest)
+            if not self.largest:
+                dest.neg_().add_(1)
 
 
 def select(
@@ -291,31 +310,44 @@ def _by_threshold(
     n_past = total - n_lt - n_eq if largest else n_lt  # strictly on the selected side
     need = k - n_past
     if need == n_eq:
-        return Selection(largest, value=value, inclusive=True, magnitude=magnitude)
+        return Selection(largest, value=value, magnitude=magnitude)
     if ties == "torch":
         return None
-    picks: list[torch.Tensor | None] = []
+    # the taken ties are the first ``need`` equal to value in flat order: find the last one
+    if tied is not None:  # (key number, flat index) of every tie, in order
+        owner, last = int(tied[0][need - 1]), int(tied[1][need - 1])
+    else:
+        owner, last = _nth_equal(keys, value, need, magnitude)
+    through = tuple(x.numel() - 1 if i < owner else last if i == owner else -1
+                    for i, x in enumerate(keys))
+    return Selection(largest, value=value, through=through, magnitude=magnitude)
+
+
+def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int,
+               magnitude: bool) -> tuple[int, int]:
+    """(key number, flat index) of the ``n``-th entry (1-based, in flat order across ``keys``)
+    equal to ``value`` (by magnitude with ``magnitude``); there are at least ``n``. Counts a
+    piece at a time and looks for positions only in the piece that holds it."""
+    left = n
     for i, x in enumerate(keys):
-        if need == 0:
-            picks.append(None)
-            continue
-        if tied is not None:  # flat indices of this key's entries equal to value, ascending
-            idx = tied[1][tied[0] == i][:need]
-        else:  # scan in order, only as far as the need-th tie
-            runs: list[torch.Tensor] = []
-            left = need
-            for j, piece in enumerate(x.split(_CHUNK)):
-                if left == 0:
-                    break
-                a = piece.abs() if magnitude else piece
-                hits = torch.nonzero(a == value.to(x.device)).view(-1)[:left]
-                runs.append(hits + j * _CHUNK)
-                left -= hits.numel()
-            idx = torch.cat(runs) if runs else torch.empty(0, dtype=torch.long)
-        need -= idx.numel()
-        picks.append(idx if idx.numel() else None)
-    return Selection(largest, value=value, inclusive=False, picks=tuple(picks),
-                     magnitude=magnitude)
+        v = value.to(x.device)
+        itype = _INT_OF.get(x.dtype) if magnitude else None
+        bits = None if itype is None else int(v.abs().reshape(1).view(itype)[0])
+        clear = (1 << (8 * x.element_size() - 1)) - 1
+        buffer = torch.empty(0, dtype=itype or x.dtype, device=x.device)
+        for j, piece in enumerate(x.reshape(-1).split(_CHUNK)):
+            if bits is not None:  # |key| == |value| on the bit patterns, sign bit cleared
+                equal = torch.bitwise_and(piece.view(buffer.dtype), clear,
+                                          out=buffer.resize_(piece.shape)) == bits
+            elif magnitude:
+                equal = torch.abs(piece, out=buffer.resize_(piece.shape)) == v
+            else:
+                equal = piece == v
+            count = int(torch.count_nonzero(equal))
+            if count >= left:
+                return i, j * _CHUNK + int(torch.nonzero(equal).view(-1)[left - 1])
+            left -= count
+    raise AssertionError(f"fewer than {n} keys equal {value}")  # found by the caller: never
 
 
 def _order_statistic(
@@ -413,10 +445,11 @@ def _order_statistic_16(
     """:func:`_order_statistic` of ``|keys|`` for 2-byte floats: every value has its own bin in
     one 15-bit histogram of the bit patterns (``_radix.histogram``, one ``bincount`` a piece),
     so one pass gives the value and the counts below and at it, with no sample and no gather."""
-    dtype = keys[0].dtype
-    pieces = (_radix.magnitude_keys(c, clamp=False)[0] for x in keys
-              for c in x.reshape(-1).split(_radix.CHUNK))
-    hist = _radix.histogram(pieces, 0, 15, 0, keys[0].device, ceiling=_radix.NAN_BITS[dtype],
+    dtype, device = keys[0].dtype, keys[0].device
+    buffer = torch.empty(_radix.CHUNK, dtype=_INT_OF[dtype], device=device)
+    bits = (_radix.magnitude_keys(c, clamp=False, out=buffer[:c.numel()])[0] for x in keys
+            for c in x.reshape(-1).split(_radix.CHUNK))
+    hist = _radix.histogram(bits, 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
                             markers=False)
     cum = hist.cumsum(0)
     j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
