@@ -24,6 +24,14 @@ Usage::
 ``session-global`` times ``Session.apply_global`` on a fresh ``Session`` (built before the clock
 starts, no preview before: the session's own one-pass path) against torch's
 ``global_unstructured``; the peak memory is that of the call.
+
+The children inherit the environment, so PyTorch's own allocator setting
+``THP_MEM_ALLOC_ENABLE=1`` (Linux: allocations of 2 MiB and more faulted in as huge pages) applies
+to both implementations alike; the header says which allocator ran. It matters where a call's
+time is mostly first writes to fresh memory: ``l1`` writes two new 4096x4096 tensors (the mask
+and ``orig * mask``), whose page faults take about half of our time with 4 KiB pages::
+
+    THP_MEM_ALLOC_ENABLE=1 python benchmarks/bench_prune.py --cases l1 --data normal
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -212,7 +221,10 @@ def main() -> int:
                                args.repeats)))
         return 0
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    thp = os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1"
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, allocator: "
+          + ("THP_MEM_ALLOC_ENABLE=1 (huge pages for allocations of 2 MiB and more)" if thp
+             else "default"))
     exact = args.data == "tie-free" and args.dtype == "float32"
     ok = True
     for case in args.cases:

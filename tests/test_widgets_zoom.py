@@ -84,8 +84,36 @@ def test_zoom_shows_the_same_mask_as_the_preview(ex):
     zoom = open_zoom(ex)
     zoom.show_whole()
     pane = ex.explore_pane
-    assert zoom.plot._after.data_ptr() == as_matrix(pane.preview_shown).data_ptr()
     assert zoom.plot.pooled.kept_total == int(pane.preview_mask.sum())
+    show_region(ex, 0, 0, 100, 100)
+    np.testing.assert_array_equal(zoom.plot.pooled.values,
+                                  as_matrix(pane.preview_shown)[:100, :100].numpy())
+
+
+def test_a_slider_step_with_the_zoom_open_reads_the_window_only(monkeypatch):
+    # An unstructured local preview of a tensor the session keeps an order of (over
+    # order_cache.SMALL entries): the zoom reads its window's ranks from that order; no mask
+    # of the whole tensor is built (it was, every step, before).
+    from prune_explorer.session.order_cache import SMALL, TensorOrder
+
+    ex = make(_tie_free(nn.Sequential(nn.Linear(500, 400))))
+    assert ex.session.info("0.weight").numel > SMALL
+
+    built = []
+    for method in ("mask", "kept"):
+        real = getattr(TensorOrder, method)
+        monkeypatch.setattr(TensorOrder, method, lambda self, n, _real=real, _m=method:
+                            built.append(_m) or _real(self, n))
+    zoom = open_zoom(ex)
+    show_region(ex, 7, 9, 40, 50)
+    for amount in (0.2, 0.35, 0.5):
+        ex.ui.amount.value = amount
+        assert built == []  # the step and the zoom's redraw built no whole mask
+        _, after = step_classes(ex, amount)  # the oracle builds one (the session's preview)
+        built.clear()
+        np.testing.assert_array_equal(zoom.plot.pooled.values,
+                                      after[7:47, 9:59].numpy().astype(float))
+    ex.close()
 
 
 def test_a_large_window_is_pooled_with_exact_counts(ex):
@@ -296,3 +324,24 @@ def test_opening_the_zoom_leaves_the_matplotlib_backend_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["agg", "matplotlib.backends.backend_agg"]
+
+
+@pytest.mark.parametrize("shape", [(64, 8, 16, 20), (140_000,), (300, 600)])
+def test_a_preview_window_is_that_window_of_the_whole_mask(shape):
+    # LocalPreview.window reads ranks in the zoom's matrix layout (as_matrix): conv weights
+    # flattened into columns, a 1-D tensor as one row.
+    from prune_explorer.session import Session
+    from prune_explorer.session.compute import window_reader
+
+    g = torch.Generator().manual_seed(4)
+    model = nn.Module()
+    model.w = nn.Parameter((torch.randn(shape, generator=g) * 0.02).to(torch.bfloat16))
+    s = Session(model)
+    masks = s.preview_masks("w", "l1_unstructured", amount=0.45)
+    read = window_reader(masks, "w")
+    assert read is not None
+    whole = as_matrix(masks["w"]) != 0
+    rows, cols = whole.shape
+    for r, c in ((slice(0, rows), slice(0, cols)), (slice(rows // 3, rows), slice(5, 9)),
+                 (slice(0, 1), slice(cols - 3, cols))):
+        assert torch.equal(read(r, c), whole[r, c])

@@ -29,7 +29,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,8 @@ from .slice_order import SliceScores
 from .step import Step, split_address
 
 __all__ = ["GlobalPreview", "LocalPreview", "cached_cuts", "cell_counts", "global_masks",
-           "kept_count", "local_mask", "local_masks", "make_method", "slices_pruned"]
+           "kept_count", "local_mask", "local_masks", "make_method", "slices_pruned",
+           "window_reader"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -148,6 +149,17 @@ class LocalPreview(Mapping[str, torch.Tensor]):
             return self._source.alive - self._pruned
         return int(self[address].count_nonzero())
 
+    def window(self, address: str) -> Callable[[slice, slice], torch.Tensor] | None:
+        """A reader of any window of ``address``'s kept mask in the matrix layout
+        (:meth:`TensorOrder.kept_window`: ``read(rows, cols)``, bool), which reads only that
+        window's ranks; None where the mask must be built whole (slice scores)."""
+        if address != self._address:
+            raise KeyError(address)
+        source, pruned = self._source, self._pruned
+        if not isinstance(source, TensorOrder):
+            return None
+        return lambda rows, cols: source.kept_window(pruned, rows, cols)
+
     def slices_pruned(self, address: str) -> int | None:
         """Alive slices of ``address`` a structured step prunes (None: not a structured step)."""
         if address != self._address:
@@ -247,6 +259,13 @@ def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
         return masks.kept(address)
     mask = masks[address]
     return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
+
+
+def window_reader(masks: Mapping[str, torch.Tensor], address: str
+                  ) -> Callable[[slice, slice], torch.Tensor] | None:
+    """A reader of windows of ``address``'s mask that builds no whole mask
+    (:meth:`LocalPreview.window`), where the preview can give one; else None."""
+    return masks.window(address) if isinstance(masks, LocalPreview) else None
 
 
 def slices_pruned(masks: Mapping[str, torch.Tensor], address: str) -> int | None:

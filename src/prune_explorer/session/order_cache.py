@@ -268,6 +268,14 @@ class TensorOrder:
         """:meth:`mask` as a bool tensor (True = kept)."""
         return self.rank >= pruned
 
+    def kept_window(self, pruned: int, rows: slice, cols: slice) -> torch.Tensor:
+        """:meth:`kept` of one window only: entries ``[rows, cols]`` of the tensor seen as a
+        matrix (``shape[0]`` rows, the other dims as columns; a 1-D tensor is one row), read
+        from the ranks in that window -- cost the window's, not the tensor's."""
+        matrix = self.rank.reshape(self.shape[0], -1) if len(self.shape) >= 2 \
+            else self.rank.reshape(1, -1)
+        return matrix[rows, cols] >= pruned
+
     def mask(self, pruned: int) -> torch.Tensor:
         """The mask (1 = kept, the tensor's dtype) that prunes the ``pruned`` first entries."""
         out = torch.empty(self.shape, dtype=self.mask_dtype, device=self.rank.device)

@@ -6,7 +6,9 @@ window of at most :data:`MAX_ZOOM_CELLS` entries per side is drawn one cell per 
 one is pooled with :func:`~prune_explorer.viz.pooling.pool_fraction` (exact kept fraction per
 cell). Whenever the axes limits change (a toolbar zoom or pan, :meth:`ZoomPlot.show_window`)
 the window is read again, so the cost of a redraw is the size of the window, never of the
-tensor.
+tensor. The masks are given whole or as a :data:`WindowReader` that reads any window of them
+(the explorer's slider previews: a window's ranks from the session's order), so a new mask
+costs a redraw of the window too.
 
 The colours and their rule are the preview's (:class:`~prune_explorer.viz.MaskPreview`): kept
 dark blue, pruned before pale yellow, pruned by this step vermillion
@@ -51,12 +53,18 @@ from prune_explorer.viz.diffs import diff_legend_handles
 from prune_explorer.viz.pooling import PooledView, pool_fraction
 from prune_explorer.viz.preview import CURRENT, NEXT_STEP, newly_pruned_fraction
 
-__all__ = ["DEFAULT_WINDOW", "MAX_ZOOM_CELLS", "Window", "ZoomPlot", "as_matrix"]
+__all__ = ["DEFAULT_WINDOW", "MAX_ZOOM_CELLS", "Window", "WindowReader", "ZoomPlot", "as_matrix",
+           "matrix_reader"]
 
 #: Display cells per side at most; a larger window is pooled.
 MAX_ZOOM_CELLS = 256
 #: Entries per side shown when a tensor too large to show whole is first opened.
 DEFAULT_WINDOW = 64
+
+#: Reads one window of a mask in the matrix layout: ``read(rows, cols)`` gives the entries
+#: ``[rows, cols]`` (slices) as a tensor, nonzero = kept. What :meth:`ZoomPlot.set_state`
+#: takes in place of a whole mask, so that a redraw reads only what is on screen.
+WindowReader = Callable[[slice, slice], torch.Tensor]
 
 KEPT, PRUNED_BEFORE, PRUNED_NOW = "kept", "pruned before", "pruned by this step"
 
@@ -139,8 +147,31 @@ def _locked(method: _F) -> _F:
     return cast(_F, wrapper)
 
 
-def _bool_window(mask: torch.Tensor, window: Window) -> np.ndarray:
-    part = mask[window.r0:window.r1, window.c0:window.c1]
+def matrix_reader(mask: torch.Tensor | Callable[[], torch.Tensor]) -> WindowReader:
+    """A :data:`WindowReader` over a whole mask (any shape), or over a function that gives
+    one (called on the first read, then kept).
+
+    Examples
+    --------
+    >>> read = matrix_reader(torch.arange(12).reshape(2, 2, 3) < 4)  # as a 2 x 6 matrix
+    >>> read(slice(0, 2), slice(3, 5)).tolist()
+    [[True, False], [False, False]]
+    """
+    if isinstance(mask, torch.Tensor):
+        matrix = as_matrix(mask)
+        return lambda rows, cols: matrix[rows, cols]
+    made: list[torch.Tensor] = []
+
+    def read(rows: slice, cols: slice) -> torch.Tensor:
+        if not made:
+            made.append(as_matrix(mask()))
+        return made[0][rows, cols]
+
+    return read
+
+
+def _bool_window(read: WindowReader, window: Window) -> np.ndarray:
+    part = read(slice(window.r0, window.r1), slice(window.c0, window.c1))
     return part.detach().to("cpu", torch.bool).numpy()
 
 
@@ -201,8 +232,8 @@ class ZoomPlot:
         self.render_count = 0
         self.on_render: Callable[[Window], None] | None = None
         self.name = ""
-        self._after: torch.Tensor | None = None
-        self._before: torch.Tensor | None = None
+        self._after: WindowReader | None = None
+        self._before: WindowReader | None = None
         self._shape: tuple[int, ...] = ()
         self._values: Callable[[], torch.Tensor] | None = None
         self._values_cache: torch.Tensor | None = None
@@ -216,34 +247,46 @@ class ZoomPlot:
         """(rows, cols) of the shown tensor's matrix layout; (0, 0) before any state."""
         if self._after is None:
             return (0, 0)
-        return (int(self._after.shape[0]), int(self._after.shape[1]))
+        if len(self._shape) >= 2:
+            return (self._shape[0], math.prod(self._shape[1:]))
+        return (1, math.prod(self._shape))
 
     @_locked
-    def set_state(self, after: torch.Tensor, *, before: torch.Tensor | None = None,
+    def set_state(self, after: torch.Tensor | WindowReader, *,
+                  before: torch.Tensor | WindowReader | None = None,
                   values: Callable[[], torch.Tensor] | torch.Tensor | None = None,
-                  name: str = "") -> None:
+                  name: str = "", shape: tuple[int, ...] | None = None) -> None:
         """Show a new mask, keeping the window when name and shape are unchanged.
 
         Parameters
         ----------
-        after : torch.Tensor
-            What is kept (nonzero) after the step, or now when ``before`` is None.
-        before : torch.Tensor, optional
+        after : torch.Tensor or WindowReader
+            What is kept (nonzero) after the step, or now when ``before`` is None: the whole
+            mask, or a :data:`WindowReader` that gives any window of it (then only the windows
+            drawn are ever read).
+        before : torch.Tensor or WindowReader, optional
             What is kept now, when ``after`` previews a step: entries kept in ``before`` and
             pruned in ``after`` are "pruned by this step".
         values : torch.Tensor or callable returning one, optional
             The tensor's values, for the hover text (a callable is called on the first hover).
         name : str
             Shown in the title.
+        shape : tuple of int, optional
+            The tensor's shape: required with a reader, checked against a tensor.
         """
-        if before is not None and before.shape != after.shape:
-            raise ValueError(f"ZoomPlot.set_state: before must have after's shape "
-                             f"{tuple(after.shape)}; got {tuple(before.shape)}")
-        same = name == self.name and tuple(after.shape) == self._shape
+        shapes = [tuple(t.shape) for t in (after, before) if isinstance(t, torch.Tensor)]
+        if shape is None and not shapes:
+            raise TypeError("ZoomPlot.set_state: give shape when after is a WindowReader")
+        shape = tuple(shape) if shape is not None else shapes[0]
+        if any(s != shape for s in shapes):
+            raise ValueError(f"ZoomPlot.set_state: before and after must have the shape "
+                             f"{shape}; got {shapes}")
+        same = name == self.name and shape == self._shape
         self.name = name
-        self._shape = tuple(after.shape)
-        self._after = as_matrix(after)
-        self._before = None if before is None else as_matrix(before)
+        self._shape = shape
+        self._after = after if callable(after) else matrix_reader(after)
+        self._before = None if before is None else \
+            before if callable(before) else matrix_reader(before)
         self._values = values if callable(values) or values is None else (lambda: values)
         self._values_cache = None
         if same and self.window is not None:
@@ -322,9 +365,10 @@ class ZoomPlot:
         ``(row, col)`` of the matrix layout (the preview's rule)."""
         if self._after is None:
             raise ValueError("ZoomPlot.state_of: no mask is shown yet")
-        if bool(self._after[row, col]):
+        at = (slice(row, row + 1), slice(col, col + 1))
+        if bool(self._after(*at).reshape(-1)[0]):
             return KEPT
-        if self._before is not None and bool(self._before[row, col]):
+        if self._before is not None and bool(self._before(*at).reshape(-1)[0]):
             return PRUNED_NOW
         return PRUNED_BEFORE
 

@@ -32,15 +32,15 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from prune_explorer.session import Session
-from prune_explorer.session.compute import kept_count, slices_pruned
+from prune_explorer.session.compute import kept_count, slices_pruned, window_reader
 from prune_explorer.session.reports import collapsed_layers
 from prune_explorer.viz import shape_only
+from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
 from .html import collapse_warning, custom_note, message
-from .maskfile import read_mask_file, uploaded_file
+from .maskfile import check_custom, read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
@@ -50,21 +50,7 @@ from .zoom import ZoomPane
 if TYPE_CHECKING:
     from .explorer import Explorer
 
-__all__ = ["ExplorePane", "check_custom"]
-
-
-def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
-    """Refuse a custom mask for an unknown tensor or that is not a tensor (the session checks
-    shape and values when it previews or applies it)."""
-    if name not in session.names:
-        raise WidgetInputError(
-            f"{where}: name {name!r} is not a prunable tensor of this model; choose one of "
-            f"{list(session.names)}"
-        )
-    if not isinstance(mask, torch.Tensor):
-        raise WidgetInputError(
-            f"{where}: mask must be a torch.Tensor of 0/1 values; got {type(mask).__name__}"
-        )
+__all__ = ["ExplorePane"]
 
 
 #: While the slider is dragged every finished preview is already stale (a newer request waits).
@@ -97,6 +83,7 @@ class ExplorePane:
         self.preview_error: str | None = None
         # What the picture shows, for the zoom: kept after the step (or now), kept now.
         self._shown: Later | None = None  # preview_shown, built on first read
+        self._reader: WindowReader | None = None  # windows of it, read without building it
         self._now: MaskSummary | None = None  # what is alive now, when the picture is a step
         self.render_count = 0
         self.collapsed: list[str] = []  # layers the previewed step would collapse
@@ -398,6 +385,8 @@ class ExplorePane:
                     shown = mask
                 else:
                     shown = Later(lambda: session.alive(target, masks[target]))
+                # the zoom's windows, read from the order alone where the session can
+                reader = window_reader(masks, target) if previewed and zeros_free else None
                 if cells is None:
                     shown()  # the picture pools it, under the lock
                 # The picture's "now" (of a step): with no unmasked zeros, what the mask keeps,
@@ -447,7 +436,7 @@ class ExplorePane:
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
-        self._shown = shown
+        self._shown, self._reader = shown, reader
         self._now = None if mask is None else alive_now
         self.render_count += 1
         self._drawn_at = time.monotonic()
@@ -478,6 +467,12 @@ class ExplorePane:
         the unmasked exact zeros; built on first read, like :attr:`preview_mask`."""
         return None if self._shown is None else self._shown()
 
+    @property
+    def preview_window(self) -> WindowReader | None:
+        """Reads windows of :attr:`preview_shown` (the zoom's source), without building it
+        where the session's preview reads a window from its order alone."""
+        return None if self._shown is None else self._reader or matrix_reader(self._shown)
+
     def _warn_collapse(self, request: PreviewRequest, names: list[str]) -> None:
         self.collapsed = names
         what = "global pruning" if request.is_global else "this step"
@@ -486,7 +481,7 @@ class ExplorePane:
     def _failed(self, err: BaseException) -> None:
         self.collapsed = []
         self.ex.ui.collapse_warning.value = ""
-        self._mask = self._shown = None
+        self._mask = self._shown = self._reader = None
         self.preview_stats = None
         self.preview_error = describe_error(err)
         self._now = None

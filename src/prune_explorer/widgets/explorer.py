@@ -46,10 +46,11 @@ from prune_explorer.session.describe import describe_change, percent, plural, sh
 from .commit import CommitPane
 from .compare import ComparePane
 from .errors import WidgetInputError
-from .explore_pane import ExplorePane, check_custom
+from .explore_pane import ExplorePane
 from .export import ExportPane
 from .history import HistoryPane
 from .html import esc
+from .maskfile import check_custom
 from .metric import Evaluate, MetricReadout
 from .preview import MaskSummary, PreviewRequest
 from .shrink import ShrinkPane

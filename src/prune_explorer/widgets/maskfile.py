@@ -1,5 +1,5 @@
-"""Files given to the explorer: the first file of a ``FileUpload``, and a custom mask read as
-data only.
+"""Custom masks given to the explorer: the first file of a ``FileUpload``, a mask file read as
+data only, and the explorer's own check of a mask given for a tensor.
 
 A mask file is untrusted input, so it is read without running anything it holds: ``.pt`` with
 ``torch.load(..., weights_only=True)`` (plain tensors and containers, no pickled classes),
@@ -27,14 +27,17 @@ import io
 import pickle
 import zipfile
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from .errors import WidgetInputError
 
-__all__ = ["MASK_SUFFIXES", "read_mask_file", "uploaded_file"]
+if TYPE_CHECKING:
+    from prune_explorer.session import Session
+
+__all__ = ["MASK_SUFFIXES", "check_custom", "read_mask_file", "uploaded_file"]
 
 #: The mask files the upload accepts.
 MASK_SUFFIXES = (".pt", ".npy")
@@ -86,3 +89,17 @@ def read_mask_file(name: str, data: bytes, where: str = "custom mask upload") ->
     raise WidgetInputError(
         f"{where}: file {name!r} must hold one tensor (torch.save(mask, file)); got "
         f"{type(loaded).__name__}")
+
+
+def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
+    """Refuse a custom mask for an unknown tensor or that is not a tensor (the session checks
+    shape and values when it previews or applies it)."""
+    if name not in session.names:
+        raise WidgetInputError(
+            f"{where}: name {name!r} is not a prunable tensor of this model; choose one of "
+            f"{list(session.names)}"
+        )
+    if not isinstance(mask, torch.Tensor):
+        raise WidgetInputError(
+            f"{where}: mask must be a torch.Tensor of 0/1 values; got {type(mask).__name__}"
+        )

@@ -9,9 +9,11 @@ ipycanvas would have meant writing the zoom, pan, hover and drawing by hand in J
 
 The panel costs nothing until it is opened: the ipympl canvas is built on the first opening,
 and while the panel is closed a new preview only marks it out of date. Open, it shows the
-explorer's last preview (:attr:`ExplorePane.preview_shown` after the step,
+explorer's last preview (:attr:`ExplorePane.preview_window` after the step,
 :attr:`ExplorePane.preview_before` now), so it always agrees with the Explore picture; each
-redraw reads only the window on screen (:class:`~prune_explorer.viz.zoom.ZoomPlot`).
+redraw reads only the window on screen (:class:`~prune_explorer.viz.zoom.ZoomPlot`) -- and for
+an unstructured local preview, a slider step with the zoom open reads only that window's ranks
+from the session's order: no mask of the whole tensor is built.
 
 Examples
 --------
@@ -179,14 +181,16 @@ class ZoomPane:
         if self.plot is None:
             return
         pane, canvas = self.pane, self.canvas
-        stale = pane.preview_error is not None or pane.preview_shown is None
+        after = pane.preview_window  # windows only: the mask is not built where it need not be
+        stale = pane.preview_error is not None or after is None
         (canvas.add_class if stale else canvas.remove_class)("pe-stale")
         request = pane.preview_request
-        if pane.preview_shown is None or request is None:
+        if after is None or request is None:
             return
         session, name = self.ex.session, request.target
-        self.plot.set_state(pane.preview_shown, before=pane.preview_before,
-                            values=lambda: session.tensor(name), name=name)
+        self.plot.set_state(after, before=pane.preview_before,
+                            values=lambda: session.tensor(name), name=name,
+                            shape=tuple(session.info(name).shape))
         self.out_of_date = False
         canvas.draw_idle()
 
