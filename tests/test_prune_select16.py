@@ -74,18 +74,46 @@ def test_a_tie_straddling_the_cut_across_tensors_is_a_prefix_in_flat_order(dtype
 
 
 def test_the_last_taken_tie_is_looked_up_in_one_piece(monkeypatch):
-    # bf16 |w| at the median: ~30,000 entries tie at the cut, spread over the whole tensor.
-    # Where the taken ones end is found by counting a piece at a time; positions are listed
-    # (torch.nonzero) only in the piece that holds the last one -- not for every taken tie.
+    # bf16 |w| at the median: ~60,000 entries tie at the cut, spread over the whole tensor.
+    # The histogram's groups tell which piece holds the last taken one: only that piece is
+    # read again (one count, one position lookup) -- not every piece before it, and no
+    # position list of every taken tie.
+    from prune_explorer.prune import _radix
+
     g = torch.Generator().manual_seed(3)
-    x = (torch.randn(4 * SMALL * 8, generator=g) * 0.02).to(torch.bfloat16)
-    calls = []
-    real = torch.nonzero
-    monkeypatch.setattr(torch, "nonzero", lambda t, *a, **kw: calls.append(t.numel())
-                        or real(t, *a, **kw))
+    x = (torch.randn(8 * _radix.CHUNK, generator=g) * 0.02).to(torch.bfloat16)
+    calls: dict[str, int] = {"nonzero": 0, "count_nonzero": 0}
+    for name in calls:
+        real = getattr(torch, name)
+
+        def counted(t, *a, _real=real, _name=name, **kw):
+            calls[_name] += 1
+            return _real(t, *a, **kw)
+
+        monkeypatch.setattr(torch, name, counted)
     chosen = select([x], x.numel() // 2, magnitude=True)
     assert chosen.through is not None
-    assert chosen.through[0] > x.numel() // 8  # a late tie: many pieces counted first
-    assert len(calls) == 1
+    assert chosen.through[0] >= 2 * _radix.CHUNK  # a late piece: pieces before it skipped
+    assert calls == {"nonzero": 1, "count_nonzero": 1}
     monkeypatch.undo()
     assert torch.equal(chosen.selected(x), _stable_first(x, x.numel() // 2))
+
+
+def test_ties_found_by_groups_of_pieces_across_many_tensors():
+    # 20 key tensors: the histogram's groups hold several tensors each, so the last taken tie
+    # is found by skipping whole groups that span tensor boundaries.
+    g = torch.Generator().manual_seed(5)
+    keys = [(torch.randn(10_000 + 37 * i, generator=g) * 0.02).to(torch.bfloat16)
+            for i in range(20)]
+    whole = torch.cat(keys)
+    assert whole.numel() > SMALL
+    order = torch.sort(whole.abs(), stable=True).indices
+    straddled = []
+    for k in (5, whole.numel() // 3, whole.numel() // 2, whole.numel() - 7):
+        expected = torch.zeros(whole.numel(), dtype=torch.bool)
+        expected[order[:k]] = True
+        chosen = select(keys, k, magnitude=True)
+        straddled.append(chosen.through is not None)
+        got = torch.cat([chosen.selected(x, i) for i, x in enumerate(keys)])
+        assert torch.equal(got, expected), k
+    assert straddled[1:3] == [True, True]  # ties at the middle cuts: the groups were used

@@ -314,48 +314,75 @@ def _by_threshold(
     if ties == "torch":
         return None
     # the taken ties are the first ``need`` equal to value in flat order: find the last one
-    if tied is not None:  # (key number, flat index) of every tie, in order
+    if isinstance(tied, tuple):  # (key number, flat index) of every tie, in order
         owner, last = int(tied[0][need - 1]), int(tied[1][need - 1])
     else:
-        owner, last = _nth_equal(keys, value, need, magnitude)
+        owner, last = _nth_equal(keys, value, need, magnitude, tied)
     through = tuple(x.numel() - 1 if i < owner else last if i == owner else -1
                     for i, x in enumerate(keys))
     return Selection(largest, value=value, through=through, magnitude=magnitude)
 
 
-def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int,
-               magnitude: bool) -> tuple[int, int]:
+@dataclass(frozen=True)
+class _TieGroups:
+    """How many entries equal the found value lie in each group of ``size`` consecutive
+    pieces (of ``_radix.CHUNK`` entries, each key tensor split on its own, in key order): what
+    the 2-byte histogram tells for free, so :func:`_nth_equal` reads one group only."""
+
+    counts: list[int]
+    size: int
+
+
+#: Groups the 2-byte histogram is kept in (2**15 int64 bins each: 2 MiB in all); finding the
+#: last taken tie then reads one group, an eighth of the entries at most.
+_TIE_GROUPS = 8
+
+
+def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int, magnitude: bool,
+               groups: _TieGroups | None = None) -> tuple[int, int]:
     """(key number, flat index) of the ``n``-th entry (1-based, in flat order across ``keys``)
     equal to ``value`` (by magnitude with ``magnitude``); there are at least ``n``. Counts a
-    piece at a time and looks for positions only in the piece that holds it."""
-    left = n
-    for i, x in enumerate(keys):
-        v = value.to(x.device)
-        itype = _INT_OF.get(x.dtype) if magnitude else None
-        bits = None if itype is None else int(v.abs().reshape(1).view(itype)[0])
-        clear = (1 << (8 * x.element_size() - 1)) - 1
-        buffer = torch.empty(0, dtype=itype or x.dtype, device=x.device)
-        for j, piece in enumerate(x.reshape(-1).split(_CHUNK)):
-            if bits is not None:  # |key| == |value| on the bit patterns, sign bit cleared
-                equal = torch.bitwise_and(piece.view(buffer.dtype), clear,
-                                          out=buffer.resize_(piece.shape)) == bits
-            elif magnitude:
-                equal = torch.abs(piece, out=buffer.resize_(piece.shape)) == v
-            else:
-                equal = piece == v
-            count = int(torch.count_nonzero(equal))
+    piece at a time and looks for positions only in the piece that holds it; with
+    ``groups``, the pieces of groups that end before it are not read at all."""
+    pieces = [(i, j * _radix.CHUNK, c) for i, x in enumerate(keys)
+              for j, c in enumerate(x.reshape(-1).split(_radix.CHUNK))]
+    left, start = n, 0
+    if groups is not None:
+        for count in groups.counts:
             if count >= left:
-                return i, j * _CHUNK + int(torch.nonzero(equal).view(-1)[left - 1])
+                break
             left -= count
+            start += groups.size
+    buffer: torch.Tensor | None = None
+    for i, offset, piece in pieces[start:]:
+        v = value.to(piece.device)
+        itype = _INT_OF.get(piece.dtype) if magnitude else None
+        if buffer is None or buffer.device != piece.device or \
+                buffer.dtype != (itype or piece.dtype):
+            buffer = torch.empty(0, dtype=itype or piece.dtype, device=piece.device)
+        if itype is not None:  # |key| == |value| on the bit patterns, sign bit cleared
+            clear = (1 << (8 * piece.element_size() - 1)) - 1
+            bits = int(v.abs().reshape(1).view(itype)[0])
+            equal = torch.bitwise_and(piece.view(itype), clear,
+                                      out=buffer.resize_(piece.shape)) == bits
+        elif magnitude:
+            equal = torch.abs(piece, out=buffer.resize_(piece.shape)) == v
+        else:
+            equal = piece == v
+        count = int(torch.count_nonzero(equal))
+        if count >= left:
+            return i, offset + int(torch.nonzero(equal).view(-1)[left - 1])
+        left -= count
     raise AssertionError(f"fewer than {n} keys equal {value}")  # found by the caller: never
 
 
 def _order_statistic(
     keys: Sequence[torch.Tensor], rank: int, magnitude: bool
-) -> tuple[torch.Tensor, int, int, tuple[torch.Tensor, torch.Tensor] | None] | None:
+) -> tuple[torch.Tensor, int, int, tuple[torch.Tensor, torch.Tensor] | _TieGroups | None] | None:
     """The ``rank``-th smallest key (1-based), the counts of keys below and equal to it, and
-    where the equal ones are: (key number, flat index) pairs in order, or None when the
-    bracket was a single value (then they must be looked up).
+    where the equal ones are: (key number, flat index) pairs in order, how many per group of
+    pieces (:class:`_TieGroups`, 2-byte floats), or None when the bracket was a single value
+    (then they must be looked up).
 
     None when that rank falls among NaN entries.
     """
@@ -441,19 +468,28 @@ def _order_statistic(
 
 def _order_statistic_16(
     keys: Sequence[torch.Tensor], rank: int
-) -> tuple[torch.Tensor, int, int, None] | None:
+) -> tuple[torch.Tensor, int, int, _TieGroups] | None:
     """:func:`_order_statistic` of ``|keys|`` for 2-byte floats: every value has its own bin in
     one 15-bit histogram of the bit patterns (``_radix.histogram``, one ``bincount`` a piece),
-    so one pass gives the value and the counts below and at it, with no sample and no gather."""
+    so one pass gives the value and the counts below and at it, with no sample and no gather.
+    The histogram is summed from up to :data:`_TIE_GROUPS` partial ones, which also tell how
+    many entries equal the value in each group of pieces."""
     dtype, device = keys[0].dtype, keys[0].device
     buffer = torch.empty(_radix.CHUNK, dtype=_INT_OF[dtype], device=device)
-    bits = (_radix.magnitude_keys(c, clamp=False, out=buffer[:c.numel()])[0] for x in keys
-            for c in x.reshape(-1).split(_radix.CHUNK))
-    hist = _radix.histogram(bits, 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
-                            markers=False)
+    pieces = [c for x in keys for c in x.reshape(-1).split(_radix.CHUNK)]
+    size = max(1, -(-len(pieces) // _TIE_GROUPS))
+    parts = []
+    for g in range(0, len(pieces), size):
+        bits = (_radix.magnitude_keys(c, clamp=False, out=buffer[:c.numel()])[0]
+                for c in pieces[g:g + size])
+        parts.append(_radix.histogram(bits, 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
+                                      markers=False))
+    per_group = torch.stack(parts)
+    hist = per_group.sum(0)
     cum = hist.cumsum(0)
     j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
     if j >= _radix.NAN_BITS[dtype]:
         return None  # the rank falls among NaNs
     value = torch.tensor([j], dtype=torch.int16).view(dtype)[0]
-    return value, int(cum[j - 1]) if j else 0, int(hist[j]), None
+    groups = _TieGroups([int(c) for c in per_group[:, j].tolist()], size)
+    return value, int(cum[j - 1]) if j else 0, int(hist[j]), groups
