@@ -16,6 +16,10 @@ Usage::
     python benchmarks/bench_widget.py
     python benchmarks/bench_widget.py --weights tie-free
     python benchmarks/bench_widget.py --methods l1_unstructured ln_structured --changes 10
+    python benchmarks/bench_widget.py --zoom    # with the Zoom panel open (it follows the slider)
+
+``--zoom`` opens the Zoom panel before the slider moves, so each picture includes the zoom's
+redraw of its window (64 x 64 entries: a large tensor opens on its top-left corner).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def main() -> None:
                         default=["l1_unstructured", "random_unstructured", "ln_structured",
                                  "random_structured"])
     parser.add_argument("--weights", choices=["default", "tie-free"], default="default")
+    parser.add_argument("--zoom", action="store_true", help="open the Zoom panel first")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -100,14 +105,15 @@ def main() -> None:
             weight.copy_(values.view_as(weight) / weight.numel())
     amounts = _amounts(args.changes)
     print(f"Linear({args.size}, {args.size}), {args.weights} weights: {args.changes} slider "
-          f"changes, torch threads {torch.get_num_threads()}; target median <= "
-          f"{TARGET_MS:.0f} ms")
+          f"changes, torch threads {torch.get_num_threads()}, Zoom panel "
+          f"{'open' if args.zoom else 'closed'}; target median <= {TARGET_MS:.0f} ms")
     print(f"{'method':<22}{'mode':<14}{'median ms':>10}{'min':>8}{'max':>8}"
           f"{'preview ms':>12}{'draw ms':>9}")
     for method in args.methods:
         for mode, debounce in (("background", 0.0), ("synchronous", None)):
             ex = Explorer(model, debounce=debounce)
             ex.ui.method.value = method
+            ex.ui.zoom_toggle.value = args.zoom
             ex.flush()
             latencies = slider_latency(ex, amounts)
             compute, draw = parts(ex, method, amounts[: max(3, args.changes // 3)])
