@@ -234,7 +234,7 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
     # A weight with a few entries exactly 0 (alive = kept by the mask and nonzero): the picture
     # and counts come from the session's cell counts less the zeros the mask keeps, and equal
     # what pooling the alive mask gives.
-    from prune_explorer.session import order_cache
+    from prune_explorer.session import tensor_order
     from prune_explorer.widgets import Explorer
 
     def run(fast: bool):
@@ -244,7 +244,7 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
             model[0].weight.copy_(torch.randn(400, 600, generator=g))
             model[0].weight.view(-1)[torch.arange(7, 240000, 24001)] = 0.0  # ten exact zeros
         if not fast:  # the zeros count as "many": the explorer pools what is alive
-            monkeypatch.setattr(order_cache, "_FEW_ZEROS", 10**12)
+            monkeypatch.setattr(tensor_order, "_FEW_ZEROS", 10**12)
         ex = Explorer(model, debounce=None)
         ex.ui.method.value = method
         ex.ui.amount.value = 0.25  # the first picture of a state pools that state once

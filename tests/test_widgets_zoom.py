@@ -345,3 +345,32 @@ def test_a_preview_window_is_that_window_of_the_whole_mask(shape):
     for r, c in ((slice(0, rows), slice(0, cols)), (slice(rows // 3, rows), slice(5, 9)),
                  (slice(0, 1), slice(cols - 3, cols))):
         assert torch.equal(read(r, c), whole[r, c])
+
+
+def test_a_window_reader_gives_none_once_an_apply_consumed_its_order():
+    # Apply installs the previewed mask from the order and shifts that order's ranks in place
+    # (they become the next state's); a reader of the old preview must not read them as the
+    # old state. It says None, and the zoom keeps its picture until the next preview.
+    from matplotlib.figure import Figure
+
+    from prune_explorer.session import Session
+    from prune_explorer.session.compute import window_reader
+    from prune_explorer.viz.zoom import UPDATING, ZoomPlot
+
+    g = torch.Generator().manual_seed(6)
+    model = nn.Module()
+    model.w = nn.Parameter(torch.randn(400, 500, generator=g) * 0.02)
+    s = Session(model)
+    masks = s.preview_masks("w", "l1_unstructured", amount=0.3)
+    read = window_reader(masks, "w")
+    assert read is not None
+    plot = ZoomPlot(Figure())
+    plot.set_state(read, name="w", shape=(400, 500))
+    shown = plot.pooled.values.copy()
+    np.testing.assert_array_equal(shown, masks["w"][:64, :64].numpy())
+    s.apply("w", "l1_unstructured", amount=0.3)
+    assert read(slice(0, 400), slice(0, 500)) is None
+    plot.show_window(Window(100, 164, 100, 164))
+    assert plot.stale
+    np.testing.assert_array_equal(plot.pooled.values, shown)  # kept as it was
+    assert plot.state_of(3, 3) == UPDATING

@@ -149,16 +149,18 @@ class LocalPreview(Mapping[str, torch.Tensor]):
             return self._source.alive - self._pruned
         return int(self[address].count_nonzero())
 
-    def window(self, address: str) -> Callable[[slice, slice], torch.Tensor] | None:
+    def window(self, address: str) -> Callable[[slice, slice], torch.Tensor | None] | None:
         """A reader of any window of ``address``'s kept mask in the matrix layout
         (:meth:`TensorOrder.kept_window`: ``read(rows, cols)``, bool), which reads only that
-        window's ranks; None where the mask must be built whole (slice scores)."""
+        window's ranks; None where the mask must be built whole (slice scores). The reader
+        gives None once an apply has consumed the order (the previewed state is gone)."""
         if address != self._address:
             raise KeyError(address)
         source, pruned = self._source, self._pruned
         if not isinstance(source, TensorOrder):
             return None
-        return lambda rows, cols: source.kept_window(pruned, rows, cols)
+        generation = source.generation
+        return lambda rows, cols: source.kept_window(pruned, rows, cols, generation)
 
     def slices_pruned(self, address: str) -> int | None:
         """Alive slices of ``address`` a structured step prunes (None: not a structured step)."""
@@ -262,7 +264,7 @@ def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
 
 
 def window_reader(masks: Mapping[str, torch.Tensor], address: str
-                  ) -> Callable[[slice, slice], torch.Tensor] | None:
+                  ) -> Callable[[slice, slice], torch.Tensor | None] | None:
     """A reader of windows of ``address``'s mask that builds no whole mask
     (:meth:`LocalPreview.window`), where the preview can give one; else None."""
     return masks.window(address) if isinstance(masks, LocalPreview) else None

@@ -43,8 +43,9 @@ from torch import nn
 
 from prune_explorer.prune.methods import LnStructured, slice_norms
 
-from .order_cache import _BITS, OrderCache, _state, _still
+from .order_cache import OrderCache, _state, _still
 from .slice_order import alive_slices
+from .tensor_order import _BITS
 
 __all__ = ["MagnitudeCache", "Magnitudes"]
 

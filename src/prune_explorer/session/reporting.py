@@ -26,11 +26,11 @@ from .distributed import count_nonzero, is_dtensor
 from .errors import InvalidStepError
 from .hooks import find_hook
 from .magnitudes import MagnitudeCache, Magnitudes
-from .order_cache import _few_zeros
 from .packed import MaskBits
 from .previewing import Previewing
 from .reports import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 from .step import Step
+from .tensor_order import _few_zeros
 from .transaction import locked
 
 __all__ = ["Reporting"]

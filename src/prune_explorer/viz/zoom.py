@@ -62,11 +62,14 @@ MAX_ZOOM_CELLS = 256
 DEFAULT_WINDOW = 64
 
 #: Reads one window of a mask in the matrix layout: ``read(rows, cols)`` gives the entries
-#: ``[rows, cols]`` (slices) as a tensor, nonzero = kept. What :meth:`ZoomPlot.set_state`
-#: takes in place of a whole mask, so that a redraw reads only what is on screen.
-WindowReader = Callable[[slice, slice], torch.Tensor]
+#: ``[rows, cols]`` (slices) as a tensor, nonzero = kept, or None when the mask it reads from
+#: is gone (the plot then keeps the picture it has). What :meth:`ZoomPlot.set_state` takes in
+#: place of a whole mask, so that a redraw reads only what is on screen.
+WindowReader = Callable[[slice, slice], "torch.Tensor | None"]
 
 KEPT, PRUNED_BEFORE, PRUNED_NOW = "kept", "pruned before", "pruned by this step"
+#: What the hover says while the mask shown is being replaced (its reader gave None).
+UPDATING = "being updated"
 
 _AXES_RECT = (0.14, 0.17, 0.82, 0.68)  # left, bottom, width, height (figure fractions)
 
@@ -170,9 +173,9 @@ def matrix_reader(mask: torch.Tensor | Callable[[], torch.Tensor]) -> WindowRead
     return read
 
 
-def _bool_window(read: WindowReader, window: Window) -> np.ndarray:
+def _bool_window(read: WindowReader, window: Window) -> np.ndarray | None:
     part = read(slice(window.r0, window.r1), slice(window.c0, window.c1))
-    return part.detach().to("cpu", torch.bool).numpy()
+    return None if part is None else part.detach().to("cpu", torch.bool).numpy()
 
 
 class ZoomPlot:
@@ -197,6 +200,9 @@ class ZoomPlot:
         The window's cells after the step, and before it (None: current state shown).
     render_count : int
         Windows drawn so far.
+    stale : bool
+        The last render found a mask's reader giving None (its source gone): the picture on
+        show was kept as it was, until the next :meth:`set_state`.
     on_render : callable or None
         Called with the new :class:`Window` after each render.
     lock : threading.RLock
@@ -230,6 +236,7 @@ class ZoomPlot:
         self.pooled: PooledView | None = None
         self.pooled_before: PooledView | None = None
         self.render_count = 0
+        self.stale = False  # the last render found its mask gone (picture kept as it was)
         self.on_render: Callable[[Window], None] | None = None
         self.name = ""
         self._after: WindowReader | None = None
@@ -330,10 +337,13 @@ class ZoomPlot:
             return
         window = Window.of_limits(self.ax.get_xlim(), self.ax.get_ylim(), self.matrix_shape)
         cells = (self.max_cells, self.max_cells)
-        after = pool_fraction(_bool_window(self._after, window), cells, gaps=False)
-        before = None
-        if self._before is not None:
-            before = pool_fraction(_bool_window(self._before, window), cells, gaps=False)
+        read = [None if r is None else _bool_window(r, window) for r in (self._after,
+                                                                         self._before)]
+        self.stale = read[0] is None or (self._before is not None and read[1] is None)
+        if self.stale:  # the mask read from is gone: keep the picture until the next state
+            return
+        after = pool_fraction(read[0], cells, gaps=False)
+        before = None if read[1] is None else pool_fraction(read[1], cells, gaps=False)
         extent = (window.c0 - 0.5, window.c1 - 0.5, window.r1 - 0.5, window.r0 - 0.5)
         self.image.set_data(after.values)
         self.image.set_extent(extent)
@@ -366,9 +376,13 @@ class ZoomPlot:
         if self._after is None:
             raise ValueError("ZoomPlot.state_of: no mask is shown yet")
         at = (slice(row, row + 1), slice(col, col + 1))
-        if bool(self._after(*at).reshape(-1)[0]):
+        after = self._after(*at)
+        before = None if self._before is None else self._before(*at)
+        if after is None or (self._before is not None and before is None):
+            return UPDATING
+        if bool(after.reshape(-1)[0]):
             return KEPT
-        if self._before is not None and bool(self._before(*at).reshape(-1)[0]):
+        if before is not None and bool(before.reshape(-1)[0]):
             return PRUNED_NOW
         return PRUNED_BEFORE
 
