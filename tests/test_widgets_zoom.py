@@ -368,8 +368,11 @@ def test_a_window_reader_gives_none_once_an_apply_consumed_its_order():
     plot.set_state(read, name="w", shape=(400, 500))
     shown = plot.pooled.values.copy()
     np.testing.assert_array_equal(shown, masks["w"][:64, :64].numpy())
+    fresh = s.preview_masks("w", "l1_unstructured", amount=0.3)  # its mask not built yet
     s.apply("w", "l1_unstructured", amount=0.3)
     assert read(slice(0, 400), slice(0, 500)) is None
+    with pytest.raises(RuntimeError, match="preview again"):
+        fresh["w"]  # the whole mask, asked for only now, is refused too
     plot.show_window(Window(100, 164, 100, 164))
     assert plot.stale
     np.testing.assert_array_equal(plot.pooled.values, shown)  # kept as it was

@@ -91,9 +91,11 @@ class LocalPreview(Mapping[str, torch.Tensor]):
     without it.
 
     A slider step that asks for the picture's cell counts (``cell_counts``) and these counts
-    thus costs no pass over the tensor. The order is never changed once built, so its mask is
-    the one of the state previewed whenever it is built; a mask buffer written in place since
-    (a slice mask multiplies it) is refused.
+    thus costs no pass over the tensor. The order is not changed once built -- except by an
+    apply that installs this very preview and turns the order's ranks into the next state's in
+    place (:attr:`TensorOrder.generation` moves) -- so its mask is the one of the state
+    previewed whenever it is built before that; after it, or once a mask buffer was written in
+    place since (a slice mask multiplies it), building it is refused.
 
     Examples
     --------
@@ -114,6 +116,7 @@ class LocalPreview(Mapping[str, torch.Tensor]):
         self._pruned = pruned
         self._kept = kept
         self._version = None if kept is None else kept._version
+        self._generation = source.generation if isinstance(source, TensorOrder) else 0
         self._mask: torch.Tensor | None = None
 
     def __getitem__(self, address: str) -> torch.Tensor:
@@ -121,6 +124,10 @@ class LocalPreview(Mapping[str, torch.Tensor]):
             raise KeyError(address)
         if self._mask is None:
             if isinstance(self._source, TensorOrder):
+                if self._source.generation != self._generation:
+                    raise RuntimeError(
+                        f"LocalPreview: {address!r} was pruned as previewed since, and the "
+                        "order the preview read became the new state's; preview again")
                 self._mask = self._source.mask(self._pruned)
             else:
                 if self._kept is not None and self._kept._version != self._version:
