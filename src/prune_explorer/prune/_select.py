@@ -200,15 +200,11 @@ class Selection:
             # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns
             # with the sign bit cleared, which order as |key| does with NaN above inf -- two
             # operations a piece instead of abs, compare and flip
-            itype = _INT_OF[keys.dtype]
-            clear = (1 << (8 * keys.element_size() - 1)) - 1
-            cut = int(v.abs().reshape(1).view(itype)[0])
+            cut = _key_of(v)
             bits_compare = torch.gt if taken else torch.ge
-            buffer = torch.empty(0, dtype=itype, device=keys.device)
+            buffer = torch.empty(0, dtype=_INT_OF[keys.dtype], device=keys.device)
             for piece, dest in zip(keys.split(_CHUNK), out.split(_CHUNK), strict=True):
-                bits = torch.bitwise_and(piece.view(itype), clear,
-                                         out=buffer.resize_(piece.shape))
-                bits_compare(bits, cut, out=dest)
+                bits_compare(_keys(piece, buffer), cut, out=dest)
             return
         if self.largest:  # kept: below the cut (keys hold no NaN here: they are draws)
             compare = torch.lt if taken else torch.le
@@ -323,6 +319,17 @@ def _by_threshold(
     return Selection(largest, value=value, through=through, magnitude=magnitude)
 
 
+def _keys(piece: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+    """The magnitude keys of a flat floating ``piece`` (:func:`._radix.magnitude_keys`: bit
+    patterns, sign bit cleared, NaN not clamped), written into ``buffer`` (resized)."""
+    return _radix.magnitude_keys(piece, clamp=False, out=buffer.resize_(piece.shape))[0]
+
+
+def _key_of(value: torch.Tensor) -> int:
+    """The magnitude key of one (non-NaN) value, as :func:`_keys` gives it."""
+    return int(_radix.magnitude_keys(value.reshape(1), clamp=False)[0][0])
+
+
 @dataclass(frozen=True)
 class _TieGroups:
     """How many entries equal the found value lie in each group of ``size`` consecutive
@@ -361,10 +368,7 @@ def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int, magnit
                 buffer.dtype != (itype or piece.dtype):
             buffer = torch.empty(0, dtype=itype or piece.dtype, device=piece.device)
         if itype is not None:  # |key| == |value| on the bit patterns, sign bit cleared
-            clear = (1 << (8 * piece.element_size() - 1)) - 1
-            bits = int(v.abs().reshape(1).view(itype)[0])
-            equal = torch.bitwise_and(piece.view(itype), clear,
-                                      out=buffer.resize_(piece.shape)) == bits
+            equal = _keys(piece, buffer) == _key_of(v)
         elif magnitude:
             equal = torch.abs(piece, out=buffer.resize_(piece.shape)) == v
         else:
@@ -480,8 +484,7 @@ def _order_statistic_16(
     size = max(1, -(-len(pieces) // _TIE_GROUPS))
     parts = []
     for g in range(0, len(pieces), size):
-        bits = (_radix.magnitude_keys(c, clamp=False, out=buffer[:c.numel()])[0]
-                for c in pieces[g:g + size])
+        bits = (_keys(c, buffer) for c in pieces[g:g + size])
         parts.append(_radix.histogram(bits, 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
                                       markers=False))
     per_group = torch.stack(parts)
