@@ -1,0 +1,269 @@
+"""Helpers for the launch and real-browser tests (imported explicitly; not a conftest).
+
+Server side (no browser needed): start ``prune-explorer lab --no-browser`` on a free port of
+127.0.0.1 in a scratch folder, read the token from the URL JupyterLab prints, wait until the
+server answers, and stop it by its own PID (SIGTERM: the CLI has exec'd JupyterLab, which
+receives it and shuts its kernels down).
+
+Browser side (Playwright, imported lazily): Debian's ``/usr/bin/chromium`` in headless mode,
+with every request that is not to localhost aborted, so nothing depends on the network. The
+recipe is the one in the project's BROWSER_TESTING notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from helpers import REPO
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+NON_LOCAL = re.compile(r"^(?!(https?|wss?)://(127\.0\.0\.1|localhost)[:/]).*")
+URL_IN_LOG = re.compile(r"http://127\.0\.0\.1:(\d+)/\S*[?&]token=([0-9a-f]+)")
+SHOT_DIR = Path(os.environ.get("SHOT_DIR", REPO
+                               / "test-artifacts"))
+
+
+def console_script() -> str:
+    """Path of the installed ``prune-explorer`` script (next to this Python, or on PATH)."""
+    beside = Path(sys.executable).with_name("prune-explorer")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("prune-explorer")
+    if found is None:
+        raise RuntimeError("the prune-explorer console script is not installed (pip install -e .)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def quiet_lab_config(folder: Path) -> Path:
+    """A JUPYTER_CONFIG_DIR whose page config hides the "Jupyter news" toast."""
+    labconfig = folder / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    disabled = {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}
+    (labconfig / "page_config.json").write_text(json.dumps(disabled), encoding="utf-8")
+    return folder
+
+
+def http_status(url: str, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+    """GET ``url`` without following redirects; returns (status, headers, body)."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(url, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+@dataclass
+class LabServer:
+    """A running ``prune-explorer lab`` process and what the tests need to talk to it."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+    log_path: Path
+    started: float
+    token: str = ""
+    ready_s: float = 0.0
+    printed_url: str = ""
+    _log: Any = field(default=None, repr=False)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str, token: bool = True) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base}{path}{sep}token={self.token}" if token else f"{self.base}{path}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM to the CLI's own PID (JupyterLab since the exec); wait for it to exit."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._log is not None:
+            self._log.close()
+        return int(self.proc.returncode)
+
+
+def start_lab(
+    workdir: Path, scratch: Path, *, timeout: float = 90.0, config_dir: Path | None = None
+) -> LabServer:
+    """Run ``prune-explorer lab --no-browser --port P --dir workdir``; wait until it answers."""
+    port = free_port()
+    log_path = scratch / f"lab-{port}.log"
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.pop("JUPYTER_TOKEN", None)  # the token must come from JupyterLab itself
+    if config_dir is not None:
+        env["JUPYTER_CONFIG_DIR"] = str(config_dir)
+    log = open(log_path, "wb")  # noqa: SIM115 -- closed by LabServer.stop
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [console_script(), "lab", "--no-browser", "--port", str(port), "--dir", str(workdir)],
+        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=scratch,
+    )
+    server = LabServer(proc, port, workdir, log_path, started, _log=log)
+    deadline = started + timeout
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"prune-explorer lab exited with {proc.returncode}:\n"
+                                   + server.log())
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"JupyterLab did not answer in {timeout:.0f} s:\n"
+                                   + server.log())
+            found = [m for m in URL_IN_LOG.finditer(server.log()) if int(m.group(1)) == port]
+            if found:
+                server.token = found[0].group(2)
+                server.printed_url = found[0].group(0)
+                with contextlib.suppress(OSError):
+                    status, _, _ = http_status(server.url("/api/status"), timeout=2)
+                    if status == 200:
+                        break
+            time.sleep(0.25)
+    except BaseException:
+        server.stop()
+        raise
+    server.ready_s = time.monotonic() - started
+    return server
+
+
+def children_of(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (Linux /proc; empty elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = entry.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(entry.parent.name))
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError, IndexError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    return True
+
+
+# -- browser ------------------------------------------------------------------------------------
+def browser_skip_reason() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    if not Path(CHROMIUM).exists():
+        return (f"no Chromium at {CHROMIUM}: install it with `apt-get install -y chromium` "
+                "(or set CHROMIUM=/path/to/chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed: pip install playwright (no browser download needed)"
+    return None
+
+
+@contextlib.contextmanager
+def chromium_page(record: list[str], viewport: tuple[int, int] = (1400, 1000)):
+    """A fresh headless Chromium page of ``viewport`` (width, height) pixels; non-localhost
+    requests aborted; JS errors in ``record``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]})
+            context.route(NON_LOCAL, lambda route: route.abort())
+            page = context.new_page()
+            page.on("pageerror", lambda exc: record.append(str(exc)))
+            page.set_default_timeout(60_000)
+            yield page
+            context.close()
+        finally:
+            browser.close()
+
+
+def open_and_run_all(page: Any, lab: LabServer, notebook: str) -> None:
+    """Open ``notebook`` in JupyterLab (fresh workspace), wait for an idle kernel, Run All Cells."""
+    from playwright.sync_api import expect
+
+    page.goto(lab.url(f"/lab/tree/{notebook}?reset"), wait_until="domcontentloaded")
+    expect(page.locator(".jp-Notebook")).to_be_visible(timeout=90_000)
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A notebook at ``path`` with one code cell per string of ``cells`` (Python 3 kernel)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for code in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@contextlib.contextmanager
+def serving(scratch: Path, notebooks: dict[str, list[str]] | None = None):
+    """The browser tests' lab: skipped without a browser; else ``prune-explorer lab`` on
+    ``scratch/work`` (quiet config) holding ``notebooks`` ({file name: cells}) besides the
+    bundled ones, stopped afterwards."""
+    import pytest
+
+    reason = browser_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    for name, cells in (notebooks or {}).items():
+        write_notebook(scratch / "work" / name, cells)
+    server = start_lab(scratch / "work", scratch, config_dir=quiet_lab_config(scratch / "cfg"))
+    try:
+        yield server
+    finally:
+        server.stop()
