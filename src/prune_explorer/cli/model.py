@@ -2,7 +2,8 @@
 ``package.module:factory``), or the demo model whose keys match the checkpoint.
 
 :func:`load_checkpoint` reads the file, checks its masks, builds the model and loads the
-weights with :func:`prune_explorer.session.state_dict.load_pruned_state_dict`, so pruning saved
+weights with :func:`prune_explorer.session.model.state_dict.load_pruned_state_dict`, so pruning
+saved
 as ``<name>_orig`` + ``<name>_mask`` pairs comes back.
 """
 
@@ -87,7 +88,7 @@ def _model_from_factory(spec: str) -> nn.Module:
 
 def _plain_keys(state: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
     # Key -> shape, with each pruned pair `x_orig` + `x_mask` folded back into `x`.
-    from prune_explorer.session.state_dict import pruned_pairs
+    from prune_explorer.session.model.state_dict import pruned_pairs
 
     folded = {f"{base}{suffix}": base for base in pruned_pairs(state)
               for suffix in ("_orig", "_mask")}
@@ -146,7 +147,7 @@ class Loaded:
 
 def load_checkpoint(path: Path, spec: str | None) -> Loaded:
     """Read CHECKPOINT ``path`` and load it into the model ``spec`` names (see module doc)."""
-    from prune_explorer.session.state_dict import (
+    from prune_explorer.session.model.state_dict import (
         InvalidMaskError,
         StateDictMismatchError,
         check_masks,

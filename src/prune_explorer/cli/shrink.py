@@ -1,13 +1,13 @@
 """``prune-explorer apply ... --shrink``: save a physically smaller model and how to rebuild it.
 
-After the plan is applied, :func:`prune_explorer.session.shrink.shrink` removes the dead
+After the plan is applied, :func:`prune_explorer.session.shrink.depgraph.shrink` removes the dead
 channels (traced on zeros of ``--input-shape``; the demo models know their own). Two files are
 written through the one safe writer:
 
 * OUTPUT -- the shrunk model's plain state_dict (``.safetensors`` or ``.pt`` by its suffix, else
   the checkpoint's format; never a pickled module);
 * OUTPUT + ``.shrunk.json`` -- the architecture description of
-  :mod:`prune_explorer.session.shrinkfile` (JSON): build the original model, call
+  :mod:`prune_explorer.session.shrink.description` (JSON): build the original model, call
   ``rebuild(model, json.load(f))``, then ``model.load_state_dict(state_dict)``.
 """
 
@@ -54,8 +54,8 @@ def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
     """Shrink ``model`` (pruned), write OUTPUT and its description, print the report."""
     import torch
 
-    from prune_explorer.session.shrink import shrink
-    from prune_explorer.session.shrinkfile import describe
+    from prune_explorer.session.shrink.depgraph import shrink
+    from prune_explorer.session.shrink.description import describe
 
     if files.is_stdout(output):
         raise CLIError("--shrink writes two files (the state_dict and its .shrunk.json): "
@@ -74,4 +74,4 @@ def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
     removed = sum(report.removed.values())
     print(f"Wrote {output} ({fmt}): the shrunk state_dict ({removed} channels removed), and "
           f"{arch}: the layers to resize before loading it (see "
-          "prune_explorer.session.shrinkfile.rebuild).", file=out)
+          "prune_explorer.session.shrink.description.rebuild).", file=out)

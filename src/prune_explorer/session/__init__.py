@@ -14,16 +14,16 @@ Examples
 prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 """
 
-from .commits import CommitResult, CommitReview
 from .errors import InvalidStepError, NotUndoableError
 from .events import SessionEvent
-from .history import HistoryEntry, TensorHistory
-from .packed import PackedMask
-from .plan import InvalidPlanError, Plan
-from .registry import TensorInfo
+from .history.commits import CommitResult, CommitReview
+from .history.packed import PackedMask
+from .history.tensor_history import HistoryEntry, TensorHistory
+from .model.targets import TensorInfo
+from .model.watch import ModelChangedError
+from .plans.plan import InvalidPlanError, Plan
 from .session import Session
-from .step import Step
-from .watch import ModelChangedError
+from .steps.step import Step
 
 __all__ = [
     "CommitResult",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .step import Step
+from .steps.step import Step
 
 __all__ = ["EVENT_KINDS", "EventEmitter", "SessionEvent"]
 

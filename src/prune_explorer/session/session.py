@@ -40,24 +40,24 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .commits import CommitResult, CommitReview, Committing
-from .distributed import ones_mask, refuse_move, refuse_sharded
+from .analysis.frames import effective_tensor
+from .analysis.reporting import Reporting
+from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import NotUndoableError
 from .events import SessionEvent
-from .history import HistoryEntry, TensorHistory
-from .hooks import find_hook, hook_methods, method_name, refresh_pruned
-from .magnitudes import MagnitudeCache
-from .methods import check_seed
-from .order_cache import OrderCache
-from .packed import MaskBits, PackedMask
-from .plan import Plan
-from .registry import TensorInfo, discover
-from .reporting import Reporting
-from .reports import effective_tensor
-from .sensitivity import sensitivity as _sensitivity
-from .step import Step
-from .transaction import Journal, locked
-from .watch import ModelChangedError, seen
+from .history.commits import CommitResult, CommitReview, Committing
+from .history.journal import Journal, locked
+from .history.packed import MaskBits, PackedMask
+from .history.tensor_history import HistoryEntry, TensorHistory
+from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .model.sharded import ones_mask, refuse_move, refuse_sharded
+from .model.targets import TensorInfo, discover
+from .model.watch import ModelChangedError, seen
+from .plans.plan import Plan
+from .slider.magnitudes import MagnitudeCache
+from .slider.order_cache import OrderCache
+from .steps.methods import check_seed
+from .steps.step import Step
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 
@@ -85,7 +85,7 @@ class Session(Reporting, Committing):
 
     Every public method holds the session's re-entrant :attr:`lock`, and every action is all
     or nothing (see :meth:`transaction`). Pruning changed on the model behind the session's
-    back is refused with :class:`ModelChangedError` (see :mod:`prune_explorer.session.watch`).
+    back is refused with :class:`ModelChangedError` (see :mod:`prune_explorer.session.model.watch`).
 
     Examples
     --------
@@ -284,7 +284,7 @@ class Session(Reporting, Committing):
 
     def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
         """Score the model as each target (and all at once) is pruned more; see
-        :func:`prune_explorer.session.sensitivity.sensitivity` for the options. The model,
+        :func:`prune_explorer.session.analysis.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
         refuse_sharded(self._model, "Session.sensitivity")
@@ -377,14 +377,14 @@ class Session(Reporting, Committing):
         """A new, smaller model without the channels pruning made dead, and its savings.
 
         Outside undo and history: the session's model is not changed (adopt ``report.model``
-        yourself, e.g. in a new Session). See :mod:`prune_explorer.session.shrink`.
+        yourself, e.g. in a new Session). See :mod:`prune_explorer.session.shrink.depgraph`.
 
         Returns
         -------
-        prune_explorer.session.shrink.ShrinkReport
+        prune_explorer.session.shrink.depgraph.ShrinkReport
             ``.model``, parameters/FLOPs/state_dict bytes/CPU latency before and after.
         """
-        from .shrink import shrink
+        from .shrink.depgraph import shrink
 
         refuse_sharded(self._model, "Session.shrink")
         with self._lock:

@@ -1,7 +1,7 @@
 """The pruning controls: method, amount (fraction or count), n, dim, global options, view.
 
 Which controls a method uses comes from the session's method table
-(:data:`prune_explorer.session.methods.METHODS`): ``amount``, ``n`` and ``dim`` settings show
+(:data:`prune_explorer.session.steps.methods.METHODS`): ``amount``, ``n`` and ``dim`` settings show
 their control, ``pruning_method`` shows the global options and ``mask`` the custom-mask note
 and upload;
 ``pattern`` (``"N:M"``) and ``block`` (e.g. ``4,4``) those of the two hardware patterns.
@@ -31,8 +31,8 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from prune_explorer.session.describe import noun, plural
-from prune_explorer.session.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
+from prune_explorer.session.analysis.wording import noun, plural
+from prune_explorer.session.steps.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
 from .errors import WidgetInputError
 
@@ -250,7 +250,7 @@ class PruningControls:
     @property
     def units_left(self) -> tuple[int, str]:
         """``(count, unit)`` that ``amount`` is relative to for the chosen method and dim (the
-        unit singular, for :func:`~prune_explorer.session.describe.plural`)."""
+        unit singular, for :func:`~prune_explorer.session.analysis.wording.plural`)."""
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value

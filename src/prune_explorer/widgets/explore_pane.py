@@ -32,8 +32,8 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from prune_explorer.session.compute import kept_count, slices_pruned, window_reader
-from prune_explorer.session.reports import collapsed_layers
+from prune_explorer.session.analysis.frames import collapsed_layers
+from prune_explorer.session.slider.previews import kept_count, slices_pruned, window_reader
 from prune_explorer.viz import shape_only
 from prune_explorer.viz.zoom import WindowReader, matrix_reader
 

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from prune_explorer.session import Session, SessionEvent, Step
-from prune_explorer.session.describe import describe_change, percent, plural, shape_text
+from prune_explorer.session.analysis.wording import describe_change, percent, plural, shape_text
 
 from .commit import CommitPane
 from .compare import ComparePane
@@ -298,7 +298,8 @@ class Explorer:
 
     def outcome(self, verb: str, steps: list[Step], before: Mapping[str, int]) -> str:
         """The status line for ``steps`` done (or undone), with what changed since ``before``
-        (:meth:`zeros_snapshot`; see :func:`~prune_explorer.session.describe.describe_change`)."""
+        (:meth:`zeros_snapshot`; see
+        :func:`~prune_explorer.session.analysis.wording.describe_change`)."""
         numel = {n: self.session.info(n).numel for n in self.session.names}
         return describe_change(verb, steps, before, self._zeros, numel)
 

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from prune_explorer.session import InvalidPlanError, Plan
-from prune_explorer.session.describe import plural
-from prune_explorer.session.planfile import plan_text
+from prune_explorer.session.analysis.wording import plural
+from prune_explorer.session.plans.reading import plan_text
 
 from .copybutton import CopyButton
 from .errors import WidgetInputError

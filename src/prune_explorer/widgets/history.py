@@ -33,8 +33,8 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from prune_explorer.session.describe import describe_step, plural
-from prune_explorer.session.history import TensorHistory
+from prune_explorer.session.analysis.wording import describe_step, plural
+from prune_explorer.session.history.tensor_history import TensorHistory
 from prune_explorer.viz import (
     MaskPreview,
     block_sums,

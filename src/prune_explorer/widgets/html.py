@@ -2,7 +2,8 @@
 
 Everything that reaches an ``ipywidgets.HTML`` goes through :func:`esc` or is built here, so a
 tensor name or an error message can never inject markup. Words and numbers are formatted by
-:mod:`prune_explorer.session.describe` (``percent``, ``human_bytes`` and every table's cells and
+:mod:`prune_explorer.session.analysis.wording` (``percent``, ``human_bytes`` and every table's
+cells and
 headers), the one place for that.
 
 Examples
@@ -26,7 +27,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from prune_explorer.session.describe import display_table, human_bytes, percent
+from prune_explorer.session.analysis.wording import display_table, human_bytes, percent
 
 __all__ = ["collapse_warning", "custom_note", "download_link", "esc", "frame_table", "human_bytes",
            "message", "percent"]
@@ -73,7 +74,7 @@ def frame_table(
 ) -> str:
     """Render ``frame`` as a small HTML table (escaped), optionally highlighting one row.
 
-    Cells and headers are those of :func:`~prune_explorer.session.describe.display_table`
+    Cells and headers are those of :func:`~prune_explorer.session.analysis.wording.display_table`
     (human headers, percentages, separators, Yes/No, blank for none); ``columns`` picks and
     orders them, ``percent_columns`` adds percentage columns to the ``sparsity`` ones.
     """

@@ -1,7 +1,7 @@
 """The model's behaviour beside the mask: ``explore(model, evaluate=fn)``.
 
 ``fn(model) -> float`` (or a dict of named floats) is called on a trial copy
-(:func:`prune_explorer.session.trial.trial_copy`) for the current state and for the previewed
+(:func:`prune_explorer.session.model.trial.trial_copy`) for the current state and for the previewed
 step, on a background thread (synchronously when ``debounce`` is None), off the slider path:
 a newer preview supersedes a pending evaluation, and a result that arrives after a newer
 request is dropped. The model itself is never touched.
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from prune_explorer.session import Session
-from prune_explorer.session.trial import trial_copy
+from prune_explorer.session.model.trial import trial_copy
 
 from .html import esc
 from .scheduler import LatestOnly

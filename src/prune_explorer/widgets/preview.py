@@ -34,8 +34,7 @@ import ipywidgets as widgets
 import torch
 
 from prune_explorer.session import Session, Step
-from prune_explorer.session.checks import kept_slices
-from prune_explorer.session.describe import (
+from prune_explorer.session.analysis.wording import (
     count,
     describe_rounding,
     noun,
@@ -43,7 +42,8 @@ from prune_explorer.session.describe import (
     plural,
     shape_text,
 )
-from prune_explorer.session.methods import METHODS
+from prune_explorer.session.steps.checks import kept_slices
+from prune_explorer.session.steps.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
 from .html import esc
@@ -255,7 +255,8 @@ class PreviewStats:
         Pruned entries of the shown tensor now and after the step.
     unit : str
         What ``amount`` counts, singular: ``"entry"``, ``"channel along dim d"`` or ``"entry
-        over k tensors"`` (global); :func:`~prune_explorer.session.describe.plural` counts it.
+        over k tensors"`` (global); :func:`~prune_explorer.session.analysis.wording.plural` counts
+        it.
     left : int
         Units still unpruned now (what ``amount`` is a fraction of, and the bound of a count).
     units_pruned : int
@@ -280,7 +281,7 @@ class PreviewStats:
     @property
     def rounding(self) -> str:
         """How ``amount`` became a count, e.g. ``"30% of 1,000 entries left = 300, rounded to
-        300"`` (:func:`~prune_explorer.session.describe.describe_rounding`)."""
+        300"`` (:func:`~prune_explorer.session.analysis.wording.describe_rounding`)."""
         return describe_rounding(self.amount, self.left, self.unit, self.units_pruned)
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from prune_explorer.session.describe import plural
+from prune_explorer.session.analysis.wording import plural
 
 from .errors import WidgetInputError
 

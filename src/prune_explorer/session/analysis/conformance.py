@@ -14,7 +14,7 @@ Examples
 --------
 >>> import torch
 >>> from prune_explorer.session import Session
->>> from prune_explorer.session.conformance import pattern_report
+>>> from prune_explorer.session.analysis.conformance import pattern_report
 >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 3)))
 >>> _ = s.apply("0.weight", "semi_structured", pattern="2:4", dim=-1)
 >>> pattern_report(s)[["name", "applicable", "satisfies"]]
@@ -34,7 +34,7 @@ import torch
 
 from prune_explorer.prune.validation import pattern_counts
 
-from .methods import check_pattern
+from ..steps.methods import check_pattern
 
 __all__ = ["CONFORMANCE_COLUMNS", "pattern_report"]
 

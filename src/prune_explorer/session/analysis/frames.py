@@ -1,6 +1,6 @@
 """DataFrames describing a model's pruning state (fixed, documented columns).
 
-Each is a :class:`~prune_explorer.session.describe.ReportFrame`: a DataFrame with the plain
+Each is a :class:`~prune_explorer.session.analysis.wording.ReportFrame`: a DataFrame with the plain
 values below that prints for people (percentages, separators).
 
 Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
@@ -26,7 +26,7 @@ Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.reports import channels_pruned, is_collapsed
+>>> from prune_explorer.session.analysis.frames import channels_pruned, is_collapsed
 >>> channels_pruned(torch.tensor([[0.0, 0.0], [0.0, 1.0]]))
 {0: 1, 1: 1}
 >>> is_collapsed(torch.tensor([False, False, True]), threshold=0.5)
@@ -44,10 +44,10 @@ from torch import nn
 
 from prune_explorer.prune._fsdp import kept_attribute
 
-from .describe import ReportFrame
-from .distributed import count_nonzero, nonzero_summary
-from .hooks import find_hook
-from .registry import TensorInfo
+from ..model.hooks import find_hook
+from ..model.sharded import count_nonzero, nonzero_summary
+from ..model.targets import TensorInfo
+from .wording import ReportFrame
 
 __all__ = [
     "COMPARE_COLUMNS",

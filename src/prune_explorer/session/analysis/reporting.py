@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
-from .arguments import as_list
-from .compute import GlobalPreview
-from .distributed import count_nonzero, is_dtensor
-from .errors import InvalidStepError
-from .hooks import find_hook
-from .magnitudes import MagnitudeCache, Magnitudes
-from .packed import MaskBits
-from .previewing import Previewing
-from .reports import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
-from .step import Step
-from .tensor_order import _few_zeros
-from .transaction import locked
+from ..errors import InvalidStepError
+from ..history.journal import locked
+from ..history.packed import MaskBits
+from ..model.hooks import find_hook
+from ..model.sharded import count_nonzero, is_dtensor
+from ..slider.l1_order import _few_zeros
+from ..slider.magnitudes import MagnitudeCache, Magnitudes
+from ..slider.previewing import Previewing
+from ..slider.previews import GlobalPreview
+from ..steps.arguments import as_list
+from ..steps.step import Step
+from .frames import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 
 __all__ = ["Reporting"]
 
@@ -198,7 +198,7 @@ class Reporting(Previewing):
     def report(self, totals: bool = False) -> pd.DataFrame:
         """One row per tensor; columns
         ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-        "methods"]`` (see :mod:`prune_explorer.session.reports`).
+        "methods"]`` (see :mod:`prune_explorer.session.analysis.frames`).
 
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.

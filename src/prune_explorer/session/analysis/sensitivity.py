@@ -27,10 +27,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .errors import InvalidStepError
+from ..errors import InvalidStepError
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .. import Session
 
 __all__ = ["COLUMNS", "sensitivity"]
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from .step import Step
+from ..steps.step import Step
 
 __all__ = ["HEADERS", "METHOD_NAMES", "ReportFrame", "amount_text", "count", "describe_change",
            "describe_rounding", "describe_settings", "describe_step", "display_table",

@@ -13,7 +13,7 @@ Examples
 --------
 >>> import torch
 >>> from prune_explorer.session import PackedMask
->>> from prune_explorer.session.maskcode import MASK_DECODER, encoded_mask_lines
+>>> from prune_explorer.session.codegen.mask_lines import MASK_DECODER, encoded_mask_lines
 >>> mask = PackedMask.from_tensor(torch.arange(12).reshape(3, 4) % 3 == 0)
 >>> lines = encoded_mask_lines("mask", mask)
 >>> namespace = {}
@@ -29,7 +29,7 @@ import hashlib
 import textwrap
 import zlib
 
-from .packed import PackedMask
+from ..history.packed import PackedMask
 from .pysource import py_str
 
 __all__ = ["MASK_DECODER", "MASK_IMPORTS", "encoded_mask_lines"]

@@ -6,14 +6,14 @@ operations in the same order, so the masks are identical -- and then install it 
 ``prune.custom_from_mask``. As in torch, the importance of a tensor that is already pruned is its
 current value (``module.<name>``, i.e. ``orig * mask``); entries pruned already count as pruned.
 
-Every tensor name goes through :func:`~prune_explorer.session.pysource.py_str` (or
-:func:`~prune_explorer.session.pysource.py_attribute`); settings are validated numbers and
+Every tensor name goes through :func:`~prune_explorer.session.codegen.pysource.py_str` (or
+:func:`~prune_explorer.session.codegen.pysource.py_attribute`); settings are validated numbers and
 ``"N:M"`` strings, written as literals.
 
 Examples
 --------
 >>> from prune_explorer.session import Step
->>> from prune_explorer.session.patterncode import pattern_lines
+>>> from prune_explorer.session.codegen.pattern_lines import pattern_lines
 >>> print("\\n".join(pattern_lines(Step("semi_structured", "fc.weight", pattern="2:4", dim=-1))))
 module = model.get_submodule("fc")
 # 2:4 along dim -1: in every group of 4 neighbours keep the 2 largest |w| (ties: the lower
@@ -35,8 +35,8 @@ import math
 
 from prune_explorer.prune.validation import pattern_counts
 
+from ..steps.step import Step, split_address
 from .pysource import py_attribute, py_str
-from .step import Step, split_address
 
 __all__ = ["PATTERN_METHODS", "pattern_lines"]
 

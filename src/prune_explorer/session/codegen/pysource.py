@@ -11,7 +11,7 @@ cannot end a comment, and it evaluates back to exactly the original text.
 
 Examples
 --------
->>> from prune_explorer.session.pysource import py_str, py_comment
+>>> from prune_explorer.session.codegen.pysource import py_str, py_comment
 >>> print(py_str('fc"\\n__import__("os")#'))
 "fc\\"\\n__import__(\\"os\\")#"
 >>> print(py_comment("features.0.weight"), py_comment("x\\u2028y"))

@@ -4,21 +4,23 @@ The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
 is how the session itself ran them, so the masks come out identical. Steps whose cut split a tie
 the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (see
-:mod:`prune_explorer.session.snippet_ties`); every other step is the plain call.
+:mod:`prune_explorer.session.codegen.tie_lines`); every other step is the plain call.
 
 Names come from models and plan files and may hold anything, so every name and address -- in a
 string literal or shown in a comment -- is written through
-:func:`~prune_explorer.session.pysource.py_str`: no name can end a comment or a string and run
+:func:`~prune_explorer.session.codegen.pysource.py_str`: no name can end a comment or a string and
+run
 as code. A custom mask that prunes at most :data:`MAX_LISTED` entries is written as a readable
 list of indices; a larger one as its compressed bits with their sha256, decoded and checked by a
 small ``unpack_mask`` function the snippet defines with ``base64``, ``hashlib`` and ``zlib``
-(see :mod:`~prune_explorer.session.maskcode`): a 4096 x 4096 mask is a few MiB at most, not
+(see :mod:`~prune_explorer.session.codegen.mask_lines`): a 4096 x 4096 mask is a few MiB at most,
+not
 tens of MiB of indices.
 
 Examples
 --------
 >>> from prune_explorer.session import Step
->>> from prune_explorer.session.snippet import to_snippet
+>>> from prune_explorer.session.codegen.snippet import to_snippet
 >>> print(to_snippet([Step("random_unstructured", "fc.weight", amount=0.3, seed=42)]))
 # Pruning plan exported by prune-explorer (1 step).
 # Bind `model` to a model equal to the one the plan was made on (same architecture and
@@ -39,18 +41,19 @@ from collections.abc import Iterable
 
 import torch
 
-from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
-from .methods import METHODS
-from .packed import PackedMask
-from .patterncode import PATTERN_METHODS, pattern_lines
+from ..history.packed import PackedMask
+from ..steps.methods import METHODS
+from ..steps.step import Step, split_address
+from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
+from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
-from .snippet_ties import HELPER, global_lines, local_lines
-from .step import Step, split_address
+from .tie_lines import HELPER, global_lines, local_lines
 
 __all__ = ["MAX_LISTED", "to_snippet"]
 
 #: Custom masks pruning at most this many entries are written as a readable list of indices;
-#: larger ones as compressed, checksummed bits (see :mod:`~prune_explorer.session.maskcode`).
+#: larger ones as compressed, checksummed bits (see
+# :mod:`~prune_explorer.session.codegen.mask_lines`).
 MAX_LISTED = 256
 
 
@@ -125,7 +128,8 @@ def _title(index: int, step: Step) -> str:
 def to_snippet(steps: Iterable[Step]) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
-    Every name and address in it goes through :func:`~prune_explorer.session.pysource.py_str`,
+    Every name and address in it goes through
+    :func:`~prune_explorer.session.codegen.pysource.py_str`,
     comments included, so no name can run as code.
     """
     steps = list(steps)

@@ -1,4 +1,5 @@
-"""Snippet lines for steps whose cut split a tie (see :mod:`prune_explorer.session.ties`).
+"""Snippet lines for steps whose cut split a tie (see
+:mod:`prune_explorer.session.codegen.tie_split`).
 
 When entries of equal key straddle the cut, the session pruned the tied entries of lowest (or
 highest) flat index first, and a plain ``torch.nn.utils.prune`` call would pick others. For those
@@ -28,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..steps.step import Step, split_address
 from .pysource import py_attribute, py_literal, py_str
-from .step import Step, split_address
 
 __all__ = ["HELPER", "global_lines", "local_lines"]
 

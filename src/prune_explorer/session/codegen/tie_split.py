@@ -14,7 +14,7 @@ it pruned:
 
 For ``"lowest"``/``"highest"`` the snippet passes a stable rank of the keys as
 ``importance_scores``, which makes stock torch prune exactly those entries (see
-:mod:`prune_explorer.session.snippet_ties`).
+:mod:`prune_explorer.session.codegen.tie_lines`).
 
 Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random methods the
 seeded draws (the largest are pruned), drawn again from the step's seed exactly as the core drew
@@ -43,12 +43,12 @@ from torch import nn
 from prune_explorer.prune import _radix
 from prune_explorer.prune._sharded import Layout, local_draws
 
-from .distributed import count_alive, is_dtensor, reduce_extremes, shard_of
-from .global_cut import GlobalCut
-from .order_cache import TensorOrder
-from .packed import PackedMask
-from .seeding import draws_for, generator_for
-from .step import Step, split_address
+from ..history.packed import PackedMask
+from ..model.sharded import count_alive, is_dtensor, reduce_extremes, shard_of
+from ..slider.global_cut import GlobalCut
+from ..slider.order_cache import TensorOrder
+from ..steps.seeding import draws_for, generator_for
+from ..steps.step import Step, split_address
 
 __all__ = ["note_from_cuts", "note_ties", "split_of"]
 
@@ -168,7 +168,7 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     core split one; a step that pruned nothing has none). Otherwise (L1 steps; random steps the
     core computed densely) the largest pruned and the smallest kept key of each shard are
     reduced. Keys: ``|importance|`` for L1, read where the mask was 1 (``importance`` may be
-    the core's stand-in, see :func:`~prune_explorer.session.distributed.tensor_of`); for
+    the core's stand-in, see :func:`~prune_explorer.session.model.sharded.tensor_of`); for
     random steps the negated draws, each rank drawing the one-process stream again from the
     step's seed and keeping its own positions. Every shard is read a chunk at a time in the
     keys' own dtype (nothing shard-sized is allocated, but the draws of that random case)."""

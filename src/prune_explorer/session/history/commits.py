@@ -23,14 +23,14 @@ from typing import Any
 
 from torch import nn
 
-from .checks import check_step
-from .errors import InvalidStepError
-from .events import SessionEvent
-from .hooks import find_hook
-from .registry import TensorInfo
-from .reports import memory_report
-from .step import Step
-from .transaction import Transactional, locked
+from ..analysis.frames import memory_report
+from ..errors import InvalidStepError
+from ..events import SessionEvent
+from ..model.hooks import find_hook
+from ..model.targets import TensorInfo
+from ..steps.checks import check_step
+from ..steps.step import Step
+from .journal import Transactional, locked
 
 __all__ = ["CommitResult", "CommitReview", "Committing", "review"]
 

@@ -41,20 +41,12 @@ from torch import nn
 from prune_explorer.prune import _radix
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
-from .checks import check_step
-from .compute import cached_cuts
-from .distributed import tensor_of
-from .errors import NotUndoableError
-from .events import EventEmitter, SessionEvent
-from .execute import run_step
-from .history import HistoryEntry, starting_mask
-from .methods import SEED_LIMIT
-from .order_cache import OrderCache, TensorOrder
-from .packed import MaskBits, PackedMask
-from .registry import TensorInfo
-from .step import Step
-from .ties import note_from_cuts, note_ties
-from .watch import (
+from ..codegen.tie_split import note_from_cuts, note_ties
+from ..errors import NotUndoableError
+from ..events import EventEmitter, SessionEvent
+from ..model.sharded import tensor_of
+from ..model.targets import TensorInfo
+from ..model.watch import (
     MASK_REPLACED,
     MASK_WRITTEN,
     ModelChangedError,
@@ -62,6 +54,14 @@ from .watch import (
     describe_change,
     seen,
 )
+from ..slider.order_cache import OrderCache, TensorOrder
+from ..slider.previews import cached_cuts
+from ..steps.checks import check_step
+from ..steps.execute import run_step
+from ..steps.methods import SEED_LIMIT
+from ..steps.step import Step
+from .packed import MaskBits, PackedMask
+from .tensor_history import HistoryEntry, starting_mask
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
 

@@ -115,11 +115,11 @@ class PackedMask:
         """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device.
 
         A DTensor (a mask sharded over processes) gives a
-        :class:`~prune_explorer.session.distributed.ShardedMask` of this rank's shard (a
+        :class:`~prune_explorer.session.model.sharded.ShardedMask` of this rank's shard (a
         collective: its kept count is all-reduced).
         """
         if is_sharded(mask):
-            from .distributed import ShardedMask
+            from ..model.sharded import ShardedMask
 
             return ShardedMask.of(mask)
         flat = mask.detach().reshape(-1)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .describe import ReportFrame
-from .distributed import ShardedMask, count_nonzero, is_dtensor
+from ..analysis.wording import ReportFrame
+from ..model.sharded import ShardedMask, count_nonzero, is_dtensor
+from ..steps.step import Step
 from .packed import PackedMask
-from .step import Step
 
 __all__ = ["HISTORY_COLUMNS", "HistoryEntry", "TensorHistory", "starting_mask"]
 

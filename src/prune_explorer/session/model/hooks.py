@@ -26,7 +26,7 @@ from torch import nn
 from prune_explorer.prune._fsdp import kept_attribute
 from prune_explorer.prune._module import find_hook as _core_find_hook
 
-from .methods import CLASS_TO_NAME
+from ..steps.methods import CLASS_TO_NAME
 
 __all__ = ["find_hook", "hook_methods", "method_name", "refresh_pruned"]
 

@@ -53,7 +53,7 @@ from prune_explorer.prune._radix import all_reduce
 from prune_explorer.prune._sharded import Layout, contiguous_stride
 from prune_explorer.prune._sharded import is_sharded as is_dtensor
 
-from .packed import PackedMask
+from ..history.packed import PackedMask
 
 __all__ = ["ShardedMask", "count_alive", "count_nonzero", "is_dtensor", "is_sharded",
            "nonzero_summary", "ones_mask", "rank", "reduce_extremes", "refuse_move",

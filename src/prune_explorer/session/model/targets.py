@@ -8,7 +8,7 @@ A tensor that is already pruned shows up under its own name (``"fc.weight"``), n
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.registry import discover
+>>> from prune_explorer.session.model.targets import discover
 >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
 >>> [info.name for info in discover(model).values()]
 ['0.weight', '0.bias', '2.weight', '2.bias']
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .errors import InvalidStepError
+from ..errors import InvalidStepError
 from .hooks import find_hook
 
 __all__ = ["TensorInfo", "discover", "unknown_target"]

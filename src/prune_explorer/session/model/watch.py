@@ -42,7 +42,7 @@ from typing import Any
 
 from torch import nn
 
-from .errors import NotUndoableError
+from ..errors import NotUndoableError
 from .hooks import find_hook, hook_methods
 
 __all__ = ["MASK_REPLACED", "MASK_WRITTEN", "ModelChangedError", "Seen", "describe_change",

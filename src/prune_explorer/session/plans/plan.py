@@ -1,11 +1,12 @@
 """``Plan``: an ordered list of steps that can be saved, loaded, exported and replayed.
 
-A plan holds only :class:`~prune_explorer.session.step.Step` objects (strings and numbers), never
+A plan holds only :class:`~prune_explorer.session.steps.step.Step` objects (strings and numbers),
+never
 live modules, so it round-trips through JSON. Loading is strict -- every step must name a known
 method, carry exactly that method's fields with the right types, and errors say which step and
 which field -- and uses ``json`` only (no pickle, no eval). Every way a document can be wrong,
 down to bytes that are not UTF-8 or nesting that would exhaust Python's stack, is an
-:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.planfile`).
+:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.plans.reading`).
 
 File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
 
@@ -61,8 +62,10 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from .errors import InvalidStepError
-from .planfile import (
+from ..codegen.snippet import to_snippet
+from ..errors import InvalidStepError
+from ..steps.step import Step
+from .reading import (
     PLAN_FORMAT,
     PLAN_VERSION,
     READ_VERSIONS,
@@ -70,11 +73,9 @@ from .planfile import (
     InvalidPlanStepError,
     load_document,
 )
-from .snippet import to_snippet
-from .step import Step
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .. import Session
 
 __all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
 
@@ -219,7 +220,7 @@ class Plan:
         rank holds the same plan) only rank 0 writes; the other ranks return without touching
         the file system.
         """
-        from .distributed import rank
+        from ..model.sharded import rank
 
         if rank() == 0:
             Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
@@ -243,7 +244,7 @@ class Plan:
 
         Raises the same errors as :meth:`apply`. Costs one full application.
         """
-        from .session import Session  # the session uses plans; plans are run by a session
+        from .. import Session  # the session uses plans; plans are run by a session
 
         session = Session(model, seed=0)
         with session.transaction(dry_run=True):
@@ -257,7 +258,7 @@ class Plan:
         applied are undone, commits included, and the error names the step index. The returned
         session can ``undo``/``reset``/``report`` as usual.
         """
-        from .session import Session
+        from .. import Session
 
         session = Session(model, seed=seed)
         session.apply_all(self._steps, where="Plan.apply")

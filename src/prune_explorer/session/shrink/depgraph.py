@@ -29,7 +29,7 @@ Examples
 --------
 >>> import torch
 >>> from prune_explorer import prune
->>> from prune_explorer.session.shrink import shrink
+>>> from prune_explorer.session.shrink.depgraph import shrink
 >>> model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
 >>> _ = prune.ln_structured(model[0], "weight", amount=2, n=1, dim=0)
 >>> dead = (model[0].weight_mask.sum(dim=1) == 0).float()
@@ -52,7 +52,7 @@ from torch import nn
 
 from prune_explorer import prune
 
-from .shrinkreport import ShrinkReport, measure
+from .measure import ShrinkReport, measure
 
 __all__ = ["ShrinkReport", "dense_copy", "install_hint", "kept_reasons", "shrink"]
 

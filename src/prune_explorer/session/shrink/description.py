@@ -32,7 +32,7 @@ Examples
 --------
 >>> import json, torch
 >>> from torch import nn
->>> from prune_explorer.session.shrinkfile import describe, rebuild
+>>> from prune_explorer.session.shrink.description import describe, rebuild
 >>> small = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
 >>> description = describe(small, nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2)))
 >>> sorted(description["layers"])

@@ -7,7 +7,7 @@ eval mode, one warm-up pass first) -- a wall-clock number, so it varies with the
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.shrinkreport import measure
+>>> from prune_explorer.session.shrink.measure import measure
 >>> m = measure(torch.nn.Linear(4, 2), (torch.randn(3, 4),), repeats=3)
 >>> m.parameters, m.flops, m.state_dict_bytes
 (10, 48, 40)

@@ -1,7 +1,8 @@
 """A tensor's unpruned ``|w|`` keys in ascending order, in about 0.6 byte per key.
 
 A global L1 cut over float32 tensors knows from the key histograms
-(:mod:`~prune_explorer.session.global_cut`) which bin of top value bits it falls in, but needs
+(:mod:`~prune_explorer.session.slider.global_cut`) which bin of top value bits it falls in, but
+needs
 the keys of that bin to find the exact value and how many of each tensor lie below or on it.
 :class:`SortedKeys` holds every unpruned key of one tensor, sorted, so the keys of any bin are
 a contiguous run found from the histogram's cumulative counts: a slider move reads one bin's run

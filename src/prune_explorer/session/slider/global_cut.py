@@ -13,7 +13,7 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
   One streamed pass over the tensor, chunk by chunk. The
-  :class:`~prune_explorer.session.order_cache.OrderCache` keeps it and drops it when the
+  :class:`~prune_explorer.session.slider.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of
@@ -58,7 +58,7 @@ from torch import nn
 
 from prune_explorer.prune import _radix
 
-from .sorted_keys import SortedKeys
+from .compact_keys import SortedKeys
 
 __all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
 

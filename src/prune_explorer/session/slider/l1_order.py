@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .seeding import draws_for
+from ..steps.seeding import draws_for
 
 __all__ = ["TensorOrder"]
 

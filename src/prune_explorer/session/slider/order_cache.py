@@ -3,13 +3,14 @@
 Moving the amount slider changes only ``k``, never the order of ``|w|``. So, for a tensor in a
 given state (its values and its current mask), :class:`TensorOrder` sorts the unpruned magnitudes
 once -- stably, so equal magnitudes keep their flat order, which is exactly the session's tie rule
-(lowest flat index first, see :mod:`prune_explorer.session.ties`) -- and keeps
+(lowest flat index first, see :mod:`prune_explorer.session.codegen.tie_split`) -- and keeps
 
 * ``rank``: each unpruned entry's place in that order (-1 where already pruned);
 * ``sorted_keys``: the unpruned magnitudes in ascending order.
 
 A ``random_unstructured`` step with a fixed seed ranks fixed draws (one per unpruned entry, the
-stream :func:`~prune_explorer.session.seeding.draws_for` gives, largest pruned first, ties lowest
+stream :func:`~prune_explorer.session.steps.seeding.draws_for` gives, largest pruned first, ties
+lowest
 flat index first): the same structure, built from the negated draws, serves its slider too, one
 order per (tensor state, seed).
 
@@ -17,7 +18,7 @@ Then, for any ``k``:
 
 * a local L1 mask is ``rank >= k`` (one comparison, no selection);
 * a global L1 cut over several tensors needs no order at all: the cache keeps a small
-  histogram of each target's keys instead (:mod:`prune_explorer.session.global_cut`), and the
+  histogram of each target's keys instead (:mod:`prune_explorer.session.slider.global_cut`), and the
   shown tensor's order turns the cut into its picture's counts;
 * the pruned count of every display cell of the picture is a ``searchsorted`` of the cell's
   sorted ranks (:meth:`TensorOrder.pruned_per_cell`), ``O(cells log n)``.
@@ -61,10 +62,10 @@ from torch import nn
 from prune_explorer.prune._select import SMALL
 from prune_explorer.prune._sharded import is_sharded
 
-from .distributed import tensor_of
+from ..model.sharded import tensor_of
 from .global_cut import KeyHistogram
-from .slice_order import SliceScores, slice_spec
-from .tensor_order import _BITS, TensorOrder
+from .l1_order import _BITS, TensorOrder
+from .slice_scores import SliceScores, slice_spec
 
 __all__ = ["SMALL", "OrderCache", "TensorOrder"]
 
@@ -111,7 +112,7 @@ def _fact_state(module: nn.Module, name: str, values_only: bool) -> tuple[Any, .
 
 class OrderCache:
     """:class:`TensorOrder` by tensor, rebuilt whenever the tensor's state changed; and the
-    :class:`~prune_explorer.session.global_cut.KeyHistogram` of each global L1 target.
+    :class:`~prune_explorer.session.slider.global_cut.KeyHistogram` of each global L1 target.
 
     ``get(module, name)`` returns the order of ``module.name`` as it is now, or None when the
     core's own path must be used (``numel <= SMALL``, not floating, NaN entries, or more than
@@ -141,7 +142,8 @@ class OrderCache:
                *, build: bool = True) -> SliceScores | None:
         """The slice scores of a structured ``method`` instance (``LnStructured``, or
         ``RandomStructured`` whose generator was seeded with ``seed``) on ``module.name`` as it
-        is now (:class:`~prune_explorer.session.slice_order.SliceScores`); None where the core
+        is now (:class:`~prune_explorer.session.slider.slice_scores.SliceScores`); None where the
+        core
         must decide. ``build=False``: only scores already computed."""
         spec = slice_spec(method, seed, tensor_of(module, name).dim())
         if spec is None:

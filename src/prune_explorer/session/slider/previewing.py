@@ -2,7 +2,7 @@
 anything -- not the model, not the global RNG, not the session.
 
 A mixin of :class:`~prune_explorer.session.Session`. Masks come from
-:mod:`~prune_explorer.session.compute` through the same core calls as applying, with the
+:mod:`~prune_explorer.session.slider.previews` through the same core calls as applying, with the
 session's order cache for fast L1 slider moves; a random step without a seed uses the seed the
 next apply will draw, so preview and apply agree.
 
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .arguments import Arguments, as_list
-from .checks import check_step
-from .compute import cell_counts, global_masks, local_masks
+from ..history.journal import locked
+from ..steps.arguments import Arguments, as_list
+from ..steps.checks import check_step
+from ..steps.step import Step
 from .order_cache import OrderCache
-from .step import Step
-from .transaction import locked
+from .previews import cell_counts, global_masks, local_masks
 
 __all__ = ["Previewing"]
 
@@ -74,7 +74,7 @@ class Previewing(Arguments):
         --------
         >>> import torch
         >>> from prune_explorer import Session
-        >>> from prune_explorer.session.compute import kept_count
+        >>> from prune_explorer.session.slider.previews import kept_count
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
         >>> masks = s.preview_masks("0.weight", "l1_unstructured", amount=0.25)
         >>> kept_count(masks, "0.weight"), masks

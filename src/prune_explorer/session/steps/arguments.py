@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .errors import InvalidStepError
+from ..errors import InvalidStepError
+from ..history.journal import Transactional
+from ..model.targets import unknown_target
 from .methods import check_method, check_settings, is_random
-from .registry import unknown_target
 from .step import Step
-from .transaction import Transactional
 
 __all__ = ["Arguments", "as_list"]
 

@@ -1,6 +1,7 @@
 """Checks of a step against a model's current state, run before anything changes.
 
-:class:`~prune_explorer.session.step.Step` already checks everything that needs no model (method,
+:class:`~prune_explorer.session.steps.step.Step` already checks everything that needs no model
+(method,
 types, ranges). Here the rest: the addresses exist, ``dim`` fits the tensor, structured methods get
 a tensor of at least 2 dims, an integer ``amount`` is no more than what is still unpruned, a custom
 mask has the tensor's shape, global targets share a device, ``remove`` acts on a pruned tensor.
@@ -9,8 +10,8 @@ Examples
 --------
 >>> import torch
 >>> from prune_explorer.session import Step
->>> from prune_explorer.session.checks import check_step
->>> from prune_explorer.session.registry import discover
+>>> from prune_explorer.session.steps.checks import check_step
+>>> from prune_explorer.session.model.targets import discover
 >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3))
 >>> step = Step("ln_structured", "0.bias", amount=1, n=1, dim=0)
 >>> try:
@@ -28,11 +29,11 @@ from torch import nn
 
 from prune_explorer.prune import validation
 
-from .distributed import count_alive, is_dtensor, nonzero_summary, tensor_of
-from .errors import InvalidStepError
-from .hooks import find_hook
+from ..errors import InvalidStepError
+from ..model.hooks import find_hook
+from ..model.sharded import count_alive, is_dtensor, nonzero_summary, tensor_of
+from ..model.targets import TensorInfo, unknown_target
 from .methods import core_errors
-from .registry import TensorInfo, unknown_target
 from .step import Step, split_address
 
 __all__ = ["check_step", "kept_slices", "unpruned_channels", "unpruned_entries"]

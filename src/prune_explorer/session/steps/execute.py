@@ -9,7 +9,7 @@ Examples
 --------
 >>> import torch
 >>> from prune_explorer.session import Step
->>> from prune_explorer.session.execute import run_step
+>>> from prune_explorer.session.steps.execute import run_step
 >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3))
 >>> run_step(model, Step("random_unstructured", "0.weight", amount=0.5, seed=0))
 >>> int(model[0].weight_mask.sum())
@@ -26,7 +26,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import _module
 
-from .distributed import tensor_of
+from ..model.sharded import tensor_of
 from .methods import prune_class
 from .seeding import core_kwargs
 from .step import Step, split_address

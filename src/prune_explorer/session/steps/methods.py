@@ -11,7 +11,7 @@ errors in :class:`InvalidStepError` with the field, and turns JSON spellings int
 
 Examples
 --------
->>> from prune_explorer.session.methods import METHODS
+>>> from prune_explorer.session.steps.methods import METHODS
 >>> METHODS["ln_structured"].settings
 ('amount', 'n', 'dim')
 >>> METHODS["random_structured"].random
@@ -31,8 +31,8 @@ from prune_explorer import prune
 from prune_explorer.prune import validation
 from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_value
 
-from .errors import InvalidStepError
-from .packed import PackedMask
+from ..errors import InvalidStepError
+from ..history.packed import PackedMask
 
 __all__ = [
     "CLASS_TO_NAME",

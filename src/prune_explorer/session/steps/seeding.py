@@ -11,13 +11,14 @@ Two things could make the session's masks differ from those of the exported snip
   ``ties=`` keyword of the core, see ``prune_explorer.prune._select``): :data:`TIES`, the core's
   fast "index" rule (the same count as torch, tied entries of lowest flat index first). Each
   applied step notes whether a tie straddled its cut and how it was split
-  (:mod:`prune_explorer.session.ties`), and only for those steps the snippet passes a stable rank
+  (:mod:`prune_explorer.session.codegen.tie_split`), and only for those steps the snippet passes a
+  stable rank
   as ``importance_scores`` so that stock torch splits the tie the same way.
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.seeding import generator_for, ties_for
+>>> from prune_explorer.session.steps.seeding import generator_for, ties_for
 >>> g = generator_for("random_unstructured", 3, torch.device("cpu"))["generator"]
 >>> _ = torch.manual_seed(3)
 >>> torch.equal(torch.rand(4, generator=g), torch.rand(4))

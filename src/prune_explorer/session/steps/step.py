@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from .errors import InvalidStepError
+from ..errors import InvalidStepError
+from ..history.packed import PackedMask
+from ..plans.reading import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
 from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
-from .packed import PackedMask
-from .planfile import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
 
 __all__ = ["Step", "check_address", "split_address"]
 
@@ -182,7 +182,7 @@ class Step:
 
     @property
     def spec(self) -> MethodSpec:
-        """The :class:`~prune_explorer.session.methods.MethodSpec` of the method."""
+        """The :class:`~prune_explorer.session.steps.methods.MethodSpec` of the method."""
         return METHODS[self._method]
 
     @property
@@ -231,7 +231,7 @@ class Step:
 
         Every field must be present with the right type, and no other field may appear.
         ``version`` is that of the plan file the step comes from: in version 1, ``amount`` is
-        a bare number (see :mod:`~prune_explorer.session.plan`).
+        a bare number (see :mod:`~prune_explorer.session.plans.plan`).
         """
         if version not in READ_VERSIONS:
             raise ValueError(f"{where}: version must be one of {READ_VERSIONS}; got {version!r}")
