@@ -1,9 +1,8 @@
 """Run exported snippets on stock torch, in one fresh interpreter: the snippet tests' one harness.
 
 Each case is a model (pickled whole with ``torch.save``, so its class must be importable in the
-child: torch's own classes or ``helpers.session_models``) and a snippet. The child puts the tests
-folder
-on ``sys.path``, execs each snippet with ``model`` bound, records the resulting ``state_dict`` (or
+child: torch's own classes or ``helpers.session_models``) and a snippet. The child puts the
+tests folder on ``sys.path``, execs each snippet with ``model`` bound, records the resulting ``state_dict`` (or
 the error the snippet raised), and checks that ``prune_explorer`` was never imported.
 """
 
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # the folder holding ``helpers``
 
 CHILD = textwrap.dedent(
     """
@@ -64,7 +63,7 @@ def replay_on_stock_torch(tmp: Path, cases: dict[str, tuple[nn.Module, str]],
         listing.append({"id": case_id, "model": str(model_path), "snippet": str(snippet_path)})
     (tmp / "cases.json").write_text(json.dumps(listing))
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp / "cases.json"), str(tmp / "out.pt"), str(HERE)],
+        [sys.executable, "-c", CHILD, str(tmp / "cases.json"), str(tmp / "out.pt"), str(TESTS)],
         capture_output=True, text=True, timeout=timeout, check=False,
     )
     assert done.returncode == 0, done.stderr

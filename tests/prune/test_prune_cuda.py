@@ -70,7 +70,7 @@ def test_cuda_global(method):
 
 
 def test_cuda_large_random_identical():
-    from _prune_helpers import with_param
+    from helpers.prune import with_param
 
     data = torch.randn(600, 600, device="cuda")
     m_o, m_t = with_param((600, 600), data), with_param((600, 600), data)

@@ -171,8 +171,7 @@ def test_close_unsubscribes_and_stops_the_worker():
 def test_a_drag_draws_stale_pictures_at_a_bounded_interval(monkeypatch):
     # While a newer request waits, a finished preview is stale. The explorer skips it only if a
     # picture was drawn less than FRAME_INTERVAL_S ago, so a long drag still animates.
-    from _widget_helpers import mlp
-
+    from helpers.widgets import mlp
     from prune_explorer.widgets import Explorer, explore_pane
     from prune_explorer.widgets.scheduler import LatestOnly
 
