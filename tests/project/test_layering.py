@@ -180,15 +180,92 @@ def test_importing_a_layer_loads_nothing_it_may_not_import(room):
     assert result.stdout.strip() == "[]"
 
 
-MAX_LINES = 500
+CORE = PACKAGE / "prune"
 
 
-def test_no_source_file_is_over_500_lines():
-    """Each file keeps to one job a reader can take in at a sitting: none over 500 lines."""
-    lengths = {
-        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
-        for path in sorted(PACKAGE.rglob("*.py"))
-    }
-    assert lengths, f"no .py files found under {PACKAGE}"
-    too_long = {name: n for name, n in lengths.items() if n > MAX_LINES}
-    assert not too_long, f"files over {MAX_LINES} lines (split them by job): {too_long}"
+def core_graph(folder: Path) -> dict[str, set[str]]:
+    """module -> the modules of the same package it imports at run time (deferred imports
+    inside functions included, ``TYPE_CHECKING`` ones not; the package itself is no node)."""
+    package = module_name(folder / "__init__.py")
+    modules = {module_name(p) for p in folder.glob("*.py") if p.name != "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        found = {m for m, type_only in imports(path, package) if not type_only}
+        graph[module_name(path)] = {m for m in found if m in modules} - {module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_core_has_no_import_cycle():
+    """The core's modules form layers: no module imports, even inside a function, one that
+    imports it back."""
+    graph = core_graph(CORE)
+    assert len(graph) > 10 and any(graph.values())
+    assert cycles(graph) == []
+
+
+def test_the_cycle_check_finds_a_deferred_cycle(tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from . import a\n", encoding="utf-8")
+    (folder / "a.py").write_text("from . import b\n", encoding="utf-8")
+    (folder / "b.py").write_text("def f():\n    from .c import x\n", encoding="utf-8")
+    (folder / "c.py").write_text("from typing import TYPE_CHECKING\nfrom .a import y\n"
+                                 "if TYPE_CHECKING:\n    from .b import z\n", encoding="utf-8")
+    graph = {k.rsplit(".", 1)[1]: {m.rsplit(".", 1)[1] for m in v} for k, v in
+             _graph_of(folder).items()}
+    assert graph == {"a": {"b"}, "b": {"c"}, "c": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _graph_of(folder: Path) -> dict[str, set[str]]:
+    package = folder.name
+    modules = {f"{package}.{p.stem}" for p in folder.glob("*.py") if p.name != "__init__.py"}
+    return {f"{package}.{p.stem}": {m for m, t in imports(p, package) if not t and m in modules}
+            for p in folder.glob("*.py") if p.name != "__init__.py"}
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "session").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_session_reaches_the_core_through_its_interface(path):
+    """Besides the public API, the session takes from the core only what ``prune.engine``
+    exports: never a private core module (``prune._radix``, ``prune._module``, ...)."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(
+        ".")[0]
+    private = sorted({m for m, _ in imports(path, package)
+                      if m.startswith("prune_explorer.prune._")})
+    assert private == []

@@ -16,6 +16,8 @@ import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _fsdp, _module, _sharded
+from ._dtensor import is_sharded
+from ._hooks import HOOK_TYPE
 from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
 
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
@@ -148,7 +150,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
                              f"parameter {name!r}")
         scores = current if importance_scores is None else importance_scores
         mask = method._mask_for(module, name, scores, current, old)
-        return _module.install(module, name, method, mask, old)
+        return _module.install(module, name, method, mask, old, PruningContainer)
 
     @classmethod
     def _create(cls, where: str, *args: Any, **kwargs: Any) -> BasePruningMethod:
@@ -170,8 +172,9 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         old: tuple[int, Any] | None,
     ) -> torch.Tensor:
         """The mask ``apply`` would install, computed without changing anything."""
-        if _sharded.is_sharded(current):  # DTensor (e.g. FSDP2): collective, see _sharded
-            return _sharded.mask_for(self, module, name, scores, current, old, self.where)
+        if is_sharded(current):  # DTensor (e.g. FSDP2): collective, see _sharded
+            return _sharded.mask_for(self, PruningContainer, module, name, scores, current, old,
+                                     self.where)
         with torch.no_grad():
             if old is None:
                 ones = all_ones_like(current)
@@ -250,7 +253,7 @@ class PruningContainer(BasePruningMethod, _torch_prune.PruningContainer):
         if method is None:
             self._pruning_methods += (method,)  # accepted, as torch does
             return
-        if not isinstance(method, _module.HOOK_TYPE):
+        if not isinstance(method, HOOK_TYPE):
             raise TypeError(problem(where, "method", "a BasePruningMethod", type(method).__name__))
         name = getattr(method, "_tensor_name", None)
         if self._tensor_name is None:

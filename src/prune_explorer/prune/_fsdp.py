@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from ._dtensor import gathered, is_sharded, stand_in
 from ._on_demand import _ON_DEMAND, kept_attribute, start, stop
-from ._sharded import gathered, is_sharded, stand_in
 
 __all__ = ["attached", "detached", "kept_attribute", "pruned_stand_in", "restored",
            "unshard_like"]

@@ -17,6 +17,8 @@ from torch import nn
 
 from . import _module, _sharded
 from ._base import BasePruningMethod, PruningContainer
+from ._dtensor import any_sharded
+from ._hooks import HOOK_TYPE
 from ._select import resolve_ties, select
 from .methods import _Unstructured
 from .validation import check_same_shape, count_to_prune, problem
@@ -186,7 +188,7 @@ def global_setup(
     where = "global_unstructured"
     entries = _parse_global_args(parameters, importance_scores)
     if not (isinstance(pruning_method, type)
-            and issubclass(pruning_method, _module.HOOK_TYPE)):
+            and issubclass(pruning_method, HOOK_TYPE)):
         raise TypeError(problem(where, "pruning_method", "a BasePruningMethod subclass",
                                 pruning_method))
     method: _torch_prune.BasePruningMethod
@@ -207,7 +209,7 @@ def global_setup(
 def global_compute(
     entries: list[_Entry], method: _torch_prune.BasePruningMethod
 ) -> list[torch.Tensor]:
-    if _sharded.any_sharded(e.current for e in entries):  # DTensors: collective, see _sharded
+    if any_sharded(e.current for e in entries):  # DTensors: collective, see _sharded
         return _sharded.global_masks(entries, method, global_compute)
     with torch.no_grad():
         masks = None

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _fsdp
+from ._hooks import pruning_hooks
 from .validation import problem
 
 if TYPE_CHECKING:
@@ -32,11 +32,6 @@ class PruningStateError(ValueError, AssertionError):
     """The module is not in the pruning state the call needs (e.g. ``remove`` on an unpruned
     tensor). A ``ValueError`` like torch's ``remove``; also an ``AssertionError`` like the
     checks torch makes inside its method objects."""
-
-
-#: The pruning hooks we recognise: torch's base class, which ours subclass, so models pruned by
-#: either implementation interoperate.
-HOOK_TYPE = _torch_prune.BasePruningMethod
 
 
 def find_hook(module: nn.Module, name: str, where: str) -> tuple[int, Any] | None:
@@ -217,8 +212,7 @@ def _by_reference(mask: torch.Tensor) -> Callable[[], torch.Tensor]:
 
 
 def _pruning_hooks(module: nn.Module, name: str) -> list[tuple[int, Any]]:
-    return [(key, hook) for key, hook in module._forward_pre_hooks.items()
-            if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name]
+    return [(key, hook) for key, hook, tensor in pruning_hooks(module) if tensor == name]
 
 
 def _reorder(mapping: dict[Any, Any], order: tuple[Any, ...]) -> None:
@@ -262,13 +256,13 @@ def install(
     method: BasePruningMethod,
     mask: torch.Tensor,
     old: tuple[int, Any] | None,
+    container: type[Any],
 ) -> BasePruningMethod:
     """Record ``method`` and its finished ``mask`` on ``module``; returns the hook now in charge.
 
     ``old`` is the existing hook (from :func:`find_hook`); the new method then joins a
-    :class:`PruningContainer` with it, as torch does.
+    ``container`` (the core's ``PruningContainer``) with it, as torch does.
     """
-    from ._base import PruningContainer
 
     with transaction([(module, name)]):
         if old is None:
@@ -279,11 +273,11 @@ def install(
         else:
             key, previous = old
             del module._forward_pre_hooks[key]
-            if isinstance(previous, PruningContainer):
+            if isinstance(previous, container):
                 previous.add_pruning_method(method)
                 hook = previous
             else:
-                hook = PruningContainer(previous, method)
+                hook = container(previous, method)
         module.register_buffer(name + "_mask", mask)
         if _fsdp.kept_attribute(module, name):  # sharded: computed on demand instead
             setattr(module, name, hook.apply_mask(module))

@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from ._sharded import is_sharded
+from ._dtensor import is_sharded
+from ._hooks import pruning_hooks
 from .validation import problem
 
 __all__ = ["kept_attribute", "on_demand", "start", "stop"]
@@ -73,17 +74,13 @@ def on_demand(model: torch.nn.Module, enabled: bool = True) -> torch.nn.Module:
     """
     if not isinstance(enabled, bool):
         raise TypeError(problem("prune.on_demand", "enabled", "a bool", enabled))
-    from ._module import HOOK_TYPE
-
     for module in model.modules():
         if enabled:
             module.__dict__[_ASKED] = True
         else:
             module.__dict__.pop(_ASKED, None)
-        for hook in list(module._forward_pre_hooks.values()):
-            name = getattr(hook, "_tensor_name", None)
-            if not (isinstance(hook, HOOK_TYPE) and isinstance(name, str)
-                    and name + "_mask" in module._buffers):
+        for _, hook, name in pruning_hooks(module):
+            if name is None or name + "_mask" not in module._buffers:
                 continue
             if enabled:
                 start(module, name)

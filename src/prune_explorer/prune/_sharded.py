@@ -36,8 +36,7 @@ How pruned DTensor parameters live on their modules under FSDP2 is in :mod:`._fs
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,172 +44,31 @@ import torch
 import torch.distributed as dist
 
 from . import _radix
+from ._dtensor import (
+    Layout,
+    count,
+    gathered,
+    is_sharded,
+    is_stand_in,
+)
+from ._select import get_tie_break
+from ._sharded_slices import structured_mask
 
-__all__ = ["Layout", "any_sharded", "contiguous_stride", "gathered", "global_masks", "is_sharded",
-           "local_draws", "mask_for", "stand_in"]
-
-
-def _dtensor_type() -> type | None:
-    # No DTensor can exist before torch.distributed.tensor is imported: no import here.
-    module = sys.modules.get("torch.distributed.tensor")
-    return getattr(module, "DTensor", None)
-
-
-def is_sharded(t: object) -> bool:
-    """Whether ``t`` is a DTensor."""
-    cls = _dtensor_type()
-    return cls is not None and isinstance(t, cls)
-
-
-def any_sharded(tensors: Iterable[object]) -> bool:
-    """Whether any of ``tensors`` is a DTensor."""
-    return any(is_sharded(t) for t in tensors)
-
-
-#: Marks the tensor :func:`stand_in` makes.
-_STAND_IN = "_prune_explorer_stand_in"
-
-
-def stand_in(orig: Any) -> Any:
-    """What the core reads as the pruned tensor ``orig * mask`` of a sharded parameter, without
-    computing it: a new DTensor over ``orig``'s storage (no copy), marked as standing in.
-
-    It equals the pruned tensor wherever the mask is 1 -- every entry an unstructured method can
-    still prune, so unstructured paths read it as it is; paths that read every value (norms of
-    structured methods, the gathered fallback) multiply by the mask themselves, a slab at a time
-    for the norms (:mod:`._sharded_slices`), at once for the gathered fallback (:func:`_values`).
-    """
-    out = orig.detach()
-    setattr(out, _STAND_IN, True)
-    return out
-
-
-def _is_stand_in(x: Any) -> bool:
-    return bool(getattr(x, _STAND_IN, False))
-
-
-def contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The strides of a contiguous tensor of ``shape``."""
-    stride, acc = [], 1
-    for size in reversed(shape):
-        stride.append(acc)
-        acc *= max(size, 1)
-    return tuple(reversed(stride))
-
-
-class Layout:
-    """Where one rank's shard of a DTensor sits in the full tensor.
-
-    The local shard is a box of the full tensor; its entries, in local flat order, form runs of
-    ``run`` consecutive global flat indices starting at ``starts``.
-    """
-
-    def __init__(self, t: Any, where: str) -> None:
-        from torch.distributed.tensor import Shard
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-        self.mesh = t.device_mesh
-        self.placements = tuple(t.placements)
-        sharded = []
-        for i, p in enumerate(self.placements):
-            if type(p) is Shard:
-                sharded.append(i)
-            elif not p.is_replicate():
-                raise NotImplementedError(
-                    f"{where}: sharded pruning supports Shard and Replicate placements; "
-                    f"got {p!r}")
-        if len(sharded) > 1:
-            raise NotImplementedError(
-                f"{where}: sharded pruning supports parameters sharded over one mesh dimension "
-                f"(FSDP, HSDP); got placements {self.placements}")
-        self.mesh_dim = sharded[0] if sharded else None
-        self.group = None if self.mesh_dim is None else self.mesh.get_group(self.mesh_dim)
-        self.shape = tuple(t.shape)
-        local, offset = compute_local_shape_and_global_offset(t.shape, self.mesh, self.placements)
-        self.local_shape, self.offset = tuple(local), tuple(offset)
-        self.numel = t.numel()
-
-    def runs(self) -> tuple[torch.Tensor, int]:
-        """(global flat start of each run, run length) of the local entries in local order."""
-        shape, local, offset = self.shape, self.local_shape, self.offset
-        if not shape:
-            return torch.zeros(1, dtype=torch.int64), 1
-        if 0 in local:
-            return torch.zeros(0, dtype=torch.int64), 1
-        stride = [1] * len(shape)
-        for d in range(len(shape) - 2, -1, -1):
-            stride[d] = stride[d + 1] * shape[d + 1]
-        split = [d for d in range(len(shape)) if local[d] != shape[d]]
-        p = split[-1] if split else 0
-        run = 1
-        for d in range(p, len(shape)):
-            run *= local[d]
-        starts = torch.tensor([offset[p] * stride[p]], dtype=torch.int64)
-        for d in range(p - 1, -1, -1):
-            along = (torch.arange(local[d], dtype=torch.int64) + offset[d]) * stride[d]
-            starts = (along[:, None] + starts[None, :]).reshape(-1)
-        return starts, run
-
-    def same_group(self, other: Layout) -> bool:
-        return self.mesh == other.mesh and self.mesh_dim == other.mesh_dim
-
-    def local(self, x: Any) -> torch.Tensor:
-        """This rank's part of ``x``: a DTensor (redistributed to this layout if need be) or a
-        full tensor of the global shape."""
-        if is_sharded(x):
-            if x.device_mesh != self.mesh or tuple(x.placements) != self.placements:
-                x = x.redistribute(self.mesh, self.placements)
-            local: torch.Tensor = x.to_local()
-            return local
-        box = tuple(slice(o, o + n) for o, n in zip(self.offset, self.local_shape, strict=True))
-        part: torch.Tensor = x[box]
-        return part
-
-    def wrap(self, local: torch.Tensor) -> Any:
-        """A DTensor of this layout holding ``local``."""
-        from torch.distributed.tensor import DTensor
-
-        return DTensor.from_local(local, self.mesh, self.placements, run_check=False,
-                                  shape=torch.Size(self.shape),
-                                  stride=contiguous_stride(self.shape))
-
-
-# The core's rules used here (the only names this module takes from the core's validation).
-
-
-def _count(method: Any, size: int, where: str, what: str) -> int:
-    """The core's rule for how many of ``size`` units ``method.amount`` prunes (checked)."""
-    from .validation import count_to_prune
-
-    return count_to_prune(method.amount, size, where, what)
-
-
-def _structured_dim(method: Any, shape: tuple[int, ...], where: str) -> int:
-    """The core's checks of a structured method on a tensor of ``shape``; returns ``dim``."""
-    from .validation import check_dim, check_norm_rank, check_structured
-
-    like = torch.empty(shape, device="meta")
-    check_structured(like, where, getattr(method, "_tensor_name", None))
-    dim = check_dim(method.dim, len(shape), where)
-    if hasattr(method, "n"):
-        check_norm_rank(method.n, len(shape), where)
-    return dim
+__all__ = ["global_masks", "local_draws", "mask_for"]
 
 
 def _kind(method: Any) -> str | None:
     """Which sharded algorithm stands in for ``method``'s compute_mask, if any: only our own
-    classes, used as they are (a subclass's or a patched compute_mask is honoured densely)."""
-    from . import methods
-    from ._select import get_tie_break
+    classes, used as they are (a subclass's or a patched compute_mask is honoured densely).
 
-    own = getattr(type(method).compute_mask, "__module__", "") == methods.__name__
-    if not own:
+    A method class names its algorithm in its own ``_sharded_kind`` attribute (never inherited:
+    a subclass may compute something else); its ``compute_mask`` must be the one defined beside it.
+    """
+    cls = type(method)
+    kind: str | None = cls.__dict__.get("_sharded_kind")
+    if kind is None or getattr(cls.compute_mask, "__module__", "") != cls.__module__:
         return None
     ties = getattr(method, "ties", None) or get_tie_break()
-    kinds: dict[type, str] = {methods.L1Unstructured: "l1", methods.RandomUnstructured: "random",
-             methods.LnStructured: "ln", methods.RandomStructured: "random_structured",
-             methods.CustomFromMask: "custom", methods.Identity: "identity"}
-    kind = kinds.get(type(method))
     if kind in ("l1", "random") and ties != "index":
         return None
     if kind == "ln" and method.n == "nuc":
@@ -249,7 +107,7 @@ def _unstructured(parts: Sequence[_Part], method: Any, largest: bool, where: str
                                for p, a in zip(parts, alive, strict=True)], device=device)
         totals = [t if a is None else int(c) for t, a, c in
                   zip(totals, alive, _radix.all_reduce(counts, group).tolist(), strict=True)]
-    k = _count(method, sum(totals), where,
+    k = count(method, sum(totals), where,
                "prunable entries left across tensors" if len(parts) > 1 else "prunable entries")
     if k == 0:
         return [torch.ones(p.layout.local_shape, dtype=p.dtype, device=p.scores.device)
@@ -331,7 +189,8 @@ def _draw_keys(layouts: Sequence[Layout], alive: Sequence[torch.Tensor | None],
     _radix.draw_stream(segments, base, generator)
 
 
-def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, current: Any,
+def mask_for(method: Any, chain: Callable[..., Any], module: torch.nn.Module, name: str,
+             scores: Any, current: Any,
              old: tuple[int, Any] | None, where: str) -> Any:
     """The mask ``method.apply(module, name)`` installs on a sharded ``current`` (a DTensor of
     its layout); ``old`` is the pruning hook already on ``name``, if any."""
@@ -346,10 +205,8 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
             part = _Part(layout, layout.local(scores), default, dtype, 0)
             local = _unstructured([part], method, kind == "random", where)[0]
         elif kind in ("ln", "random_structured"):
-            from ._sharded_slices import structured_mask
-
             local = structured_mask(layout, method, kind, layout.local(scores), default, dtype,
-                                    where, _is_stand_in(scores))
+                                    where, is_stand_in(scores))
         elif kind == "custom":
             base = default if default is not None else torch.ones(
                 layout.local_shape, dtype=dtype, device=current.to_local().device)
@@ -359,29 +216,22 @@ def mask_for(method: Any, module: torch.nn.Module, name: str, scores: Any, curre
                                 device=current.to_local().device)
                      if default is None else default.clone())
         else:
-            local = _dense(layout, method, scores, current, old, module, name)
+            local = _dense(layout, method, chain, scores, current, old, module, name)
     return layout.wrap(local.contiguous())
 
 
 def _values(x: torch.Tensor, scores: Any, mask: torch.Tensor | None) -> torch.Tensor:
     """``x`` (``scores`` or a part of it), multiplied by ``mask`` (the same part of the mask so
     far) where ``scores`` is a :func:`stand_in`: the pruned values, as the hook computes them."""
-    if mask is None or not _is_stand_in(scores):
+    if mask is None or not is_stand_in(scores):
         return x
     return mask.to(dtype=x.dtype) * x
 
 
-def gathered(x: Any) -> torch.Tensor:
-    """The whole tensor: gathered on every rank if ``x`` is a DTensor (a collective)."""
-    out: torch.Tensor = x.full_tensor() if is_sharded(x) else x
-    return out
-
-
-def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
-           module: torch.nn.Module, name: str) -> torch.Tensor:
-    """Exact but not scalable: the one-process mask from the gathered tensors, local part."""
-    from .methods import PruningContainer
-
+def _dense(layout: Layout, method: Any, chain: Callable[..., Any], scores: Any, current: Any,
+           old: Any, module: torch.nn.Module, name: str) -> torch.Tensor:
+    """Exact but not scalable: the one-process mask from the gathered tensors, local part.
+    ``chain(*methods)`` is the core's container of several methods on one tensor."""
     full_scores = gathered(scores)
     if old is not None:
         full_scores = _values(full_scores, scores, gathered(module._buffers[name + "_mask"]))
@@ -391,7 +241,7 @@ def _dense(layout: Layout, method: Any, scores: Any, current: Any, old: Any,
     else:
         previous = old[1]
         members = tuple(previous) if hasattr(previous, "_pruning_methods") else (previous,)
-        full = PruningContainer(*members, method).compute_mask(
+        full = chain(*members, method).compute_mask(
             full_scores, default_mask=gathered(module._buffers[name + "_mask"]))
     return layout.local(full).clone()
 

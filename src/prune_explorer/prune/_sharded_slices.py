@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from . import _radix
-from ._sharded import Layout, _count, _structured_dim
+from ._dtensor import Layout, count, structured_dim
 
 __all__ = ["structured_mask"]
 
@@ -32,7 +32,7 @@ def structured_mask(layout: Layout, method: Any, kind: str, scores: torch.Tensor
     """Local mask of a structured method on this rank's ``scores`` (the local part);
     ``default``: the local mask so far (None: fresh); ``masked``: ``scores`` are the stand-in
     of a pruned tensor, to be multiplied by ``default`` to give its values."""
-    dim = _structured_dim(method, layout.shape, where)
+    dim = structured_dim(method, layout.shape, where)
     size, lo, n = layout.shape[dim], layout.offset[dim], layout.local_shape[dim]
     others = [d for d in range(len(layout.shape)) if d != dim]
     device = scores.device
@@ -42,7 +42,7 @@ def structured_mask(layout: Layout, method: Any, kind: str, scores: torch.Tensor
         sums[lo:lo + n] = default.sum(dim=others)
         alive = _radix.all_reduce(sums, layout.group) != 0
     n_alive = int(torch.count_nonzero(alive))
-    k = _count(method, n_alive, where, f"prunable slices along dim {method.dim}")
+    k = count(method, n_alive, where, f"prunable slices along dim {method.dim}")
     keep_alive: torch.Tensor | None = None
     if kind == "ln" and k > 0:
         norms = _slice_norms(layout, scores, default if masked else None, method.n, dim,

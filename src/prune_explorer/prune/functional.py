@@ -10,7 +10,9 @@ import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _module
+from ._base import PruningContainer
 from ._global import global_compute, global_setup
+from ._hooks import HOOK_TYPE
 from .methods import (
     BasePruningMethod,
     CustomFromMask,
@@ -281,7 +283,7 @@ def global_unstructured(
         for e, mask in zip(entries, masks, strict=True):
             step = CustomFromMask(mask)
             step._tensor_name = e.name
-            _module.install(e.module, e.name, step, mask, e.old)
+            _module.install(e.module, e.name, step, mask, e.old, PruningContainer)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,7 +330,7 @@ def is_pruned(module: nn.Module) -> bool:
     (False, True)
     """
     return any(
-        isinstance(hook, _module.HOOK_TYPE)
+        isinstance(hook, HOOK_TYPE)
         for sub in module.modules()
         for hook in sub._forward_pre_hooks.values()
     )
@@ -354,7 +356,7 @@ def pruned_parameters(
     modules = model.named_modules() if recurse else [("", model)]
     for prefix, sub in modules:
         for hook in sub._forward_pre_hooks.values():
-            if isinstance(hook, _module.HOOK_TYPE):
+            if isinstance(hook, HOOK_TYPE):
                 chain = (tuple(hook) if isinstance(hook, _torch_prune.PruningContainer)
                          else (hook,))
                 out[f"{prefix}.{hook._tensor_name}" if prefix else hook._tensor_name] = chain
@@ -376,7 +378,7 @@ def remove_all(model: nn.Module) -> nn.Module:
     """
     for sub in model.modules():
         hooks = sub._forward_pre_hooks.values()
-        names = [h._tensor_name for h in hooks if isinstance(h, _module.HOOK_TYPE)]
+        names = [h._tensor_name for h in hooks if isinstance(h, HOOK_TYPE)]
         for name in names:
             remove(sub, name)
     return model

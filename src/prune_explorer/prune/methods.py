@@ -49,6 +49,8 @@ class Identity(BasePruningMethod, _torch_prune.Identity):
     True
     """
 
+    _sharded_kind = "identity"  # its algorithm on DTensors (see _sharded._kind)
+
     PRUNING_TYPE = "unstructured"
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
@@ -142,6 +144,8 @@ class RandomUnstructured(_RandomDraws, _Unstructured, _torch_prune.RandomUnstruc
     3
     """
 
+    _sharded_kind = "random"  # its algorithm on DTensors (see _sharded._kind)
+
     PRUNING_TYPE = "unstructured"
     _LARGEST = True
 
@@ -185,6 +189,8 @@ class L1Unstructured(_Unstructured, _torch_prune.L1Unstructured):
     >>> prune.L1Unstructured(amount=0.5).compute_mask(t, torch.ones_like(t)).tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
+
+    _sharded_kind = "l1"  # its algorithm on DTensors (see _sharded._kind)
 
     PRUNING_TYPE = "unstructured"
     _LARGEST = False
@@ -246,6 +252,8 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
     >>> int((m.sum(dim=1) == 0).sum())
     2
     """
+
+    _sharded_kind = "random_structured"  # its algorithm on DTensors (see _sharded._kind)
 
     PRUNING_TYPE = "structured"
 
@@ -313,6 +321,8 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
     [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
     """
 
+    _sharded_kind = "ln"  # its algorithm on DTensors (see _sharded._kind)
+
     PRUNING_TYPE = "structured"
 
     def __init__(self, amount: float | int, n: Any, dim: int = -1) -> None:
@@ -359,6 +369,8 @@ class CustomFromMask(BasePruningMethod, _torch_prune.CustomFromMask):
     >>> prune.CustomFromMask(keep).compute_mask(torch.ones(2, 2), torch.ones(2, 2)).tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
+
+    _sharded_kind = "custom"  # its algorithm on DTensors (see _sharded._kind)
 
     PRUNING_TYPE = "global"
 

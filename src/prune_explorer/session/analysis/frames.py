@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from prune_explorer.prune._fsdp import kept_attribute
+from prune_explorer.prune.engine import kept_attribute
 
 from ..model.hooks import find_hook
 from ..model.sharded import count_nonzero, nonzero_summary

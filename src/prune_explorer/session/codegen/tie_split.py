@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
-from prune_explorer.prune import _radix
-from prune_explorer.prune._sharded import Layout, local_draws
+from prune_explorer.prune import engine
+from prune_explorer.prune.engine import Layout, local_draws
 
 from ..history.packed import PackedMask
 from ..model.sharded import count_alive, is_dtensor, reduce_extremes, shard_of
@@ -103,7 +103,7 @@ def note_ties(
     step: Step,
     before: Mapping[str, PackedMask],
     importance: Mapping[str, torch.Tensor],
-    cuts: Sequence[_radix.Cut] = (),
+    cuts: Sequence[engine.Cut] = (),
 ) -> str | None:
     """``"lowest"``/``"highest"`` if ``step`` (just applied) split a straddling tie that way.
 
@@ -119,7 +119,7 @@ def note_ties(
         The targets' values as the step found them (what L1 ranks), by address.
     cuts
         The cuts the core's sharded path found while running the step
-        (:func:`~prune_explorer.prune._radix.cuts_found`), if any.
+        (:func:`~prune_explorer.prune.engine.cuts_found`), if any.
     """
     if step.is_global:
         inner = step.settings["pruning_method"]
@@ -160,7 +160,7 @@ def note_ties(
 
 def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str, PackedMask],
                   importance: Mapping[str, torch.Tensor],
-                  cuts: Sequence[_radix.Cut]) -> str | None:
+                  cuts: Sequence[engine.Cut]) -> str | None:
     """:func:`note_ties` for targets sharded over processes (a collective). The core took tied
     entries lowest global index first, so a tie straddling the cut is ``"lowest"``.
 
@@ -201,8 +201,8 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     for key, address, after in zip(keys, step.targets, afters, strict=True):
         if not key.numel():  # an empty shard (split() would still give one empty piece)
             continue
-        for k, was, m in zip(key.split(_radix.CHUNK), before[address].pieces(device),
-                             after.split(_radix.CHUNK), strict=True):
+        for k, was, m in zip(key.split(engine.CHUNK), before[address].pieces(device),
+                             after.split(engine.CHUNK), strict=True):
             kept = m != 0
             if inner == "l1_unstructured":
                 k = k.abs()

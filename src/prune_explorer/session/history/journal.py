@@ -1,7 +1,7 @@
 """The session's record of what it did, and the one way to take it back exactly.
 
 A :class:`Journal` holds a session's actions (each with a
-:class:`~prune_explorer.prune._module.ModuleSnapshot` of the modules it changed), its commits,
+:class:`~prune_explorer.prune.engine.ModuleSnapshot` of the modules it changed), its commits,
 the generator that draws seeds, and the change events not yet sent. A *savepoint*
 (:meth:`Journal.begin`) remembers how long each of those was; :meth:`Journal.rollback` undoes every
 action taken since, in reverse, and cuts everything back to the savepoint. That is the whole of
@@ -38,8 +38,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from prune_explorer.prune import _radix
-from prune_explorer.prune._module import ModuleSnapshot, snapshot
+from prune_explorer.prune import engine
+from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 
 from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import NotUndoableError
@@ -347,7 +347,7 @@ class Transactional:
         self._journal.actions.append(Action(kind, step, snapshots, step.targets))
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
-        with _radix.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
+        with engine.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
             run_step(self._model, step, masks)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the

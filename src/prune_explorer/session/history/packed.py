@@ -24,8 +24,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from prune_explorer.prune import _radix
-from prune_explorer.prune._sharded import is_sharded
+from prune_explorer.prune import engine
+from prune_explorer.prune.engine import is_sharded
 
 __all__ = ["MaskBits", "PackedMask"]
 
@@ -47,9 +47,9 @@ def _popcount(array: np.ndarray) -> int:
 
 
 def _piece() -> int:
-    """Entries packed or unpacked at a time: the core's chunk (:data:`._radix.CHUNK`), a
+    """Entries packed or unpacked at a time: the core's chunk (:data:`.engine.CHUNK`), a
     multiple of 8, so every temporary is chunk-sized and pieces pack to whole bytes."""
-    return max(8, _radix.CHUNK - _radix.CHUNK % 8)
+    return max(8, engine.CHUNK - engine.CHUNK % 8)
 
 
 def _pack(kept: torch.Tensor) -> torch.Tensor:
@@ -209,7 +209,7 @@ class PackedMask:
 
     def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
         """The mask in flat order as bool tensors of at most the core's chunk
-        (:data:`prune_explorer.prune._radix.CHUNK`) entries each, unpacked one at a time."""
+        (:data:`prune_explorer.prune.engine.CHUNK`) entries each, unpacked one at a time."""
         step, target = _piece(), torch.device(device) if device is not None else self._device
         for start in range(0, self.numel, step):
             n = min(step, self.numel - start)

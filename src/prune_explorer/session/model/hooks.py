@@ -4,7 +4,7 @@ Pruning ``module.weight`` turns it into a ``weight_orig`` parameter, a ``weight_
 plain ``weight`` attribute (``orig * mask``) and a forward pre-hook (a pruning method, or a
 ``PruningContainer`` of them). This module finds that hook and names its methods. Capturing and
 restoring the state is the core's one snapshot,
-:class:`prune_explorer.prune._module.ModuleSnapshot`.
+:class:`prune_explorer.prune.engine.ModuleSnapshot`.
 
 Examples
 --------
@@ -23,8 +23,8 @@ from typing import Any
 import torch.nn.utils.prune as torch_prune
 from torch import nn
 
-from prune_explorer.prune._fsdp import kept_attribute
-from prune_explorer.prune._module import find_hook as _core_find_hook
+from prune_explorer.prune.engine import find_hook as _core_find_hook
+from prune_explorer.prune.engine import kept_attribute
 
 from ..steps.methods import CLASS_TO_NAME
 

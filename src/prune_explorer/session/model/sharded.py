@@ -47,11 +47,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from prune_explorer.prune import _radix
-from prune_explorer.prune._fsdp import pruned_stand_in
-from prune_explorer.prune._radix import all_reduce
-from prune_explorer.prune._sharded import Layout, contiguous_stride
-from prune_explorer.prune._sharded import is_sharded as is_dtensor
+from prune_explorer.prune import engine
+from prune_explorer.prune.engine import Layout, all_reduce, contiguous_stride, pruned_stand_in
+from prune_explorer.prune.engine import is_sharded as is_dtensor
 
 from ..history.packed import PackedMask
 
@@ -137,8 +135,8 @@ def shard_of(t: Any) -> torch.Tensor:
 
 def count_alive(mask: Any) -> int:
     """Entries of the 0/1 ``mask`` equal to 1, over every shard for a DTensor; read a chunk at a
-    time (the core's :func:`~prune_explorer.prune._radix.count_alive`)."""
-    return total_count(mask, _radix.count_alive(shard_of(mask).detach().reshape(-1)))
+    time (the core's :func:`~prune_explorer.prune.engine.count_alive`)."""
+    return total_count(mask, engine.count_alive(shard_of(mask).detach().reshape(-1)))
 
 
 def count_nonzero(t: Any) -> int:
@@ -160,7 +158,7 @@ def nonzero_summary(t: Any) -> tuple[int, list[torch.Tensor]]:
     count, per = flat[:1], list(flat[1:].split(list(shape))) if shape else []
     if not shape:
         count += int(bool(shard != 0))
-    for row, slab in _radix.row_slabs(shard) if shape and shard.numel() else ():
+    for row, slab in engine.row_slabs(shard) if shape and shard.numel() else ():
         nonzero = slab != 0
         count += torch.count_nonzero(nonzero)
         for d in range(nonzero.dim()):

@@ -8,7 +8,7 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 
 * **Keys.** ``|w|`` as integers: the bit pattern with the sign bit cleared (non-negative floats
   order as their bits do; every NaN is one key above ``inf``). See
-  :func:`prune_explorer.prune._radix.magnitude_keys`.
+  :func:`prune_explorer.prune.engine.magnitude_keys`.
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
@@ -56,7 +56,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from prune_explorer.prune import _radix
+from prune_explorer.prune import engine
 
 from .compact_keys import SortedKeys
 
@@ -94,12 +94,12 @@ class _Source:
         is written into the same buffer: read it before asking for the next."""
         flat = self.values.reshape(-1)
         alive = None if self.kept is None else self.kept.reshape(-1)
-        buffer = torch.empty(min(flat.numel(), _radix.CHUNK),
-                             dtype=_radix.int_view(flat[:0])[0].dtype, device=flat.device)
-        for start in range(0, flat.numel(), _radix.CHUNK):
-            stop = start + _radix.CHUNK
+        buffer = torch.empty(min(flat.numel(), engine.CHUNK),
+                             dtype=engine.int_view(flat[:0])[0].dtype, device=flat.device)
+        for start in range(0, flat.numel(), engine.CHUNK):
+            stop = start + engine.CHUNK
             piece = flat[start:stop]
-            keys, _ = _radix.magnitude_keys(piece, clamp=alive is not None,
+            keys, _ = engine.magnitude_keys(piece, clamp=alive is not None,
                                             out=buffer[:piece.numel()])
             if alive is not None:
                 keys.masked_fill_(alive[start:stop].to(keys.device) != 1, -1)
@@ -129,8 +129,8 @@ class KeyHistogram:
         self.width = min(WIDTH, self.bits)
         self.shift = self.bits - self.width
         with torch.no_grad():
-            self.counts = _radix.histogram(source.chunks(), self.shift, self.width, 0,
-                                           values.device, ceiling=_radix.NAN_BITS[values.dtype],
+            self.counts = engine.histogram(source.chunks(), self.shift, self.width, 0,
+                                           values.device, ceiling=engine.NAN_BITS[values.dtype],
                                            markers=source.kept is not None).cpu()
         self.alive = int(self.counts.sum())
         self.numel = values.numel()
@@ -168,7 +168,7 @@ class KeyHistogram:
         yet: one cut, as an apply without a preview needs, costs a pass, not a sort.
         """
         if self._sorted is None and sort and self.dtype == torch.float32 \
-                and self.numel > _radix.CHUNK:
+                and self.numel > engine.CHUNK:
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
             stop = int(self.cum[j])
@@ -232,18 +232,18 @@ class GlobalCut:
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
         if out.numel() == 0:  # nothing to cut (split() of an empty tensor still gives a piece)
             return out
-        ints, bits = _radix.int_view(values.reshape(-1))
+        ints, bits = engine.int_view(values.reshape(-1))
         alive = None if kept is None else kept.reshape(-1).to(out.device)
         clear = (1 << bits) - 1
         left = self.take[i]
         buffer = torch.empty(0, dtype=ints.dtype, device=ints.device)
         with torch.no_grad():
-            for start, piece in zip(range(0, ints.numel(), _radix.CHUNK),
-                                    out.view(-1).split(_radix.CHUNK), strict=True):
-                part = ints[start:start + _radix.CHUNK]
+            for start, piece in zip(range(0, ints.numel(), engine.CHUNK),
+                                    out.view(-1).split(engine.CHUNK), strict=True):
+                part = ints[start:start + engine.CHUNK]
                 keys = torch.bitwise_and(part, clear, out=buffer.resize_(part.shape))
                 torch.ge(keys, self.value, out=piece)  # NaN keys lie above: kept, as the core
-                live = None if alive is None else alive[start:start + _radix.CHUNK] == 1
+                live = None if alive is None else alive[start:start + engine.CHUNK] == 1
                 if live is not None:  # already pruned: 1 here, times the old mask below
                     piece.masked_fill_(~live, 1)
                 if left:
@@ -294,7 +294,7 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
     j = _first_bin(hists, pruned)
     below = sum(h.below(j) for h in hists)
     less = [h.below(j) for h in hists]
-    if j >= _radix.NAN_BITS[first.dtype] >> first.shift:
+    if j >= engine.NAN_BITS[first.dtype] >> first.shift:
         return None  # at inf or NaN: the core's rules for NaN decide
     if first.shift == 0:  # the bin is the value
         value = j

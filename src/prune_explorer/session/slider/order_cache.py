@@ -59,8 +59,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from prune_explorer.prune._select import SMALL
-from prune_explorer.prune._sharded import is_sharded
+from prune_explorer.prune.engine import SMALL, is_sharded
 
 from ..model.sharded import tensor_of
 from .global_cut import KeyHistogram

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
-from prune_explorer.prune import _module
+from prune_explorer.prune import engine
 
 from ..model.sharded import tensor_of
 from .methods import prune_class
@@ -68,10 +68,10 @@ def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) ->
     # What the prune function does once its masks are computed: the step's method (or, for a
     # global step, one CustomFromMask per target) joins the tensor's hook; all or nothing.
     pairs = [_locate(model, address) for address in step.targets]
-    with _module.transaction(pairs):
+    with engine.transaction(pairs):
         for address, (module, tensor_name) in zip(step.targets, pairs, strict=True):
             where = f"prune.{step.method}"
-            old = _module.find_hook(module, tensor_name, where)
+            old = engine.find_hook(module, tensor_name, where)
             method: prune.BasePruningMethod
             if step.is_global:
                 method = prune.CustomFromMask(masks[address])
@@ -80,4 +80,4 @@ def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) ->
                 kwargs = core_kwargs(step.method, step.settings, step.seed, device)
                 method = prune_class(step.method)._create(where, **kwargs)
             method._tensor_name = tensor_name
-            _module.install(module, tensor_name, method, masks[address], old)
+            engine.install(module, tensor_name, method, masks[address], old)
