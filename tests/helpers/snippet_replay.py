@@ -2,8 +2,9 @@
 
 Each case is a model (pickled whole with ``torch.save``, so its class must be importable in the
 child: torch's own classes or ``helpers.session_models``) and a snippet. The child puts the
-tests folder on ``sys.path``, execs each snippet with ``model`` bound, records the resulting ``state_dict`` (or
-the error the snippet raised), and checks that ``prune_explorer`` was never imported.
+tests folder on ``sys.path``, execs each snippet with ``model`` bound, records the resulting
+``state_dict`` (or the error the snippet raised), and checks that ``prune_explorer`` was never
+imported.
 """
 
 from __future__ import annotations
