@@ -33,7 +33,7 @@ Usage::
         --steps 10 --json browser.json
 
 Needs Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``) and the ``playwright`` package (no
-browser download); the helpers are the browser tests' own (``tests/browser_support.py``).
+browser download); the helpers are the browser tests' own (``tests/helpers/browser.py``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser_support import (  # noqa: E402 -- the browser tests' helpers, one copy
+from helpers.browser import (  # noqa: E402 -- the browser tests' helpers, one copy
     CHROMIUM,
     browser_skip_reason,
     chromium_page,

@@ -17,7 +17,7 @@ of the notebook (or, when the picture falls below the window, down to the pictur
 palette-compressed so each stays well under 200 KB. Options: ``--out DIR``,
 ``--sizes 1400x1000,...``.
 
-Reuses the helpers of the launch and browser tests (``tests/browser_support.py``); nothing is
+Reuses the helpers of the launch and browser tests (``tests/helpers/browser.py``); nothing is
 requested from outside 127.0.0.1.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from browser_support import (  # noqa: E402
+from helpers.browser import (  # noqa: E402
     browser_skip_reason,
     chromium_page,
     open_and_run_all,
