@@ -40,7 +40,7 @@ def test_group_timeout_leaves_no_process() -> None:
 
 
 def test_fsdp2_example_runs_under_torchrun() -> None:
-    """examples/fsdp2_prune.py, as the README says to run it (2 CPU processes)."""
+    """examples/fsdp2_prune.py, as docs/fsdp2.md says to run it (2 CPU processes)."""
     import os
     import signal
     import subprocess
