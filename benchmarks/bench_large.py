@@ -1,4 +1,4 @@
-"""A 1B-parameter bfloat16 model in the session and the explorer (issue 11, item 5).
+"""A 1B-parameter bfloat16 model in the session and the explorer.
 
 The model: ``--blocks`` (default 16) LLaMA-1B-like blocks of bias-free linear layers, no
 embeddings: q, k, v, o ``2048x2048``, gate and up ``8192x2048``, down ``2048x8192`` (67.1M

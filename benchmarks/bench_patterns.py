@@ -1,6 +1,6 @@
 """Speed of the pattern methods against l1_unstructured on the same weight, in the same run.
 
-The target (issue 13): ``semi_structured`` 2:4 on a 4096 x 4096 weight within 2x of
+The target: ``semi_structured`` 2:4 on a 4096 x 4096 weight within 2x of
 ``l1_unstructured(amount=0.5)`` on that weight. Each method is timed as the session previews it
 (``compute_mask`` on the weight and the all-ones default mask of a fresh tensor); the time is
 the median over ``--repeats`` rounds after one warm-up call, the methods interleaved within

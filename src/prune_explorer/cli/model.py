@@ -2,9 +2,8 @@
 ``package.module:factory``), or the demo model whose keys match the checkpoint.
 
 :func:`load_checkpoint` reads the file, checks its masks, builds the model and loads the
-weights with :func:`prune_explorer.session.model.state_dict.load_pruned_state_dict`, so pruning
-saved
-as ``<name>_orig`` + ``<name>_mask`` pairs comes back.
+weights with :func:`prune_explorer.session.model.state_dict.load_pruned_state_dict`, so
+pruning saved as ``<name>_orig`` + ``<name>_mask`` pairs comes back.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""What a slider move needs, computed once per tensor state: the L1 order of the unpruned entries.
+"""The cache of what a slider move needs: one L1 order per tensor state, thrown away precisely.
 
 Moving the amount slider changes only ``k``, never the order of ``|w|``. So, for a tensor in a
-given state (its values and its current mask), :class:`TensorOrder` sorts the unpruned magnitudes
+given state (its values and its current mask), :class:`~.l1_order.TensorOrder` (in
+:mod:`.l1_order`) sorts the unpruned magnitudes
 once -- stably, so equal magnitudes keep their flat order, which is exactly the session's tie rule
 (lowest flat index first, see :mod:`prune_explorer.session.codegen.tie_split`) -- and keeps
 
@@ -9,9 +10,8 @@ once -- stably, so equal magnitudes keep their flat order, which is exactly the 
 * ``sorted_keys``: the unpruned magnitudes in ascending order.
 
 A ``random_unstructured`` step with a fixed seed ranks fixed draws (one per unpruned entry, the
-stream :func:`~prune_explorer.session.steps.seeding.draws_for` gives, largest pruned first, ties
-lowest
-flat index first): the same structure, built from the negated draws, serves its slider too, one
+stream :func:`~prune_explorer.session.steps.seeding.draws_for` gives, largest pruned first,
+ties lowest flat index first): the same structure, built from the negated draws, serves its slider too, one
 order per (tensor state, seed).
 
 Then, for any ``k``:
