@@ -38,7 +38,8 @@ def test_writes_the_trained_demo_weights(capsys, tmp_path, name, suffix, fmt):
 
 
 def test_the_quickstart_round_trip(capsys, tmp_path, monkeypatch):
-    # docs/cli.md: prune-explorer demo-checkpoint model.pt && prune-explorer apply model.pt plan.json
+    # docs/cli.md: prune-explorer demo-checkpoint model.pt
+    #              && prune-explorer apply model.pt plan.json
     monkeypatch.chdir(tmp_path)
     Plan([Step("l1_unstructured", "fc1.weight", amount=0.5)]).save(tmp_path / "plan.json")
     assert run(capsys, "demo-checkpoint", "model.pt")[0] == 0

@@ -11,8 +11,8 @@ once -- stably, so equal magnitudes keep their flat order, which is exactly the 
 
 A ``random_unstructured`` step with a fixed seed ranks fixed draws (one per unpruned entry, the
 stream :func:`~prune_explorer.session.steps.seeding.draws_for` gives, largest pruned first,
-ties lowest flat index first): the same structure, built from the negated draws, serves its slider too, one
-order per (tensor state, seed).
+ties lowest flat index first): the same structure, built from the negated draws, serves its
+slider too, one order per (tensor state, seed).
 
 Then, for any ``k``:
 
