@@ -46,6 +46,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -141,6 +142,8 @@ print(json.dumps({{"params": params, "seconds": seconds,
 class GpuPeak:
     """Peak and retained GPU memory over a block (``torch.cuda.max_memory_allocated``)."""
 
+    highest = 0  # the most ever allocated inside any block, in bytes
+
     def __enter__(self) -> GpuPeak:
         torch.cuda.synchronize()
         self.base = torch.cuda.memory_allocated()
@@ -153,6 +156,7 @@ class GpuPeak:
         self.seconds = time.perf_counter() - self.start
         self.peak = torch.cuda.max_memory_allocated()
         self.after = torch.cuda.memory_allocated()
+        GpuPeak.highest = max(GpuPeak.highest, self.peak)
 
     def per_param(self, params: int) -> tuple[float, float]:
         """(peak extra, retained extra) bytes per parameter."""
@@ -182,8 +186,6 @@ def torch_estimate_on(device: str, blocks: int, shapes: str, tiny: bool) -> dict
 
 def device_main(args: argparse.Namespace) -> int:
     """The 7B case in one Session with ``prune.on_demand``, on ``args.device`` (see above)."""
-    from prune_explorer import Session, prune
-
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         print(f"bench_large: --device cuda needs a CUDA device; torch {torch.__version__} sees "
@@ -194,11 +196,42 @@ def device_main(args: argparse.Namespace) -> int:
     unit = "GPU memory" if device == "cuda" else "resident memory"
     print(f"# bench_large --device {device}: {card}, torch {torch.__version__}; peak {unit} "
           "over what was allocated before each call, per parameter", flush=True)
-    rows: list[tuple[str, str]] = []
+    print(f"| bench_large --device {device}: {card}, torch {torch.__version__} | |")
+    print("|---|---|", flush=True)  # rows as they are measured
 
     def report(what: str, value: str) -> None:
-        rows.append((what, value))
-        print(f"  {what}: {value}", flush=True)
+        print(f"| {what} | {value} |", flush=True)
+
+    failed = False
+    try:
+        session_part(args, device, report)
+    except Exception as exc:  # the torch estimate still runs
+        failed = True
+        report("ERROR", " ".join(f"{type(exc).__name__}: {exc}".split())[:300])
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        report("GPU memory allocated at most during the Session part",
+               f"{GpuPeak.highest / 1e9:.1f} GB of the card's {total / 1e9:.1f} GB")
+    if not args.no_torch:
+        div = 16 if args.tiny else 1
+        params = args.blocks * sum((o // div) * (i // div) for o, i in MODELS[args.shapes].values())
+        t = torch_estimate_on(device, args.torch_blocks, args.shapes, args.tiny)
+        need = t["B_per_param"] * params
+        fits = "" if device != "cuda" else (
+            f"; the card has {total / 1e9:.0f} GB: " + ("fits" if need < total else "DOES NOT FIT"))
+        report(f"torch global_unstructured, measured on {args.torch_blocks} block(s) "
+               f"({t['params'] / 1e6:.0f}M parameters)",
+               f"{t['seconds']:.2f} s, peak +{t['B_per_param']:.1f} B/param")
+        report(f"torch global_unstructured for all {params / 1e6:,.0f}M parameters (ESTIMATE, "
+               "not run)",
+               f"+{need / 1e9:.2f} GB{fits}")
+    return 1 if failed else 0
+
+
+def session_part(args: argparse.Namespace, device: str, report: Callable[[str, str], None]
+                 ) -> None:
+    """Open the on-demand model in a Session, preview and apply global pruning; report each."""
+    from prune_explorer import Session, prune
 
     t0 = time.perf_counter()
     model = build(args.blocks, shapes=args.shapes, device=device, tiny=args.tiny)
@@ -243,27 +276,6 @@ def device_main(args: argparse.Namespace) -> int:
     report("check", f"first block: {pruned:,} pruned of "
            f"{sum(s.mask(t).numel() for t in targets[:7]):,}")
     del s, model
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        report("GPU memory peak of the whole run", f"{torch.cuda.max_memory_allocated() / 1e9:.1f} "
-               f"GB of {total / 1e9:.1f} GB")
-    if not args.no_torch:
-        t = torch_estimate_on(device, args.torch_blocks, args.shapes, args.tiny)
-        need = t["B_per_param"] * params
-        fits = "" if device != "cuda" else (
-            f"; the card has {total / 1e9:.0f} GB: " + ("fits" if need < total else "DOES NOT FIT"))
-        report(f"torch global_unstructured, measured on {args.torch_blocks} block(s) "
-               f"({t['params'] / 1e6:.0f}M parameters)",
-               f"{t['seconds']:.2f} s, peak +{t['B_per_param']:.1f} B/param")
-        report(f"torch global_unstructured for all {params / 1e6:,.0f}M parameters (ESTIMATE, "
-               "not run)",
-               f"+{need / 1e9:.2f} GB{fits}")
-    print()
-    print(f"| bench_large --device {device}: {card}, torch {torch.__version__} | |")
-    print("|---|---|")
-    for what, value in rows:
-        print(f"| {what} | {value} |")
-    return 0
 
 
 def torch_estimate(blocks: int) -> dict:
