@@ -40,6 +40,7 @@ Run: ``python benchmarks/bench_large.py [--blocks 16] [--torch-blocks 1] [--no-t
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -208,6 +209,7 @@ def device_main(args: argparse.Namespace) -> int:
     except Exception as exc:  # the torch estimate still runs
         failed = True
         report("ERROR", " ".join(f"{type(exc).__name__}: {exc}".split())[:300])
+    gc.collect()  # the session and model may hold reference cycles
     if device == "cuda":
         torch.cuda.empty_cache()
         report("GPU memory allocated at most during the Session part",

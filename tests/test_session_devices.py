@@ -181,3 +181,21 @@ def test_snippet_replayed_on_stock_torch(device, tmp_path):
     for key, value in want.items():
         assert got[key].device.type == device, key
         assert torch.equal(got[key], value), key
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_state_dict_saved_on_cpu_loads_into_a_model_on_the_device(device):
+    from prune_explorer.session.state_dict import load_pruned_state_dict
+
+    model = mixed(device)
+    s = Session(model)
+    s.apply_global(weights(model), amount=0.5)
+    saved = {k: v.cpu() for k, v in model.state_dict().items()}  # as map_location="cpu" gives
+    fresh = mixed(device, seed=1)
+    load_pruned_state_dict(fresh, saved)
+    for target, mask in masks(model).items():
+        loaded = masks(fresh)[target]
+        assert loaded.device.type == device
+        assert torch.equal(loaded, mask), target
+        module, name = locate(fresh, target)
+        assert torch.equal(getattr(module, name), getattr(locate(model, target)[0], name))
