@@ -534,7 +534,8 @@ def busy_main(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
-    parser.add_argument("--data", nargs="+", choices=list(DATA), default=["tie-free"])
+    parser.add_argument("--data", nargs="+", choices=list(DATA), default=None,
+                        help="weights (several allowed): default tie-free; --busy: normal")
     parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
     parser.add_argument("--repeats", type=int, default=None,
                         help="calls timed for ours (default 5; --device: 20, for both)")
@@ -555,10 +556,13 @@ def main() -> int:
                         help="quiet, then beside N spinning processes: l1 and resnet50")
     parser.add_argument("--child", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.data = args.data or (["normal"] if args.busy else ["tie-free"])
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args.data[0], args.dtype,
                                args.repeats)))
         return 0
+    if args.device is not None and args.busy:
+        parser.error("--busy measures on the CPU; leave out --device")
     if args.device is not None:
         args.repeats = 20 if args.repeats is None else args.repeats
         return device_main(args)
