@@ -419,13 +419,17 @@ def device_main(args: argparse.Namespace) -> int:
             if case in DEVICE_METHODS]
     plan += [(case, "gpt2") for case in args.methods if case in DEVICE_GLOBAL
              and "gpt2" in args.shapes]
+    drawn: dict[tuple[str, str], list[torch.Tensor]] = {}  # float32, on the host: cast per dtype
     for data in args.data:
         for dtype in args.dtypes:
             cache: dict[str, list[torch.Tensor]] = {}
             for case, shape in plan:
                 if shape not in cache:
-                    shapes = DEVICE_SHAPES[shape][1 if args.tiny else 0]
-                    cache = {shape: [w.to(device) for w in make_weights(shapes, data, dtype)]}
+                    if (data, shape) not in drawn:
+                        shapes = DEVICE_SHAPES[shape][1 if args.tiny else 0]
+                        drawn[data, shape] = make_weights(shapes, data, "float32")
+                    cache = {shape: [w.to(device=device, dtype=DTYPES[dtype])
+                                     for w in drawn[data, shape]]}
                 weights = cache[shape]
                 if case.endswith("_structured"):  # torch refuses 1-D tensors there
                     weights = [w for w in weights if w.dim() > 1]
