@@ -30,7 +30,8 @@ class Rank5(nn.Module):
         self.bias = nn.Parameter(torch.randn(shape[0]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.weight * x).flatten(1).sum(1) + self.bias
+        # x: (batch, 1, *weight.shape) -> (batch, out): one output per row of the weight
+        return (self.weight * x).flatten(2).sum(2) + self.bias
 
 
 class Rank3(nn.Module):
@@ -42,7 +43,8 @@ class Rank3(nn.Module):
         self.bias = nn.Parameter(torch.randn(shape[0]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.weight * x).flatten(1).sum(1) + self.bias
+        # x: (batch, 1, *weight.shape) -> (batch, out): one output per row of the weight
+        return (self.weight * x).flatten(2).sum(2) + self.bias
 
 
 #: name -> (factory, example input builder)

@@ -20,6 +20,7 @@ from helpers.prune import (
     prune_both,
     twin,
 )
+from prune_explorer import prune as ours
 
 pytestmark = [
     pytest.mark.cuda,
@@ -50,10 +51,17 @@ def test_cuda_masks_on_device_and_like_torch(kind, fn, kw):
     torch.testing.assert_close(m_o(x), m_t(x), rtol=0, atol=0)
 
 
-def test_cuda_custom_from_mask_cpu_mask():
+def test_cuda_custom_from_mask_cpu_mask_is_refused_like_torch():
     m_o, m_t = twin(make_module("linear", seed=71, device="cuda"))
+    before = m_o.weight
     mask = torch.rand(m_o.weight.shape) > 0.5  # given on CPU
-    prune_both("custom_from_mask", m_o, m_t, "weight", mask=mask)
+    error = prune_both("custom_from_mask", m_o, m_t, "weight", mask=mask)
+    assert isinstance(error, ours.DeviceMismatchError)
+    assert str(error) == ("custom_from_mask: mask must be on the device of the pruned tensor, "
+                          "cuda:0; got a tensor on cpu (move it first: mask.to(...))")
+    assert m_o.weight is before
+    assert not hasattr(m_o, "weight_mask")
+    prune_both("custom_from_mask", m_o, m_t, "weight", mask=mask.cuda())
     assert_pruned_alike(m_o, m_t)
 
 

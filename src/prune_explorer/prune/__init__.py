@@ -61,6 +61,7 @@ from .patterns import (
     semi_structured,
 )
 from .validation import (
+    DeviceMismatchError,
     ShapeMismatchError,
     _compute_nparams_toprune,
     _validate_pruning_amount,
@@ -71,6 +72,7 @@ __all__ = [
     "BasePruningMethod",
     "BlockStructured",
     "CustomFromMask",
+    "DeviceMismatchError",
     "Identity",
     "L1Unstructured",
     "LnStructured",

@@ -19,6 +19,7 @@ from .validation import (
     check,
     check_dim,
     check_norm_rank,
+    check_same_device,
     check_structured,
     count_to_prune,
     problem,
@@ -382,7 +383,8 @@ class CustomFromMask(BasePruningMethod, _torch_prune.CustomFromMask):
             raise ShapeMismatchError(problem(
                 self.where, "mask", f"the shape of the pruned tensor {tuple(default_mask.shape)}",
                 tuple(self.mask.shape)))
-        return default_mask * self.mask.to(dtype=default_mask.dtype, device=default_mask.device)
+        check_same_device(self.mask, default_mask, self.where, "mask", "the pruned tensor")
+        return default_mask * self.mask.to(dtype=default_mask.dtype)
 
     def _settings(self) -> dict[str, Any]:
         kept = int(torch.count_nonzero(self.mask))

@@ -38,10 +38,12 @@ __all__ = [
     "CONSTRAINTS",
     "METHOD_PARAMETERS",
     "Constraint",
+    "DeviceMismatchError",
     "ShapeMismatchError",
     "check",
     "check_dim",
     "check_norm_rank",
+    "check_same_device",
     "check_same_shape",
     "check_structured",
     "count_to_prune",
@@ -59,6 +61,15 @@ class ShapeMismatchError(AssertionError, ValueError):
 
     torch raises ``AssertionError`` here; this class is also a ``ValueError`` so that callers can
     catch it the way they catch every other bad argument.
+    """
+
+
+class DeviceMismatchError(RuntimeError, ValueError):
+    """A tensor given with the pruned tensor lives on another device.
+
+    torch raises ``RuntimeError`` here (from inside its arithmetic); this class is also a
+    ``ValueError``, like every other bad argument. Moving the tensor is left to the caller: a
+    silent copy between devices would hide its cost.
     """
 
 
@@ -258,6 +269,27 @@ def check_same_shape(
         raise ShapeMismatchError(
             problem(where, argument, f"the same shape as {of} {tuple(reference.shape)}",
                     tuple(scores.shape))
+        )
+
+
+def check_same_device(
+    tensor: torch.Tensor, reference: torch.Tensor, where: str, argument: str, of: str
+) -> None:
+    """``tensor`` must live on the device of ``reference`` (the tensor being pruned).
+
+    Examples
+    --------
+    >>> check_same_device(torch.ones(2, device="meta"), torch.ones(2), "custom_from_mask",
+    ...                   "mask", "the pruned tensor")
+    Traceback (most recent call last):
+    ...
+    prune_explorer.prune.validation.DeviceMismatchError: custom_from_mask: mask must be on the \
+device of the pruned tensor, cpu; got a tensor on meta (move it first: mask.to(...))
+    """
+    if tensor.device != reference.device:
+        raise DeviceMismatchError(
+            f"{where}: {argument} must be on the device of {of}, {reference.device}; got a tensor "
+            f"on {tensor.device} (move it first: {argument}.to(...))"
         )
 
 

@@ -149,7 +149,9 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
             continue  # reported as a shape mismatch below
         module_name, _, tensor_name = base.rpartition(".")
         try:
-            prune.custom_from_mask(model.get_submodule(module_name), tensor_name, mask=mask)
+            # a state dict loaded onto another device (map_location) keeps its masks there
+            prune.custom_from_mask(model.get_submodule(module_name), tensor_name,
+                                   mask=mask.to(params[base].device))
         except Exception as exc:
             problems.append(f"the mask {base}_mask cannot be re-applied ({one_line(exc)})")
     expected = model.state_dict()
