@@ -37,17 +37,22 @@ def printable(report: pd.DataFrame) -> pd.DataFrame:
     shown["methods"] = [
         " + ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["methods"]
     ]
+    shown["aliases"] = [
+        ", ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["aliases"]
+    ]
     return shown
 
 
 def csv_bytes(report: pd.DataFrame) -> bytes:
-    """``report`` as UTF-8 CSV: shapes ``a x b``, channels ``dim:count;...``, methods ``a+b``."""
+    """``report`` as UTF-8 CSV: shapes ``a x b``, channels ``dim:count;...``, methods ``a+b``,
+    aliases ``a;b``."""
     table = report.copy()
     table["shape"] = [" x ".join(map(str, s)) for s in table["shape"]]
     table["channels_pruned"] = [
         ";".join(f"{d}:{n}" for d, n in value.items()) for value in table["channels_pruned"]
     ]
     table["methods"] = ["+".join(value) for value in table["methods"]]
+    table["aliases"] = [";".join(value) for value in table["aliases"]]
     return table.to_csv(index=False).encode("utf-8")
 
 

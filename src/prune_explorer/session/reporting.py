@@ -198,7 +198,8 @@ class Reporting(Previewing):
     def report(self, totals: bool = False) -> pd.DataFrame:
         """One row per tensor; columns
         ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-        "methods"]`` (see :mod:`prune_explorer.session.reports`).
+        "methods", "aliases"]`` (see :mod:`prune_explorer.session.reports`): a tied tensor is
+        one row, under its first address, with its other addresses as ``aliases``.
 
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.

@@ -51,11 +51,11 @@ from .methods import check_seed
 from .order_cache import OrderCache
 from .packed import MaskBits, PackedMask
 from .plan import Plan
-from .registry import TensorInfo, discover
+from .registry import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .reporting import Reporting
 from .reports import effective_tensor
 from .sensitivity import sensitivity as _sensitivity
-from .step import Step
+from .step import Step, split_address
 from .transaction import Journal, locked
 from .watch import ModelChangedError, seen
 
@@ -103,7 +103,8 @@ class Session(Reporting, Committing):
             seed = check_seed(seed, "Session")
         self._model = model
         self._lock = threading.RLock()
-        self._known: dict[str, TensorInfo] = discover(model)
+        self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
+        self._aliases = alias_map(self._known)
         self._histories: dict[str, list[HistoryEntry]] = {}
         self._found_methods: dict[str, tuple[str, ...]] = {}
         for name, info in self._known.items():
@@ -139,10 +140,25 @@ class Session(Reporting, Committing):
         return self._known[self._check_name(name, "Session.info")]
 
     def default_targets(self) -> list[str]:
-        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like);
-        every tensor of rank >= 2 when no such weight exists. The default of every "targets"."""
+        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like),
+        leaving out embedding tables (token and position) and norm layers, under any of a tied
+        tensor's names, and listing a tied tensor once. Without such a weight: every tensor of
+        rank >= 2 (then every weight of rank >= 2 that is not a lookup or norm, first). The
+        default of every "targets"; any tensor can still be picked by name.
+        """
         wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
-        return [n for n in wide if self._known[n].tensor_name == "weight"] or wide
+        usual = [n for n in wide if not any(
+            is_lookup_or_norm(self._model.get_submodule(split_address(a)[0]))
+            for a in (n, *self._known[n].aliases))]
+        weights = [n for n in usual if self._known[n].tensor_name == "weight"]
+        return weights or usual or [n for n in wide if self._known[n].tensor_name == "weight"] \
+            or wide
+
+    @property
+    def tied(self) -> dict[str, tuple[str, ...]]:
+        """Tied tensors: each listed address with its aliases, the other names of the same
+        parameter (an alias works wherever an address does and means the listed tensor)."""
+        return {n: info.aliases for n, info in self._known.items() if info.aliases}
 
     @property
     @locked
@@ -157,7 +173,7 @@ class Session(Reporting, Committing):
         Pruning found on the model when the session started (:attr:`found`) is not part of the
         plan: replay the plan on a model in that same state.
         """
-        return Plan(self.steps)
+        return Plan(self.steps, tied=self.tied)
 
     @property
     def found(self) -> dict[str, tuple[str, ...]]:

@@ -15,6 +15,10 @@ small ``unpack_mask`` function the snippet defines with ``base64``, ``hashlib`` 
 (see :mod:`~prune_explorer.session.maskcode`): a 4096 x 4096 mask is a few MiB at most, not
 tens of MiB of indices.
 
+Given the session's tied tensors (``tied``: address -> its aliases, as :attr:`Session.tied`),
+every step on one is followed by a ``share_pruning`` call that keeps the tie on stock torch
+(see :mod:`~prune_explorer.session.aliascode`).
+
 Examples
 --------
 >>> from prune_explorer.session import Step
@@ -35,10 +39,11 @@ prune.random_unstructured(model.get_submodule("fc"), "weight", amount=0.3)
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
+from . import aliascode
 from .maskcode import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .methods import METHODS
 from .packed import PackedMask
@@ -122,13 +127,15 @@ def _title(index: int, step: Step) -> str:
     return f"# step {index}: {step.method} on {target}"
 
 
-def to_snippet(steps: Iterable[Step]) -> str:
+def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through :func:`~prune_explorer.session.pysource.py_str`,
-    comments included, so no name can run as code.
+    comments included, so no name can run as code. ``tied`` maps a tied tensor's address to its
+    aliases: steps on it are followed by a call that gives the aliases the same pruning.
     """
     steps = list(steps)
+    tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
@@ -143,9 +150,14 @@ def to_snippet(steps: Iterable[Step]) -> str:
     ]
     if any(step.ties for step in steps):
         lines += HELPER
+    if any(name in tied for step in steps for name in step.targets):
+        lines += aliascode.HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:
             lines.append(f"torch.manual_seed({step.seed})")
         lines += _step_lines(step)
+        for name in step.targets:
+            if name in tied:
+                lines += aliascode.call_lines(name, tied[name])
     return "\n".join(lines) + "\n"

@@ -41,6 +41,7 @@ from torch import nn
 from prune_explorer.prune import _radix
 from prune_explorer.prune._module import ModuleSnapshot, snapshot
 
+from .aliases import share_aliases, tied_step
 from .checks import check_step
 from .compute import cached_cuts
 from .distributed import tensor_of
@@ -241,6 +242,7 @@ class Transactional:
 
     _model: nn.Module
     _known: dict[str, TensorInfo]
+    _aliases: dict[str, str]  # alias address of a tied tensor -> the address it is listed under
     _histories: dict[str, list[HistoryEntry]]
     _journal: Journal
     _lock: threading.RLock
@@ -319,12 +321,16 @@ class Transactional:
                 )
 
     def _resee(self, names: Iterable[str]) -> None:
+        # After every change (step, commit, undo, rollback, move): the aliases of a tied
+        # tensor get its state (session/aliases.py), and the state is noted.
         for name in names:
+            share_aliases(self._model, self._known[name])
             self._seen[name] = seen(*self._locate(name))
 
     def _run(self, step: Step, where: str) -> Step:
         # One step inside the current transaction: check, snapshot, run, record. Returns the
         # step as recorded: with a note of how it split a tie at its cut (Step.ties), if it did.
+        step = tied_step(step, self._known, self._aliases, where)
         check_step(self._model, self._known, step, where)
         self._check_in_sync(step.targets, where)
         located = [(name, *self._locate(name)) for name in step.targets]
