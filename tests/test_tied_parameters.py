@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -159,12 +160,14 @@ def test_default_targets_leave_out_embeddings_norms_and_aliases(kind):
     for name in targets:
         module = module_of(model, name)
         assert not isinstance(module, (nn.Embedding, nn.LayerNorm)), name
-        assert "Norm" not in type(module).__name__ and "Embedding" not in type(module).__name__
+        assert "Norm" not in type(module).__name__
+        assert "Embedding" not in type(module).__name__
         assert name not in tied
     expected = [n for n in s.names if n.endswith(".weight") and len(s.info(n).shape) >= 2
                 and type(module_of(model, n)).__name__ in ("Linear", "Conv1D")
                 and n not in tied]
-    assert targets == expected and targets
+    assert targets
+    assert targets == expected
     pos = {"gpt2": "transformer.wpe.weight", "bert": "bert.embeddings.position_embeddings.weight"}
     if kind in pos:  # still prunable when picked by name
         s.apply(pos[kind], "l1_unstructured", amount=0.5)
@@ -229,12 +232,37 @@ def test_undo_and_reset_give_back_the_tie_exactly(kind):
     assert torch.equal(logits(model), before)
 
 
+def test_commit_through_an_alias_and_its_review_name_every_key():
+    model = gpt2()
+    s = Session(model)
+    s.apply("transformer.wte.weight", "l1_unstructured", amount=0.5)
+    review = s.review_commit("lm_head.weight")
+    assert review.names == ("transformer.wte.weight",)
+    before, pruned = set(model.state_dict()), logits(model)
+    result = s.commit("lm_head.weight")
+    after = set(model.state_dict())
+    assert result.names == ("transformer.wte.weight",)
+    assert set(review.keys_removed) == before - after == {
+        "transformer.wte.weight_orig", "transformer.wte.weight_mask",
+        "lm_head.weight_orig", "lm_head.weight_mask"}
+    assert set(review.keys_added) == after - before == {"transformer.wte.weight",
+                                                         "lm_head.weight"}
+    assert torch.equal(logits(model), pruned)
+
+
 def test_a_failed_transaction_gives_back_the_tie():
     model = gpt2()
     s = Session(model)
-    with pytest.raises(ValueError), s.transaction():
-        s.apply("lm_head.weight", "l1_unstructured", amount=0.5)
-        s.apply("transformer.h.0.mlp.c_fc.weight", "l1_unstructured", amount=10**9)
+
+    def prune_then_fail() -> None:
+        with s.transaction():
+            s.apply("lm_head.weight", "l1_unstructured", amount=0.5)
+            assert model.lm_head.weight_mask is model.transformer.wte.weight_mask
+            raise KeyboardInterrupt  # as a user's interrupt would
+
+    with pytest.raises(KeyboardInterrupt):
+        prune_then_fail()
+    assert s.steps == ()
     assert model.lm_head.weight is model.transformer.wte.weight
     assert "weight_mask" not in model.lm_head._buffers
 
@@ -293,7 +321,7 @@ def test_the_core_acts_like_torch_on_one_module_of_a_tie():
 def test_a_pruned_tied_checkpoint_loads_back_tied(kind):
     model = BUILDERS[kind]()
     s = Session(model)
-    for name, aliases in TIED[kind].items():
+    for aliases in TIED[kind].values():
         s.apply(aliases[-1], "l1_unstructured", amount=0.4)
     fresh = BUILDERS[kind]()
     torch.manual_seed(1)
@@ -314,9 +342,9 @@ def test_a_checkpoint_whose_aliases_disagree_is_refused():
     Session(model).apply("transformer.wte.weight", "l1_unstructured", amount=0.4)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     state["lm_head.weight_mask"] = torch.ones_like(state["lm_head.weight_mask"])
-    with pytest.raises(StateDictMismatchError, match="lm_head.weight_mask differs from "
-                       "transformer.wte.weight_mask, but lm_head.weight and "
-                       "transformer.wte.weight are one tied parameter"):
+    with pytest.raises(StateDictMismatchError, match=re.escape(
+            "lm_head.weight_mask differs from transformer.wte.weight_mask, but lm_head.weight "
+            "and transformer.wte.weight are one tied parameter")):
         load_pruned_state_dict(gpt2(), state)
 
 
@@ -356,8 +384,23 @@ def test_cli_apply_then_report_round_trips_and_counts_once(capsys, tmp_path, gpt
     out = capsys.readouterr().out
     assert code == 0
     rows = [line for line in out.splitlines() if "wte.weight" in line or "lm_head" in line]
-    assert len(rows) == 1 and "lm_head.weight" in rows[0] and "50.0%" in rows[0]
+    assert len(rows) == 1  # one row: the tensor, naming its alias
+    assert "lm_head.weight" in rows[0]
+    assert "50.0%" in rows[0]
     saved = torch.load(tmp_path / "out.pt", weights_only=True)
     fresh = gpt2()
     load_pruned_state_dict(fresh, saved)
     assert fresh.lm_head.weight_mask is fresh.transformer.wte.weight_mask
+
+
+def test_the_explorer_lists_a_tied_tensor_once_naming_its_aliases():
+    from prune_explorer.widgets import Explorer
+
+    model = gpt2()
+    ex = Explorer(model)
+    labels = dict((v, k) for k, v in ex.ui.tensor.options)
+    assert len(labels) == len(distinct(model))
+    assert "lm_head.weight" not in labels
+    assert labels["transformer.wte.weight"].startswith(
+        "transformer.wte.weight (tied: also lm_head.weight) · ")
+    assert ex.tensor == ex.session.default_targets()[0]  # not the token embedding
