@@ -404,3 +404,20 @@ def test_the_explorer_lists_a_tied_tensor_once_naming_its_aliases():
     assert labels["transformer.wte.weight"].startswith(
         "transformer.wte.weight (tied: also lm_head.weight) · ")
     assert ex.tensor == ex.session.default_targets()[0]  # not the token embedding
+
+
+def test_a_tie_stock_torch_broke_is_named_and_mended_by_the_next_step():
+    model = gpt2()
+    torch_prune.l1_unstructured(model.lm_head, "weight", amount=0.25)  # under the alias only
+    with pytest.warns(UserWarning, match=re.escape(
+            "tensor 'lm_head.weight' is tied to 'transformer.wte.weight' (one parameter) but "
+            "they do not share its pruning")):
+        s = Session(model)
+    assert s.tied == {"lm_head.weight": ("transformer.wte.weight",)}  # listed where pruned
+    assert s.found == {"lm_head.weight": ("l1_unstructured",)}
+    s.apply("transformer.wte.weight", "l1_unstructured", amount=0.25)  # on top of torch's
+    assert_tied(model, "lm_head.weight", ("transformer.wte.weight",))
+    mask = model.lm_head.weight_mask
+    assert int((mask == 0).sum()) == mask.numel() // 4 + (mask.numel() - mask.numel() // 4) // 4
+    expected = masked_oracle(gpt2(), "lm_head.weight", mask)
+    assert torch.equal(logits(model), logits(expected))

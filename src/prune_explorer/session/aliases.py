@@ -46,7 +46,7 @@ from .hooks import find_hook
 from .registry import TensorInfo
 from .step import Step, split_address
 
-__all__ = ["check_alias_names", "share_aliases", "share_pruning", "tied_step"]
+__all__ = ["check_alias_names", "share_aliases", "share_pruning", "tied_step", "unshared"]
 
 
 def _rename(mapping: dict[str, Any], old: str, new: str, value: Any) -> None:
@@ -131,3 +131,34 @@ def tied_step(step: Step, known: Mapping[str, TensorInfo], aliases: Mapping[str,
         if name in known:
             check_alias_names(known[name], where)
     return step
+
+
+def unshared(model: nn.Module, info: TensorInfo) -> tuple[str, ...]:
+    """Aliases of the tensor ``info`` describes that do not hold its pruning state (stock
+    ``torch.nn.utils.prune`` pruned it under one name only, which unties the names).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> from prune_explorer.session.registry import discover
+    >>> model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
+    >>> model[1].weight = model[0].weight
+    >>> _ = prune.l1_unstructured(model[0], "weight", amount=0.4)  # as torch does: untied
+    >>> unshared(model, discover(model)["0.weight"])
+    ('1.weight',)
+    """
+    module, name = model.get_submodule(info.module_name), info.tensor_name
+    pruned = find_hook(module, name) is not None
+    out = []
+    for alias in info.aliases:
+        other, other_name = model.get_submodule(split_address(alias)[0]), split_address(alias)[1]
+        if pruned:
+            orig, mask = module._parameters[name + "_orig"], module._buffers[name + "_mask"]
+            same = (other._parameters.get(other_name + "_orig") is orig
+                    and other._buffers.get(other_name + "_mask") is mask)
+        else:
+            same = other._parameters.get(other_name) is module._parameters[name]
+        if not same:
+            out.append(alias)
+    return tuple(out)

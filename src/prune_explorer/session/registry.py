@@ -71,24 +71,19 @@ def _address(module_name: str, tensor_name: str) -> str:
 def discover(model: nn.Module) -> dict[str, TensorInfo]:
     """All prunable tensors of ``model``, keyed by address, in module then parameter order.
 
-    A parameter held by several modules (tied) is one entry, under its first address; the
-    others are its :attr:`TensorInfo.aliases`.
+    A parameter held by several modules (tied) is one entry, under its first address -- or the
+    first where it is pruned, if stock ``torch.nn.utils.prune`` pruned it under another name
+    only -- and the others are its :attr:`TensorInfo.aliases`.
     """
-    found: dict[str, TensorInfo] = {}
-    first: dict[int, str] = {}  # id of the Parameter (its _orig when pruned) -> first address
-    aliases: dict[str, list[str]] = {}
+    entries: list[tuple[int, TensorInfo, bool]] = []  # (id of the Parameter, info, pruned)
     for module_name, module in model.named_modules():
         for param_name, param in module.named_parameters(recurse=False, remove_duplicate=False):
             tensor_name = param_name
-            if param_name.endswith("_orig") and find_hook(module, param_name[:-5]) is not None:
+            pruned = param_name.endswith("_orig") and find_hook(module, param_name[:-5]) is not None
+            if pruned:
                 tensor_name = param_name[: -len("_orig")]
             name = _address(module_name, tensor_name)
-            if id(param) in first:
-                aliases[first[id(param)]].append(name)
-                continue
-            first[id(param)] = name
-            aliases[name] = []
-            found[name] = TensorInfo(
+            entries.append((id(param), TensorInfo(
                 name=name,
                 module_name=module_name,
                 tensor_name=tensor_name,
@@ -96,9 +91,19 @@ def discover(model: nn.Module) -> dict[str, TensorInfo]:
                 shape=tuple(param.shape),
                 numel=param.numel(),
                 dtype=param.dtype,
-            )
-    return {name: replace(info, aliases=tuple(aliases[name])) if aliases[name] else info
-            for name, info in found.items()}
+            ), pruned))
+    names: dict[int, list[str]] = {}  # id of the Parameter (its _orig when pruned) -> addresses
+    listed: dict[int, tuple[str, bool]] = {}  # -> (the address listed, pruned there)
+    for key, info, pruned in entries:
+        names.setdefault(key, []).append(info.name)
+        if key not in listed or (pruned and not listed[key][1]):
+            listed[key] = (info.name, pruned)
+    found: dict[str, TensorInfo] = {}
+    for key, info, _ in entries:
+        if listed[key][0] == info.name:
+            others = tuple(n for n in names[key] if n != info.name)
+            found[info.name] = replace(info, aliases=others) if others else info
+    return found
 
 
 def is_lookup_or_norm(module: nn.Module) -> bool:

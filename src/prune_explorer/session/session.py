@@ -33,6 +33,7 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -40,6 +41,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from .aliases import unshared
 from .commits import CommitResult, CommitReview, Committing
 from .distributed import ones_mask, refuse_move, refuse_sharded
 from .errors import NotUndoableError
@@ -105,6 +107,15 @@ class Session(Reporting, Committing):
         self._lock = threading.RLock()
         self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
         self._aliases = alias_map(self._known)
+        for info in self._known.values():
+            apart = unshared(model, info) if info.aliases else ()
+            if apart:
+                warnings.warn(
+                    f"Session: tensor {info.name!r} is tied to {', '.join(map(repr, apart))} "
+                    f"(one parameter) but they do not share its pruning: torch.nn.utils.prune "
+                    f"prunes one module, which unties them. The session treats them as one "
+                    f"tensor with the pruning of {info.name!r}; its next step or commit on it "
+                    "gives every alias that pruning", UserWarning, stacklevel=2)
         self._histories: dict[str, list[HistoryEntry]] = {}
         self._found_methods: dict[str, tuple[str, ...]] = {}
         for name, info in self._known.items():
