@@ -250,6 +250,20 @@ def test_commit_through_an_alias_and_its_review_name_every_key():
     assert torch.equal(logits(model), pruned)
 
 
+def test_previews_and_comparisons_through_an_alias_are_the_tensors():
+    model = gpt2()
+    s = Session(model)
+    mask = s.preview("lm_head.weight", "l1_unstructured", amount=0.3)
+    assert torch.equal(mask, s.preview("transformer.wte.weight", "l1_unstructured", amount=0.3))
+    frame = s.compare_global_local(["lm_head.weight", "transformer.h.0.attn.c_attn.weight"])
+    assert frame["name"].tolist() == ["transformer.wte.weight",
+                                      "transformer.h.0.attn.c_attn.weight", "TOTAL"]
+    assert int(frame["numel"].iloc[-1]) == (model.transformer.wte.weight.numel()
+                                            + model.transformer.h[0].attn.c_attn.weight.numel())
+    s.apply("lm_head.weight", "l1_unstructured", amount=0.3)
+    assert torch.equal(model.transformer.wte.weight_mask, mask)
+
+
 def test_a_failed_transaction_gives_back_the_tie():
     model = gpt2()
     s = Session(model)

@@ -251,7 +251,7 @@ class Reporting(Previewing):
         least ``collapse_threshold`` of it is pruned or every slice along some dim is.
         """
         where = "Session.compare_global_local"
-        names = as_list(self.default_targets() if names is None else names)
+        names = self._canonical(as_list(self.default_targets() if names is None else names))
         if not isinstance(collapse_threshold, (int, float)) or isinstance(
             collapse_threshold, bool
         ) or not 0.0 < collapse_threshold <= 1.0:

@@ -72,7 +72,10 @@ class Session(Reporting, Committing):
         Any module. Every parameter of every submodule is a prunable tensor, addressed by
         ``"<module qualified name>.<parameter name>"`` (see :attr:`names`). Tensors already
         pruned when the session starts are recognised; the session returns to that state on
-        :meth:`reset`.
+        :meth:`reset`. A parameter held by several modules (tied weights, as GPT-2's
+        ``lm_head.weight`` and ``transformer.wte.weight``) is one tensor: listed once, pruned
+        once with every name seeing the same mask, counted once (see :attr:`tied` and
+        :mod:`prune_explorer.session.aliases`).
     seed : int or None, default 0
         Seeds the session's own ``random.Random``, which draws the seed of each random step
         that is not given one. ``None`` draws from the operating system.
@@ -143,7 +146,8 @@ class Session(Reporting, Committing):
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Addresses of all prunable tensors, in module order."""
+        """Addresses of all prunable tensors, in module order; a tied tensor once (its other
+        names: :attr:`tied`)."""
         return tuple(self._known)
 
     def info(self, name: str) -> TensorInfo:
@@ -168,7 +172,21 @@ class Session(Reporting, Committing):
     @property
     def tied(self) -> dict[str, tuple[str, ...]]:
         """Tied tensors: each listed address with its aliases, the other names of the same
-        parameter (an alias works wherever an address does and means the listed tensor)."""
+        parameter (an alias works wherever an address does and means the listed tensor).
+
+        Examples
+        --------
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
+        >>> model[1].weight = model[0].weight  # a tied head, as in GPT-2
+        >>> s = Session(model)
+        >>> s.tied, s.names
+        ({'0.weight': ('1.weight',)}, ('0.weight', '1.bias'))
+        >>> s.apply("1.weight", "l1_unstructured", amount=0.4)
+        Step('l1_unstructured', '0.weight', amount=0.4)
+        >>> model[1].weight_mask is model[0].weight_mask
+        True
+        """
         return {n: info.aliases for n, info in self._known.items() if info.aliases}
 
     @property
