@@ -209,26 +209,30 @@ def test_pruning_through_any_name_prunes_the_one_tensor_and_commit_keeps_outputs
     assert all(model.get_parameter(a) is weight for a in aliases)
 
 
-@pytest.mark.parametrize("kind", ["gpt2", "t5"])
+@pytest.mark.parametrize("kind", ["gpt2", "t5", "bert"])
 def test_undo_and_reset_give_back_the_tie_exactly(kind):
     model = BUILDERS[kind]()
-    listed, aliases = next(iter(TIED[kind].items()))
+    ties = TIED[kind]
+    every = [a for aliases in ties.values() for a in aliases]
     keys = list(model.state_dict())
-    orders = {a: list(module_of(model, a)._parameters) for a in aliases}
+    orders = {a: list(module_of(model, a)._parameters) for a in every}
     before = logits(model)
     s = Session(model)
-    s.apply(aliases[-1], "random_unstructured", amount=0.3)
-    s.apply(listed, "l1_unstructured", amount=0.2)
-    assert_tied(model, listed, aliases)
+    for listed, aliases in ties.items():
+        s.apply(aliases[-1], "random_unstructured", amount=0.3)
+        s.apply(listed, "l1_unstructured", amount=0.2)
+        assert_tied(model, listed, aliases)
     s.undo()
-    assert_tied(model, listed, aliases)
-    assert torch.equal(s.mask(aliases[0]), s.mask(listed))
+    for listed, aliases in ties.items():
+        assert_tied(model, listed, aliases)
+        assert torch.equal(s.mask(aliases[0]), s.mask(listed))
     s.reset()
-    assert_tied(model, listed, aliases)
-    assert all(model.get_parameter(a) is model.get_parameter(listed) for a in aliases)
+    for listed, aliases in ties.items():
+        assert_tied(model, listed, aliases)
+        assert all(model.get_parameter(a) is model.get_parameter(listed) for a in aliases)
     assert list(model.state_dict()) == keys
-    assert {a: list(module_of(model, a)._parameters) for a in aliases} == orders
-    assert all(not module_of(model, a)._forward_pre_hooks for a in aliases)
+    assert {a: list(module_of(model, a)._parameters) for a in every} == orders
+    assert all(not module_of(model, a)._forward_pre_hooks for a in every)
     assert torch.equal(logits(model), before)
 
 
@@ -418,6 +422,15 @@ def test_the_explorer_lists_a_tied_tensor_once_naming_its_aliases():
     assert labels["transformer.wte.weight"].startswith(
         "transformer.wte.weight (tied: also lm_head.weight) · ")
     assert ex.tensor == ex.session.default_targets()[0]  # not the token embedding
+    ex.ui.import_text.value = Plan([Step("l1_unstructured", "lm_head.weight", amount=0.5)]
+                                   ).to_json()
+    ex.ui.import_plan.click()  # the explorer's import: the alias means the tied tensor
+    assert ex.session.steps == (Step("l1_unstructured", "transformer.wte.weight", amount=0.5),)
+    assert_tied(model, "transformer.wte.weight", ("lm_head.weight",))
+    ex.ui.tabs.selected_index = 4  # Export: the snippet keeps the tie
+    assert 'share_pruning(model, "transformer.wte.weight", ["lm_head.weight"])' in \
+        ex.ui.snippet.value
+    ex.close()
 
 
 def test_a_tie_stock_torch_broke_is_named_and_mended_by_the_next_step():
