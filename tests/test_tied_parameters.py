@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.utils.prune as torch_prune
+import transformers as T  # in the test extras: these tests run in the normal suite
 from torch import nn
 
 from prune_explorer import Session, cli
@@ -26,7 +27,6 @@ from prune_explorer import prune as pe_prune
 from prune_explorer.session import Plan, Step
 from prune_explorer.session.state_dict import StateDictMismatchError, load_pruned_state_dict
 
-T = pytest.importorskip("transformers")
 T.logging.set_verbosity_error()
 
 VOCAB = 97

@@ -23,7 +23,8 @@ __all__ = ["cmd_report", "csv_bytes", "printable"]
 
 
 def printable(report: pd.DataFrame) -> pd.DataFrame:
-    """``report`` with every column turned into the text the terminal table shows."""
+    """``report`` with every column turned into the text the terminal table shows; the
+    ``aliases`` column only when some tensor is tied."""
     shown = report.copy()
     shown["shape"] = [
         "x".join(str(s) for s in shape) if shape else "-" for shape in shown["shape"]
@@ -37,6 +38,8 @@ def printable(report: pd.DataFrame) -> pd.DataFrame:
     shown["methods"] = [
         " + ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["methods"]
     ]
+    if not any(shown["aliases"]):
+        return shown.drop(columns="aliases")
     shown["aliases"] = [
         ", ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["aliases"]
     ]
