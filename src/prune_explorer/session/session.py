@@ -155,11 +155,13 @@ class Session(Reporting, Committing):
         return self._known[self._check_name(name, "Session.info")]
 
     def default_targets(self) -> list[str]:
-        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like),
-        leaving out embedding tables (token and position) and norm layers, under any of a tied
-        tensor's names, and listing a tied tensor once. Without such a weight: every tensor of
-        rank >= 2 (then every weight of rank >= 2 that is not a lookup or norm, first). The
-        default of every "targets"; any tensor can still be picked by name.
+        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like)
+        outside embedding tables (token and position) and norm layers -- under any of a tied
+        tensor's names -- and a tied tensor once. The default of every "targets"; any tensor
+        can still be picked by name.
+
+        When that leaves nothing, the first non-empty of: the other tensors of rank >= 2
+        outside those layers, every weight of rank >= 2, every tensor of rank >= 2.
         """
         wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
         usual = [n for n in wide if not any(
