@@ -11,7 +11,7 @@ from prune_explorer import prune
 from prune_explorer.session import Session
 
 COLUMNS = ["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-           "methods"]
+           "methods", "aliases"]
 MEMORY_COLUMNS = ["name", "orig_bytes", "mask_bytes", "pruned_copy_bytes", "bytes_before",
                   "bytes_after", "freed"]
 
@@ -45,6 +45,7 @@ def _expected_report(model, methods):
                 "sparsity": zeros / values.numel(),
                 "channels_pruned": {d: _dead_slices(values, d) for d in range(values.dim())},
                 "methods": methods.get(name, ()),
+                "aliases": (),  # no tied parameters here (tests/test_tied_parameters.py)
             })
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -23,7 +23,8 @@ __all__ = ["cmd_report", "csv_bytes", "printable"]
 
 
 def printable(report: pd.DataFrame) -> pd.DataFrame:
-    """``report`` with every column turned into the text the terminal table shows."""
+    """``report`` with every column turned into the text the terminal table shows; the
+    ``aliases`` column only when some tensor is tied."""
     shown = report.copy()
     shown["shape"] = [
         "x".join(str(s) for s in shape) if shape else "-" for shape in shown["shape"]
@@ -37,17 +38,24 @@ def printable(report: pd.DataFrame) -> pd.DataFrame:
     shown["methods"] = [
         " + ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["methods"]
     ]
+    if not any(shown["aliases"]):
+        return shown.drop(columns="aliases")
+    shown["aliases"] = [
+        ", ".join(value) or "-" if isinstance(value, tuple) else "" for value in shown["aliases"]
+    ]
     return shown
 
 
 def csv_bytes(report: pd.DataFrame) -> bytes:
-    """``report`` as UTF-8 CSV: shapes ``a x b``, channels ``dim:count;...``, methods ``a+b``."""
+    """``report`` as UTF-8 CSV: shapes ``a x b``, channels ``dim:count;...``, methods ``a+b``,
+    aliases ``a;b``."""
     table = report.copy()
     table["shape"] = [" x ".join(map(str, s)) for s in table["shape"]]
     table["channels_pruned"] = [
         ";".join(f"{d}:{n}" for d, n in value.items()) for value in table["channels_pruned"]
     ]
     table["methods"] = ["+".join(value) for value in table["methods"]]
+    table["aliases"] = [";".join(value) for value in table["aliases"]]
     return table.to_csv(index=False).encode("utf-8")
 
 

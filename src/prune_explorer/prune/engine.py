@@ -28,6 +28,7 @@ from . import _module
 from ._base import PruningContainer
 from ._dtensor import Layout, contiguous_stride, is_sharded
 from ._fsdp import pruned_stand_in
+from ._hooks import HOOK_TYPE
 from ._module import ModuleSnapshot, find_hook, snapshot, transaction
 from ._on_demand import kept_attribute
 from ._radix import (
@@ -47,6 +48,7 @@ from ._sharded import local_draws
 
 __all__ = [
     "CHUNK",
+    "HOOK_TYPE",
     "NAN_BITS",
     "SMALL",
     "Cut",

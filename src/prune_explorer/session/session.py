@@ -33,6 +33,7 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -49,15 +50,16 @@ from .history.commits import CommitResult, CommitReview, Committing
 from .history.journal import Journal, locked
 from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .model.aliases import unshared
 from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .model.sharded import ones_mask, refuse_move, refuse_sharded
-from .model.targets import TensorInfo, discover
+from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .model.watch import ModelChangedError, seen
 from .plans.plan import Plan
 from .slider.magnitudes import MagnitudeCache
 from .slider.order_cache import OrderCache
 from .steps.methods import check_seed
-from .steps.step import Step
+from .steps.step import Step, split_address
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 
@@ -70,7 +72,10 @@ class Session(Reporting, Committing):
         Any module. Every parameter of every submodule is a prunable tensor, addressed by
         ``"<module qualified name>.<parameter name>"`` (see :attr:`names`). Tensors already
         pruned when the session starts are recognised; the session returns to that state on
-        :meth:`reset`.
+        :meth:`reset`. A parameter held by several modules (tied weights, as GPT-2's
+        ``lm_head.weight`` and ``transformer.wte.weight``) is one tensor: listed once, pruned
+        once with every name seeing the same mask, counted once (see :attr:`tied` and
+        :mod:`prune_explorer.session.model.aliases`).
     seed : int or None, default 0
         Seeds the session's own ``random.Random``, which draws the seed of each random step
         that is not given one. ``None`` draws from the operating system.
@@ -103,7 +108,17 @@ class Session(Reporting, Committing):
             seed = check_seed(seed, "Session")
         self._model = model
         self._lock = threading.RLock()
-        self._known: dict[str, TensorInfo] = discover(model)
+        self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
+        self._aliases = alias_map(self._known)
+        for info in self._known.values():
+            apart = unshared(model, info) if info.aliases else ()
+            if apart:
+                warnings.warn(
+                    f"Session: tensor {info.name!r} is tied to {', '.join(map(repr, apart))} "
+                    f"(one parameter) but they do not share its pruning: torch.nn.utils.prune "
+                    f"prunes one module, which unties them. The session treats them as one "
+                    f"tensor with the pruning of {info.name!r}; its next step or commit on it "
+                    "gives every alias that pruning", UserWarning, stacklevel=2)
         self._histories: dict[str, list[HistoryEntry]] = {}
         self._found_methods: dict[str, tuple[str, ...]] = {}
         for name, info in self._known.items():
@@ -131,7 +146,8 @@ class Session(Reporting, Committing):
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Addresses of all prunable tensors, in module order."""
+        """Addresses of all prunable tensors, in module order; a tied tensor once (its other
+        names: :attr:`tied`)."""
         return tuple(self._known)
 
     def info(self, name: str) -> TensorInfo:
@@ -139,10 +155,41 @@ class Session(Reporting, Committing):
         return self._known[self._check_name(name, "Session.info")]
 
     def default_targets(self) -> list[str]:
-        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like);
-        every tensor of rank >= 2 when no such weight exists. The default of every "targets"."""
+        """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like)
+        outside embedding tables (token and position) and norm layers -- under any of a tied
+        tensor's names -- and a tied tensor once. The default of every "targets"; any tensor
+        can still be picked by name.
+
+        When that leaves nothing, the first non-empty of: the other tensors of rank >= 2
+        outside those layers, every weight of rank >= 2, every tensor of rank >= 2.
+        """
         wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
-        return [n for n in wide if self._known[n].tensor_name == "weight"] or wide
+        usual = [n for n in wide if not any(
+            is_lookup_or_norm(self._model.get_submodule(split_address(a)[0]))
+            for a in (n, *self._known[n].aliases))]
+        weights = [n for n in usual if self._known[n].tensor_name == "weight"]
+        return weights or usual or [n for n in wide if self._known[n].tensor_name == "weight"] \
+            or wide
+
+    @property
+    def tied(self) -> dict[str, tuple[str, ...]]:
+        """Tied tensors: each listed address with its aliases, the other names of the same
+        parameter (an alias works wherever an address does and means the listed tensor).
+
+        Examples
+        --------
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5))
+        >>> model[1].weight = model[0].weight  # a tied head, as in GPT-2
+        >>> s = Session(model)
+        >>> s.tied, s.names
+        ({'0.weight': ('1.weight',)}, ('0.weight', '1.bias'))
+        >>> s.apply("1.weight", "l1_unstructured", amount=0.4)
+        Step('l1_unstructured', '0.weight', amount=0.4)
+        >>> model[1].weight_mask is model[0].weight_mask
+        True
+        """
+        return {n: info.aliases for n, info in self._known.items() if info.aliases}
 
     @property
     @locked
@@ -157,7 +204,7 @@ class Session(Reporting, Committing):
         Pruning found on the model when the session started (:attr:`found`) is not part of the
         plan: replay the plan on a model in that same state.
         """
-        return Plan(self.steps)
+        return Plan(self.steps, tied=self.tied)
 
     @property
     def found(self) -> dict[str, tuple[str, ...]]:

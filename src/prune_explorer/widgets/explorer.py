@@ -421,8 +421,9 @@ class Explorer:
         for name in session.names:
             info = session.info(name)
             sparsity = self._zeros[name] / info.numel if info.numel else 0.0
-            options.append((f"{name} · {shape_text(info.shape)} · {percent(sparsity)} pruned",
-                            name))
+            also = f" (tied: also {', '.join(info.aliases)})" if info.aliases else ""
+            options.append((f"{name}{also} · {shape_text(info.shape)} · {percent(sparsity)} "
+                            "pruned", name))
         picker = self.ui.tensor
         old = picker.value
         picker.options = options

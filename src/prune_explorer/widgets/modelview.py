@@ -131,7 +131,8 @@ class ModelView(Collapsible):
         for index, name in enumerate(names):
             info = self.ex.session.info(name)
             shape = "×".join(str(s) for s in info.shape) or "scalar"
-            button = widgets.Button(description=name, tooltip=f"show {name} ({shape})",
+            also = f"; tied: also {', '.join(info.aliases)}" if info.aliases else ""
+            button = widgets.Button(description=name, tooltip=f"show {name} ({shape}{also})",
                                     layout=widgets.Layout(width="100%"))
             button.add_class("pe-mv-row")
             button.add_class(f"pe-mv-r{index}")

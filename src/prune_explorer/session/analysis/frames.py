@@ -10,7 +10,9 @@ Three reports, each one row per tensor plus an optional ``"TOTAL"`` row:
     ``numel``; ``zeros`` entries equal to 0 in the tensor the forward pass sees (``orig * mask``
     if pruned -- so committed pruning still counts); ``sparsity`` = zeros / numel;
     ``channels_pruned`` dict ``{dim: number of slices along dim that are entirely 0}``;
-    ``methods`` tuple of method names applied, in order.
+    ``methods`` tuple of method names applied, in order; ``aliases`` tuple of the tensor's
+    other addresses when it is tied (one parameter held by several modules, listed and counted
+    once), else empty.
 ``COMPARE_COLUMNS`` (:func:`compare_frame`)
     ``name``, ``numel``, ``sparsity_global``, ``sparsity_local``, ``pruned_global``,
     ``pruned_local``, ``collapsed_global``, ``collapsed_local``.
@@ -69,6 +71,7 @@ T = TypeVar("T")
 
 REPORT_COLUMNS = [
     "name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned", "methods",
+    "aliases",
 ]
 COMPARE_COLUMNS = [
     "name", "numel", "sparsity_global", "sparsity_local", "pruned_global", "pruned_local",
@@ -199,6 +202,7 @@ def tensor_report(
                 "sparsity": count / info.numel if info.numel else 0.0,
                 "channels_pruned": dict(channels),
                 "methods": tuple(methods.get(name, ())),
+                "aliases": info.aliases,
             }
         )
     return ReportFrame(rows, columns=REPORT_COLUMNS).astype({"numel": "int64", "zeros": "int64",
@@ -209,7 +213,7 @@ def with_total(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` from :func:`tensor_report` plus a final ``"TOTAL"`` row for the whole model.
 
     The total row has ``module_type=""``, ``shape=()``, summed ``numel`` and ``zeros``,
-    ``sparsity = zeros / numel``, ``channels_pruned={}`` and ``methods=()``.
+    ``sparsity = zeros / numel``, ``channels_pruned={}``, ``methods=()`` and ``aliases=()``.
     """
     numel = int(frame["numel"].sum())
     zeros = int(frame["zeros"].sum())
@@ -222,6 +226,7 @@ def with_total(frame: pd.DataFrame) -> pd.DataFrame:
         "sparsity": zeros / numel if numel else 0.0,
         "channels_pruned": {},
         "methods": (),
+        "aliases": (),
     }
     out = ReportFrame([*frame.to_dict("records"), total], columns=REPORT_COLUMNS)
     return out.astype({"numel": "int64", "zeros": "int64", "sparsity": "float64"})

@@ -198,7 +198,8 @@ class Reporting(Previewing):
     def report(self, totals: bool = False) -> pd.DataFrame:
         """One row per tensor; columns
         ``["name", "module_type", "shape", "numel", "zeros", "sparsity", "channels_pruned",
-        "methods"]`` (see :mod:`prune_explorer.session.analysis.frames`).
+        "methods", "aliases"]`` (see :mod:`prune_explorer.session.analysis.frames`): a tied
+        tensor is one row, under its first address, with its other addresses as ``aliases``.
 
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.
@@ -250,7 +251,7 @@ class Reporting(Previewing):
         least ``collapse_threshold`` of it is pruned or every slice along some dim is.
         """
         where = "Session.compare_global_local"
-        names = as_list(self.default_targets() if names is None else names)
+        names = self._canonical(as_list(self.default_targets() if names is None else names))
         if not isinstance(collapse_threshold, (int, float)) or isinstance(
             collapse_threshold, bool
         ) or not 0.0 < collapse_threshold <= 1.0:

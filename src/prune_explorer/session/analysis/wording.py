@@ -56,6 +56,7 @@ HEADERS: dict[str, str] = {
     "sparsity": "Sparsity",
     "channels_pruned": "Channels pruned",
     "methods": "Methods",
+    "aliases": "Also named",
     "step": "Step",
     "method": "Method",
     "settings": "Settings",

@@ -17,6 +17,10 @@ small ``unpack_mask`` function the snippet defines with ``base64``, ``hashlib`` 
 not
 tens of MiB of indices.
 
+Given the session's tied tensors (``tied``: address -> its aliases, as :attr:`Session.tied`),
+every step on one is followed by a ``share_pruning`` call that keeps the tie on stock torch
+(see :mod:`~prune_explorer.session.codegen.alias_lines`).
+
 Examples
 --------
 >>> from prune_explorer.session import Step
@@ -37,13 +41,14 @@ prune.random_unstructured(model.get_submodule("fc"), "weight", amount=0.3)
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
 from ..history.packed import PackedMask
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
+from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
@@ -125,14 +130,16 @@ def _title(index: int, step: Step) -> str:
     return f"# step {index}: {step.method} on {target}"
 
 
-def to_snippet(steps: Iterable[Step]) -> str:
+def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through
-    :func:`~prune_explorer.session.codegen.pysource.py_str`,
-    comments included, so no name can run as code.
+    :func:`~prune_explorer.session.codegen.pysource.py_str`, comments included, so no name can run
+    as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
+    call that gives the aliases the same pruning.
     """
     steps = list(steps)
+    tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
@@ -147,9 +154,14 @@ def to_snippet(steps: Iterable[Step]) -> str:
     ]
     if any(step.ties for step in steps):
         lines += HELPER
+    if any(name in tied for step in steps for name in step.targets):
+        lines += alias_lines.HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:
             lines.append(f"torch.manual_seed({step.seed})")
         lines += _step_lines(step)
+        for name in step.targets:
+            if name in tied:
+                lines += alias_lines.call_lines(name, tied[name])
     return "\n".join(lines) + "\n"

@@ -103,8 +103,10 @@ def review(model: nn.Module, known: Mapping[str, TensorInfo], names: Sequence[st
          int(memory.loc[n, "freed"]))
         for n in names
     )
-    removed = tuple(k for n in names for k in (f"{n}_orig", f"{n}_mask") if k in keys)
-    added = tuple(n for n in names if n not in keys)
+    # a tied tensor's aliases hold the same _orig and _mask: their keys go too
+    every = [a for n in names for a in (n, *known[n].aliases)]
+    removed = tuple(k for n in every for k in (f"{n}_orig", f"{n}_mask") if k in keys)
+    added = tuple(n for n in every if n not in keys)
     return CommitReview(tuple(names), rows, removed, added)
 
 
@@ -150,6 +152,8 @@ class Committing(Transactional):
             )
         steps: list[Step] = []
         for name in chosen:
+            if isinstance(name, str):  # an alias of a tied tensor commits that tensor
+                name = self._aliases.get(name, name)
             step = Step._build(where, "remove", name, {}, None)
             check_step(self._model, self._known, step, where)
             if step in steps:

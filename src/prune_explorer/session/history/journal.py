@@ -44,6 +44,7 @@ from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import NotUndoableError
 from ..events import EventEmitter, SessionEvent
+from ..model.aliases import share_aliases, tied_step
 from ..model.sharded import tensor_of
 from ..model.targets import TensorInfo
 from ..model.watch import (
@@ -241,6 +242,7 @@ class Transactional:
 
     _model: nn.Module
     _known: dict[str, TensorInfo]
+    _aliases: dict[str, str]  # alias address of a tied tensor -> the address it is listed under
     _histories: dict[str, list[HistoryEntry]]
     _journal: Journal
     _lock: threading.RLock
@@ -319,12 +321,16 @@ class Transactional:
                 )
 
     def _resee(self, names: Iterable[str]) -> None:
+        # After every change (step, commit, undo, rollback, move): the aliases of a tied
+        # tensor get its state (session/aliases.py), and the state is noted.
         for name in names:
+            share_aliases(self._model, self._known[name])
             self._seen[name] = seen(*self._locate(name))
 
     def _run(self, step: Step, where: str) -> Step:
         # One step inside the current transaction: check, snapshot, run, record. Returns the
         # step as recorded: with a note of how it split a tie at its cut (Step.ties), if it did.
+        step = tied_step(step, self._known, self._aliases, where)
         check_step(self._model, self._known, step, where)
         self._check_in_sync(step.targets, where)
         located = [(name, *self._locate(name)) for name in step.targets]

@@ -7,6 +7,11 @@ A tensor saved while pruned appears as a pair ``<name>_orig`` (the original valu
 copies. Which method made a mask is not in the file, so a session lists it as
 ``custom_from_mask``.
 
+A tied parameter (GPT-2's ``lm_head.weight`` *is* ``transformer.wte.weight``) saved pruned under
+several names is pruned once, under the first, and shared with the others
+(:func:`~prune_explorer.session.model.aliases.share_pruning`): the tie holds after loading, as it
+did in the session that saved it. Their saved masks and values must then agree.
+
 Examples
 --------
 >>> import torch
@@ -28,6 +33,7 @@ from torch import nn
 from prune_explorer import prune
 
 from ..errors import one_line
+from .aliases import share_pruning
 from .hooks import refresh_pruned
 
 __all__ = [
@@ -140,20 +146,31 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
         Missing or unexpected keys or shapes that differ, all listed at once.
     """
     check_masks(state)
-    params = dict(model.named_parameters())
+    params = dict(model.named_parameters(remove_duplicate=False))  # every name of a tied one
     problems = []
     pairs = [base for base in pruned_pairs(state) if base in params and base not in state]
+    first: dict[int, str] = {}  # id of a tied parameter -> the name it is pruned under
+    shared: list[tuple[str, str]] = []  # (alias, the name pruned) for share_pruning
     for base in pairs:
         mask = state[base + "_mask"]
         if mask.shape != params[base].shape:
             continue  # reported as a shape mismatch below
         module_name, _, tensor_name = base.rpartition(".")
+        if id(params[base]) in first:
+            problem = _tie_problem(state, first[id(params[base])], base)
+            if problem:
+                problems.append(problem)
+            else:
+                shared.append((base, first[id(params[base])]))
+            continue
+        first[id(params[base])] = base
         try:
             # a state dict loaded onto another device (map_location) keeps its masks there
             prune.custom_from_mask(model.get_submodule(module_name), tensor_name,
                                    mask=mask.to(params[base].device))
         except Exception as exc:
             problems.append(f"the mask {base}_mask cannot be re-applied ({one_line(exc)})")
+    _share(model, shared)
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]
     unexpected = [k for k in state if k not in expected]
@@ -176,4 +193,23 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
         for base in pairs:
             module_name, _, tensor_name = base.rpartition(".")
             refresh_pruned(model.get_submodule(module_name), tensor_name)
+    _share(model, shared)  # the aliases take the refreshed pruned copies too
 
+
+def _tie_problem(state: Mapping[str, torch.Tensor], pruned: str, alias: str) -> str | None:
+    # A tied parameter saved under two names must hold one mask and one set of values there.
+    if alias.rpartition(".")[2] != pruned.rpartition(".")[2]:
+        return (f"{alias} is tied to {pruned} under another tensor name; such a tie cannot "
+                "share its pruning")
+    for suffix in ("_mask", "_orig"):
+        if not torch.equal(state[alias + suffix], state[pruned + suffix]):
+            return (f"{alias}{suffix} differs from {pruned}{suffix}, but {alias} and {pruned} "
+                    "are one tied parameter of the model")
+    return None
+
+
+def _share(model: nn.Module, shared: Sequence[tuple[str, str]]) -> None:
+    for alias, pruned in shared:
+        module_name, _, tensor_name = pruned.rpartition(".")
+        share_pruning(model.get_submodule(module_name), tensor_name,
+                      [model.get_submodule(alias.rpartition(".")[0])])

@@ -5,6 +5,11 @@ ConvTranspose*, Embedding, LSTM/GRU flat weights, norm-layer affine weights, cus
 A tensor that is already pruned shows up under its own name (``"fc.weight"``), not as the
 ``weight_orig`` parameter that holds its values.
 
+A parameter reachable under several names (tied weights: GPT-2's ``lm_head.weight`` *is*
+``transformer.wte.weight``) is one tensor: it is listed once, under the first of its names in
+module order, and :attr:`TensorInfo.aliases` holds the others (see
+:mod:`prune_explorer.session.model.aliases`).
+
 Examples
 --------
 >>> import torch
@@ -14,12 +19,16 @@ Examples
 ['0.weight', '0.bias', '2.weight', '2.bias']
 >>> discover(model)["0.weight"]
 TensorInfo(name='0.weight', module_type='Linear', shape=(2, 3), numel=6)
+>>> tied = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
+>>> tied[1].weight = tied[0].weight
+>>> list(discover(tied)), discover(tied)["0.weight"].aliases
+(['0.weight'], ('1.weight',))
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -27,7 +36,13 @@ from torch import nn
 from ..errors import InvalidStepError
 from .hooks import find_hook
 
-__all__ = ["TensorInfo", "discover", "unknown_target"]
+__all__ = ["TensorInfo", "alias_map", "discover", "is_lookup_or_norm", "unknown_target"]
+
+# Layers whose weights are tables or per-feature scales, not the matrices people prune by default.
+_LOOKUP_OR_NORM: tuple[type[nn.Module], ...] = (
+    nn.Embedding, nn.EmbeddingBag, nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm,
+    nn.LocalResponseNorm, nn.RMSNorm,
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +50,8 @@ class TensorInfo:
     """A prunable tensor: its address and what it looks like.
 
     ``name`` is the address (``module_name + "." + tensor_name``, or just ``tensor_name`` for
-    a parameter of the root module).
+    a parameter of the root module). ``aliases`` are the other addresses of the same
+    parameter (tied weights), in module order; empty for an untied tensor.
     """
 
     name: str
@@ -45,6 +61,7 @@ class TensorInfo:
     shape: tuple[int, ...]
     numel: int
     dtype: torch.dtype = field(repr=False)
+    aliases: tuple[str, ...] = field(default=(), repr=False)
 
 
 def _address(module_name: str, tensor_name: str) -> str:
@@ -52,15 +69,21 @@ def _address(module_name: str, tensor_name: str) -> str:
 
 
 def discover(model: nn.Module) -> dict[str, TensorInfo]:
-    """All prunable tensors of ``model``, keyed by address, in module then parameter order."""
-    found: dict[str, TensorInfo] = {}
+    """All prunable tensors of ``model``, keyed by address, in module then parameter order.
+
+    A parameter held by several modules (tied) is one entry, under its first address -- or the
+    first where it is pruned, if stock ``torch.nn.utils.prune`` pruned it under another name
+    only -- and the others are its :attr:`TensorInfo.aliases`.
+    """
+    entries: list[tuple[int, TensorInfo, bool]] = []  # (id of the Parameter, info, pruned)
     for module_name, module in model.named_modules():
         for param_name, param in module.named_parameters(recurse=False, remove_duplicate=False):
             tensor_name = param_name
-            if param_name.endswith("_orig") and find_hook(module, param_name[:-5]) is not None:
+            pruned = param_name.endswith("_orig") and find_hook(module, param_name[:-5]) is not None
+            if pruned:
                 tensor_name = param_name[: -len("_orig")]
             name = _address(module_name, tensor_name)
-            found[name] = TensorInfo(
+            entries.append((id(param), TensorInfo(
                 name=name,
                 module_name=module_name,
                 tensor_name=tensor_name,
@@ -68,8 +91,46 @@ def discover(model: nn.Module) -> dict[str, TensorInfo]:
                 shape=tuple(param.shape),
                 numel=param.numel(),
                 dtype=param.dtype,
-            )
+            ), pruned))
+    names: dict[int, list[str]] = {}  # id of the Parameter (its _orig when pruned) -> addresses
+    listed: dict[int, tuple[str, bool]] = {}  # -> (the address listed, pruned there)
+    for key, info, pruned in entries:
+        names.setdefault(key, []).append(info.name)
+        if key not in listed or (pruned and not listed[key][1]):
+            listed[key] = (info.name, pruned)
+    found: dict[str, TensorInfo] = {}
+    for key, info, _ in entries:
+        if listed[key][0] == info.name:
+            others = tuple(n for n in names[key] if n != info.name)
+            found[info.name] = replace(info, aliases=others) if others else info
     return found
+
+
+def is_lookup_or_norm(module: nn.Module) -> bool:
+    """Whether ``module`` is an embedding table (token or position) or a normalisation layer:
+    a torch one or any subclass, or a class named like one (``LlamaRMSNorm``, ``T5LayerNorm``,
+    ``ScaledWordEmbedding``), as library layers often do not subclass torch's.
+
+    Examples
+    --------
+    >>> is_lookup_or_norm(torch.nn.Embedding(4, 2)), is_lookup_or_norm(torch.nn.Linear(2, 2))
+    (True, False)
+    """
+    name = type(module).__name__
+    return isinstance(module, _LOOKUP_OR_NORM) or "Embedding" in name or name.endswith("Norm")
+
+
+def alias_map(known: dict[str, TensorInfo]) -> dict[str, str]:
+    """Every alias address in ``known`` mapped to the address the tensor is listed under.
+
+    Examples
+    --------
+    >>> model = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False))
+    >>> model[1].weight = model[0].weight
+    >>> alias_map(discover(model))
+    {'1.weight': '0.weight'}
+    """
+    return {alias: name for name, info in known.items() for alias in info.aliases}
 
 
 def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: str = "target"

@@ -55,7 +55,7 @@ True
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,6 +86,10 @@ class Plan:
     Parameters
     ----------
     steps : iterable of Step, optional
+    tied : mapping of str to sequence of str, optional
+        Tied tensors of the model the plan is for (address -> its aliases, as
+        :attr:`Session.tied`, which :attr:`Session.plan` passes): :meth:`to_snippet` keeps them
+        tied. Not part of the plan's value or JSON.
 
     Examples
     --------
@@ -97,8 +101,10 @@ class Plan:
     ])
     """
 
-    def __init__(self, steps: Iterable[Step] = ()) -> None:
+    def __init__(self, steps: Iterable[Step] = (), *,
+                 tied: Mapping[str, Sequence[str]] | None = None) -> None:
         self._steps: list[Step] = []
+        self._tied = {name: tuple(aliases) for name, aliases in (tied or {}).items()}
         for step in steps:
             self.append(step)
 
@@ -236,8 +242,9 @@ class Plan:
 
         Uses only ``torch`` and ``torch.nn.utils.prune``; random steps are seeded with
         ``torch.manual_seed`` exactly as the session ran them, so the masks are identical.
+        Tied tensors given to the plan (:attr:`Session.plan` gives them) stay tied.
         """
-        return to_snippet(self._steps)
+        return to_snippet(self._steps, self._tied)
 
     def validate(self, model: nn.Module) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.

@@ -56,7 +56,7 @@ class Previewing(Arguments):
         """
         where = "Session.preview"
         step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
-        return self._preview_step(step, where)[target]
+        return self._preview_step(step, where)[step.targets[0]]  # an alias: its tensor
 
     @locked
     def preview_masks(

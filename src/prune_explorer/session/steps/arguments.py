@@ -34,6 +34,8 @@ class Arguments(Transactional):
     """Checking names and building steps from call arguments (a mixin of ``Session``)."""
 
     def _check_name(self, name: Any, where: str) -> str:
+        # An alias of a tied tensor is that tensor (listed under its first address).
+        name = self._aliases.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in self._known:
             if isinstance(name, str):
                 raise unknown_target(name, self._known, where, "name")
@@ -68,7 +70,19 @@ class Arguments(Transactional):
         clean = check_settings(spec, settings, where)
         if seed is None and is_random(spec, clean):
             seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
-        return Step._build(where, spec.name, target, clean, seed)
+        return Step._build(where, spec.name, self._canonical(target), clean, seed)
+
+    def _canonical(self, target: Any) -> Any:
+        """``target`` (an address or a list of them) with every alias of a tied tensor replaced
+        by the address the tensor is listed under, a list keeping each tensor once (a tied
+        matrix is one tensor: pruned and counted once). Anything else is returned as it is."""
+        if isinstance(target, str):
+            return self._aliases.get(target, target)
+        if isinstance(target, list) and any(isinstance(t, str) and t in self._aliases
+                                            for t in target):
+            return list(dict.fromkeys(self._aliases.get(t, t) if isinstance(t, str) else t
+                                      for t in target))
+        return target
 
     def _global_step(
         self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True

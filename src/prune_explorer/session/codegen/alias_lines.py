@@ -1,0 +1,63 @@
+"""Snippet lines that keep tied parameters tied on stock torch (see :mod:`.aliases`).
+
+``torch.nn.utils.prune`` re-parametrises only the module it is given: pruning GPT-2's
+``transformer.wte`` leaves ``lm_head`` on the unpruned values, and ``prune.remove`` later writes
+the pruned values into the shared parameter under ``lm_head``'s feet. A session prunes a tied
+tensor once and gives every alias the same state; the exported snippet does the same: it defines
+a small ``share_pruning`` function once and calls it after every step on a tied tensor, with the
+aliases the session knew.
+
+Examples
+--------
+>>> print("\\n".join(call_lines("transformer.wte.weight", ("lm_head.weight",))))
+# transformer.wte.weight is tied (one Parameter, also named lm_head.weight): keep it tied
+share_pruning(model, "transformer.wte.weight", ["lm_head.weight"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .pysource import py_comment, py_str
+
+__all__ = ["HELPER", "call_lines"]
+
+#: The function the snippet defines once, when a step acts on a tied tensor (stock torch only).
+HELPER: list[str] = '''
+
+def share_pruning(model, address, aliases):
+    # Tied weights are one Parameter under several names (GPT-2's lm_head.weight is
+    # transformer.wte.weight). torch.nn.utils.prune re-parametrises only the module it is
+    # given, which unties them: the other modules would keep the unpruned values, and
+    # prune.remove would later change them. So every alias gets the same <name>_orig
+    # Parameter, <name>_mask buffer and pruning hook (after prune.remove: the same Parameter).
+    module_name, _, name = address.rpartition(".")
+    module = model.get_submodule(module_name)
+    hooks = [hook for hook in module._forward_pre_hooks.values()
+             if isinstance(hook, prune.BasePruningMethod) and hook._tensor_name == name]
+    for alias in aliases:
+        other = model.get_submodule(alias.rpartition(".")[0])
+        for key, hook in list(other._forward_pre_hooks.items()):
+            if isinstance(hook, prune.BasePruningMethod) and hook._tensor_name == name:
+                del other._forward_pre_hooks[key]
+        for key in (name, name + "_orig"):
+            other._parameters.pop(key, None)
+        other._buffers.pop(name + "_mask", None)
+        other.__dict__.pop(name, None)
+        if not hooks:  # not pruned (any more): the very same Parameter again
+            other._parameters[name] = module._parameters[name]
+            continue
+        other._parameters[name + "_orig"] = module._parameters[name + "_orig"]
+        other._buffers[name + "_mask"] = module._buffers[name + "_mask"]
+        setattr(other, name, getattr(module, name))
+        other.register_forward_pre_hook(hooks[0])'''.splitlines()
+
+
+def call_lines(address: str, aliases: Sequence[str]) -> list[str]:
+    """The comment and the ``share_pruning`` call after a step on the tied tensor ``address``."""
+    names = ", ".join(py_comment(a) for a in aliases)
+    listed = ", ".join(py_str(a) for a in aliases)
+    return [
+        f"# {py_comment(address)} is tied (one Parameter, also named {names}): keep it tied",
+        f"share_pruning(model, {py_str(address)}, [{listed}])",
+    ]
