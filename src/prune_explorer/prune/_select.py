@@ -72,7 +72,7 @@ import torch
 from . import _radix, _select_device
 from ._select_cpu import CHUNK as _CHUNK
 from ._select_cpu import INT_OF as _INT_OF
-from ._select_cpu import key_of, keys_into, locate_cut
+from ._select_cpu import key_of, keys_into, locate_cut, map_groups, pieces_of
 
 __all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
            "tie_break"]
@@ -210,14 +210,26 @@ class Selection:
         """:meth:`write_kept` over flat ``keys``/``out`` where entries equal to ``v`` are
         ``taken`` (selected) or not."""
         whole = _select_device.wanted(keys)  # one operation per span, not per piece
-        pieces = [(keys, out)] if whole else zip(keys.split(_CHUNK), out.split(_CHUNK),
-                                                 strict=True)
+        on_cpu = keys.device.type == "cpu" and out.device.type == "cpu"
+        if not whole and on_cpu:  # pieces shared out over threads (see _select_cpu.PIECE)
+            map_groups(lambda group: self._write_pieces(group, v, taken), pieces_of(keys, out))
+            return
+        self._write_pieces([(keys, out)] if whole else
+                           list(zip(keys.split(_CHUNK), out.split(_CHUNK), strict=True)),
+                           v, taken, whole)
+
+    def _write_pieces(self, pieces: list[tuple[torch.Tensor, ...]], v: torch.Tensor,
+                      taken: bool, whole: bool = False) -> None:
+        """:meth:`_write_span` over (keys, out) ``pieces`` in order (``whole``: the device
+        path, one span)."""
+        keys = pieces[0][0]
         if self.magnitude and not self.largest and keys.dtype in _INT_OF:
             # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns
             # with the sign bit cleared, which order as |key| does with NaN above inf -- two
             # operations a piece instead of abs, compare and flip
             bits_compare = torch.gt if taken else torch.ge
             if whole:  # the cut's key stays on the device; the keys go where the mask goes
+                out = pieces[0][1]
                 cut: torch.Tensor | int = _radix.magnitude_keys(v.reshape(1), clamp=False)[0]
                 itype = _INT_OF[keys.dtype]
                 into = out.view(itype) if out.element_size() == keys.element_size() else None

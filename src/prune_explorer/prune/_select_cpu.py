@@ -10,14 +10,60 @@ a few vectorised operations and host reads: fast on a CPU core, slow on a GPU, w
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from . import _radix
 
-__all__ = ["CHUNK", "INT_OF", "key_of", "keys_into", "locate_cut"]
+__all__ = ["CHUNK", "INT_OF", "PIECE", "key_of", "keys_into", "locate_cut", "map_groups",
+           "pieces_of"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Entries of a piece in the passes shared out over threads: under torch's parallel grain
+#: (32768), so every operation on a piece runs on its thread alone. torch's own parallel
+#: operations wait at a barrier for every thread; on a busy machine one descheduled thread
+#: stalls them all, once per operation. Shared out a group at a time, as threads free up, a
+#: descheduled thread delays only its own group.
+PIECE = 1 << 15
+#: Pieces per group (one task for a thread).
+_GROUP = 8
+_WORKER = "prune-explorer-pieces"
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def pieces_of(*flat: torch.Tensor) -> list[list[tuple[torch.Tensor, ...]]]:
+    """The flat tensors (same size) cut in aligned :data:`PIECE`-sized pieces, in groups."""
+    pieces = list(zip(*(x.split(PIECE) for x in flat), strict=True))
+    return [pieces[g:g + _GROUP] for g in range(0, len(pieces), _GROUP)]
+
+
+def map_groups(fn: Callable[[T], R], groups: Sequence[T], *, threads: bool = True) -> list[R]:
+    """``[fn(g) for g in groups]``, run by ``torch.get_num_threads()`` threads taking the next
+    group as they free up (``threads=False``, one thread, or inside a worker: here, in
+    order)."""
+    workers = torch.get_num_threads()
+    if not threads or workers <= 1 or len(groups) <= 1 or \
+            threading.current_thread().name.startswith(_WORKER):
+        return [fn(g) for g in groups]
+    with _pools_lock:
+        pool = _pools.get(workers)
+        if pool is None:
+            pool = _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix=_WORKER)
+    grad = torch.is_grad_enabled()  # thread-local: the caller's, in every worker
+
+    def run(group: T) -> R:
+        with torch.set_grad_enabled(grad):
+            return fn(group)
+
+    return list(pool.map(run, groups))
 
 _SAMPLE = 1 << 16
 #: Entries per piece when scanning (1 MiB of float32: stays in cache).
@@ -134,20 +180,27 @@ def _order_statistic(
             {x.device for x in keys}) == 1:
         return _order_statistic_16(keys, rank)
     cpu = torch.device("cpu")
-    # cache-sized pieces: (key number, offset in the key, view)
-    chunks = [(i, j * CHUNK, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(CHUNK))]
+    # pieces (key number, offset in the key, view), in groups shared out over threads (CPU
+    # keys) or cache-sized chunks read in order (keys elsewhere)
+    on_cpu = all(x.device.type == "cpu" for x in keys)
+    size = PIECE if on_cpu else CHUNK
+    chunks = [(i, j * size, c) for i, x in enumerate(keys) for j, c in enumerate(x.split(size))]
+    groups = [chunks[g:g + _GROUP] for g in range(0, len(chunks), _GROUP)]
 
     # 1. Bracket from a strided sample.
     stride = max(1, total // _SAMPLE)
     sample = torch.cat([x[::stride].to(cpu) for x in keys])
     if magnitude:
         sample = sample.abs()
-    buffer = torch.empty(0, dtype=dtype, device=keys[0].device)
 
-    def pieces() -> Iterator[tuple[int, int, torch.Tensor]]:
-        for i, offset, x in chunks:  # |x| in a reused buffer, while it is in cache
+    def pieces(group: list[tuple[int, int, torch.Tensor]]
+               ) -> Iterator[tuple[int, int, torch.Tensor]]:
+        buffer = torch.empty(0, dtype=dtype, device=keys[0].device)
+        for i, offset, x in group:  # |x| in the group's own buffer, while it is in cache
             if magnitude:
-                x = torch.abs(x, out=buffer.to(x.device).resize_(x.shape))
+                if buffer.device != x.device:
+                    buffer = torch.empty(0, dtype=dtype, device=x.device)
+                x = torch.abs(x, out=buffer.resize_(x.shape))
             yield i, offset, x
 
     m = sample.numel()
@@ -172,27 +225,41 @@ def _order_statistic(
             lo, hi = None, None
         hi = inf if hi is None else hi
         if lo is not None and bool(lo == hi):  # one value fills the bracket: count, no gather
-            c_lo = c_eq = 0
-            for _, _, x in pieces():
-                c_lo += int(torch.count_nonzero(x < lo.to(x.device)))
-                c_eq += int(torch.count_nonzero(x == lo.to(x.device)))
+            def count(group: list[tuple[int, int, torch.Tensor]],
+                      one: torch.Tensor = lo) -> tuple[int, int]:
+                below = equal = 0
+                for _, _, x in pieces(group):
+                    below += int(torch.count_nonzero(x < one.to(x.device)))
+                    equal += int(torch.count_nonzero(x == one.to(x.device)))
+                return below, equal
+
+            counted = map_groups(count, groups, threads=on_cpu)
+            c_lo, c_eq = sum(c for c, _ in counted), sum(c for _, c in counted)
             if c_lo < rank <= c_lo + c_eq:
                 return lo.clone(), c_lo, c_eq, None
             margin *= 16.0
             continue
-        c_lo, values, where, origin = 0, [], [], []
-        for i, offset, x in pieces():
-            inside = x <= hi.to(x.device)
-            if lo is not None:
-                below = x < lo.to(x.device)
-                c_lo += int(torch.count_nonzero(below))
-                inside ^= below  # below is a subset of inside: this leaves lo <= x <= hi
-                del below
-            idx = torch.nonzero(inside).view(-1)
-            values.append(x[idx].to(cpu))
-            where.append(idx.to(cpu))
-            origin.append((i, offset, idx.numel()))
-            del inside
+        def gather(group: list[tuple[int, int, torch.Tensor]], low: torch.Tensor | None = lo,
+                   high: torch.Tensor = hi,
+                   ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor, tuple[int, int, int]]]]:
+            below_lo, found = 0, []
+            for i, offset, x in pieces(group):
+                inside = x <= high.to(x.device)
+                if low is not None:
+                    below = x < low.to(x.device)
+                    below_lo += int(torch.count_nonzero(below))
+                    inside ^= below  # below is a subset of inside: this leaves lo <= x <= hi
+                    del below
+                idx = torch.nonzero(inside).view(-1)
+                found.append((x[idx].to(cpu), idx.to(cpu), (i, offset, idx.numel())))
+                del inside
+            return below_lo, found
+
+        gathered = map_groups(gather, groups, threads=on_cpu)
+        c_lo = sum(c for c, _ in gathered)
+        values = [v for _, found in gathered for v, _, _ in found]
+        where = [w for _, found in gathered for _, w, _ in found]
+        origin = [o for _, found in gathered for _, _, o in found]
         if c_lo < rank <= c_lo + sum(v.numel() for v in values):
             # 3. The rank-th smallest is among the few gathered entries; finish exactly.
             cand = torch.cat(values)
@@ -217,15 +284,28 @@ def _order_statistic_16(
     The histogram is summed from up to :data:`_TIE_GROUPS` partial ones, which also tell how
     many entries equal the value in each group of pieces."""
     dtype, device = keys[0].dtype, keys[0].device
-    buffer = torch.empty(_radix.CHUNK, dtype=INT_OF[dtype], device=device)
     pieces = [c for x in keys for c in x.reshape(-1).split(_radix.CHUNK)]
     size = max(1, -(-len(pieces) // _TIE_GROUPS))
-    parts = []
-    for g in range(0, len(pieces), size):
-        bits = (keys_into(c, buffer) for c in pieces[g:g + size])
-        parts.append(_radix.histogram(bits, 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
-                                      markers=False))
-    per_group = torch.stack(parts)
+    on_cpu = device.type == "cpu"
+
+    def part(chunks: list[torch.Tensor]) -> torch.Tensor:
+        buffer = torch.empty(_radix.CHUNK, dtype=INT_OF[dtype], device=device)
+
+        def bits() -> Iterator[torch.Tensor]:
+            for c in chunks:  # on the CPU the keys a PIECE at a time: no thread barrier
+                out = buffer[:c.numel()]
+                for piece, dest in zip(c.split(PIECE if on_cpu else c.numel() or 1),
+                                       out.split(PIECE if on_cpu else c.numel() or 1),
+                                       strict=True):
+                    _radix.magnitude_keys(piece, clamp=False, out=dest)
+                yield out
+
+        return _radix.histogram(bits(), 0, 15, 0, device, ceiling=_radix.NAN_BITS[dtype],
+                                markers=False)
+
+    # the groups' histograms shared out over threads (bincount runs on one thread each)
+    per_group = torch.stack(map_groups(part, [pieces[g:g + size] for g in
+                                              range(0, len(pieces), size)], threads=on_cpu))
     hist = per_group.sum(0)
     cum = hist.cumsum(0)
     j = int(torch.searchsorted(cum, torch.tensor([rank], device=cum.device)))
