@@ -8,8 +8,12 @@ groups of them to threads as they free up. Timings live in benchmarks/; here: th
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 
+import pytest
 import torch
 
 from prune_explorer import prune
@@ -46,6 +50,25 @@ def test_map_groups_inside_a_worker_runs_in_place():
     names = _select_cpu.map_groups(outer, [0, 1])
     for group in names:
         assert len(set(group)) == 1  # no second hop: never waits on its own pool
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_workers():
+    _select_cpu.map_groups(lambda i: i, [0, 1, 2])  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's workers are gone; this must not wait on them
+        code = 0 if _select_cpu.map_groups(lambda i: i + 1, [0, 1, 2]) == [1, 2, 3] else 1
+        os._exit(code)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("map_groups in a forked child hung on the parent's workers")
 
 
 def test_masks_do_not_depend_on_the_thread_count():

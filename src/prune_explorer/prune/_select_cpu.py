@@ -10,6 +10,7 @@ a few vectorised operations and host reads: fast on a CPU core, slow on a GPU, w
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ _GROUP = 8
 _WORKER = "prune-explorer-pieces"
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
+# a forked child has none of the parent's worker threads: it starts its own pools
+os.register_at_fork(after_in_child=_pools.clear)
 
 
 def pieces_of(*flat: torch.Tensor) -> list[list[tuple[torch.Tensor, ...]]]:
