@@ -40,6 +40,13 @@ def test_map_groups_keeps_order_and_the_callers_grad_mode():
         assert any(name.startswith("prune-explorer-pieces") for name, _ in seen)
 
 
+def test_selection_in_inference_mode():
+    w = torch.randn(600, 700)
+    with torch.inference_mode():
+        mask = prune.L1Unstructured(0.5).compute_mask(w, torch.ones_like(w))
+    assert int((mask == 0).sum()) == 210_000
+
+
 def test_map_groups_inside_a_worker_runs_in_place():
     def inner(i):
         return threading.current_thread().name

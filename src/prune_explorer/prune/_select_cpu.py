@@ -60,10 +60,11 @@ def map_groups(fn: Callable[[T], R], groups: Sequence[T], *, threads: bool = Tru
         pool = _pools.get(workers)
         if pool is None:
             pool = _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix=_WORKER)
-    grad = torch.is_grad_enabled()  # thread-local: the caller's, in every worker
+    # thread-local modes: the caller's, in every worker
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
     def run(group: T) -> R:
-        with torch.set_grad_enabled(grad):
+        with torch.inference_mode(inference), torch.set_grad_enabled(grad):
             return fn(group)
 
     return list(pool.map(run, groups))
