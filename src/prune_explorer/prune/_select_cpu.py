@@ -35,6 +35,9 @@ R = TypeVar("R")
 PIECE = 1 << 15
 #: Pieces per group (one task for a thread).
 _GROUP = 8
+#: At most this many workers: each operation on a piece holds the GIL while it is dispatched,
+#: so more threads would queue for it (and the passes are bound by memory bandwidth anyway).
+_MAX_WORKERS = 4
 _WORKER = "prune-explorer-pieces"
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -49,10 +52,10 @@ def pieces_of(*flat: torch.Tensor) -> list[list[tuple[torch.Tensor, ...]]]:
 
 
 def map_groups(fn: Callable[[T], R], groups: Sequence[T], *, threads: bool = True) -> list[R]:
-    """``[fn(g) for g in groups]``, run by ``torch.get_num_threads()`` threads taking the next
-    group as they free up (``threads=False``, one thread, or inside a worker: here, in
-    order)."""
-    workers = torch.get_num_threads()
+    """``[fn(g) for g in groups]``, run by ``torch.get_num_threads()`` threads (at most
+    :data:`_MAX_WORKERS`) taking the next group as they free up (``threads=False``, one
+    thread, or inside a worker: here, in order)."""
+    workers = min(torch.get_num_threads(), _MAX_WORKERS)
     if not threads or workers <= 1 or len(groups) <= 1 or \
             threading.current_thread().name.startswith(_WORKER):
         return [fn(g) for g in groups]
