@@ -15,7 +15,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _module, _sharded
+from . import _module, _select_device, _sharded
 from ._base import BasePruningMethod, PruningContainer
 from ._dtensor import any_sharded
 from ._hooks import HOOK_TYPE
@@ -123,9 +123,10 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     dtype = _common_dtype(e.scores for e in entries)
     if not dtype.is_floating_point:
         return None
+    device_path = _select_device.wanted(entries[0].current)  # counts read back at once
     alive = [None if e.old_mask is None else (e.old_mask.reshape(-1) == 1) for e in entries]
-    counts = [e.current.numel() if a is None else int(torch.count_nonzero(a))
-              for e, a in zip(entries, alive, strict=True)]
+    counts = _counts([None if a is None else torch.count_nonzero(a) for a in alive],
+                     [e.current.numel() for e in entries], device_path)
     k = count_to_prune(method.amount, sum(counts), method.where,
                        "prunable entries left across tensors")
     if k == 0:
@@ -140,6 +141,7 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     if pruned_before and ties == "torch":
         return None  # torch's topk must see its own gathered vector
     masks, keys = [], []
+    scratch: list[torch.Tensor | None] = []
     for e, a in zip(entries, alive, strict=True):
         mask = torch.empty(e.current.shape, dtype=e.mask_dtype, device=e.current.device)
         if not pruned_before:  # rank by |score| read in place
@@ -153,14 +155,32 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
             key.masked_fill_(~a.to(key.device), float("nan"))
         masks.append(mask)
         keys.append(key)
-    if pruned_before and k > sum(int(torch.count_nonzero(~torch.isnan(x))) for x in keys):
-        return None  # NaN scores would have to be pruned among the NaN markers
-    chosen = select(keys, k, largest=False, ties=ties, magnitude=not pruned_before)
+        # the device path keeps its integer keys in the mask-to-be (or in |score| itself,
+        # whose magnitude keys are its own bits)
+        scratch.append(key if pruned_before else mask.view(-1))
+    if pruned_before:
+        finite = _counts([torch.count_nonzero(~torch.isnan(x)) for x in keys],
+                         [0] * len(keys), device_path)
+        if k > sum(finite):
+            return None  # NaN scores would have to be pruned among the NaN markers
+    chosen = select(keys, k, largest=False, ties=ties,
+                    magnitude=device_path or not pruned_before, scratch=scratch)
     for i, (mask, key, e) in enumerate(zip(masks, keys, entries, strict=True)):
         chosen.write_kept(key, mask.view(-1), i)
         if e.old_mask is not None:  # already pruned entries (NaN keys above) stay pruned
             mask.mul_(e.old_mask.to(mask.device))
     return masks
+
+
+def _counts(found: list[torch.Tensor | None], default: list[int], at_once: bool) -> list[int]:
+    """The counts ``found`` (0-d tensors; None: ``default``) as ints, read back in one
+    transfer when ``at_once`` (the device path), else one by one."""
+    present = [c for c in found if c is not None]
+    if at_once and present:
+        read = iter(_select_device.read_host(torch.stack([c.to(present[0].device)
+                                                          for c in present])))
+        return [d if c is None else next(read) for c, d in zip(found, default, strict=True)]
+    return [d if c is None else int(c) for c, d in zip(found, default, strict=True)]
 
 
 def _scatter_kept(
@@ -176,7 +196,10 @@ def _scatter_kept(
             masks.append(piece.view(e.current.shape).clone())
         else:
             mask = torch.zeros(e.current.shape, dtype=e.mask_dtype, device=e.current.device)
-            mask.view(-1)[a] = piece
+            if _select_device.wanted(mask):  # no host sync for the boolean index
+                mask.view(-1).masked_scatter_(a.to(mask.device), piece)
+            else:
+                mask.view(-1)[a] = piece
             masks.append(mask)
     return masks
 

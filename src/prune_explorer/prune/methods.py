@@ -103,13 +103,15 @@ class _Unstructured(BasePruningMethod):
             return default_mask.clone(memory_format=torch.contiguous_format)
         with torch.no_grad():
             keys = self._keys(t).reshape(-1)
-            chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties),
-                            magnitude=self._MAGNITUDE)
             dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
             if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
                 out = keys  # our own draws: the mask is written over them
             else:
                 out = torch.empty(keys.shape, dtype=dtype, device=default_mask.device)
+            # the mask-to-be is the selection's scratch (device path: its integer keys)
+            scratch = [out] if out is not keys and out.device == keys.device else None
+            chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties),
+                            magnitude=self._MAGNITUDE, scratch=scratch)
             kept = chosen.write_kept(keys, out)
             return times_default(kept.view(t.shape), default_mask)
 

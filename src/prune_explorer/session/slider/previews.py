@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
+from prune_explorer.prune import _select_device
 
 from ..model.sharded import is_dtensor, nonzero_summary, tensor_of
 from ..steps.methods import prune_class
@@ -320,6 +321,9 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
+        if build_global and _select_device.wanted(tensor_of(*pairs[0])):
+            # on a GPU the core's device path beats building histograms: use them if cached
+            build_global = False
         cut = _global_cut(pairs, step, orders, build=build_global, sort=False)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None

@@ -1,0 +1,339 @@
+"""The device (GPU) selection path, run on CPU tensors through its switch.
+
+Every non-CPU tensor selects through :mod:`prune_explorer.prune._select_device`; inside
+``_select_device.forced()`` CPU tensors do too. These tests check, without a GPU, what that
+path promises: the same masks as the CPU path bit for bit (one tie rule on every device), and a
+number of aten operations and host reads that does not grow with the tensors (counted with a
+``TorchDispatchMode``), with none of the ops that sync a GPU per piece.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from prune_explorer import prune
+from prune_explorer.prune import _select, _select_device
+from prune_explorer.session import Session
+
+#: aten ops that make a GPU wait for the host (or read data-dependent sizes back).
+SYNC_OPS = {"_local_scalar_dense", "item", "nonzero", "unique", "_unique", "_unique2",
+            "unique_consecutive", "unique_dim", "masked_select", "bincount", "is_nonzero",
+            "equal", "allclose", "histc"}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops run inside it, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def counted(fn: Callable[[], object]) -> tuple[collections.Counter[str], int]:
+    """(aten ops, host reads) of ``fn()`` on the device path."""
+    _select_device.HOST_READS.reset()
+    with _select_device.forced(), OpCounter() as counter:
+        fn()
+    return counter.ops, _select_device.HOST_READS.count
+
+
+def weights(n: int, dtype: torch.dtype, kind: str, seed: int = 0) -> torch.Tensor:
+    """``n`` N(0, 0.02) weights: ``plain``, or tie-heavy (``grid``: on a grid of 1/3000, ~300
+    entries per value; ``coarse``: a handful of values), or with NaN and inf (``nan``)."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, generator=g) * 0.02
+    if kind == "grid":
+        w = (w * 3000).round() / 3000
+    elif kind == "coarse":
+        w = (w * 50).round() / 50
+    w = w.to(dtype)
+    if kind == "nan":
+        w[::7] = float("nan")
+        w[3::11] = float("inf")
+        w[5::13] = -float("inf")
+    return w
+
+
+def both(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    """``fn()`` on the CPU path and on the device path."""
+    with _select_device.forced(False):
+        cpu = fn()
+    with _select_device.forced():
+        device = fn()
+    return cpu, device
+
+
+def l1(w: torch.Tensor, amount: float | int, **kw: Any) -> torch.Tensor:
+    return prune.L1Unstructured(amount, **kw).compute_mask(w, torch.ones_like(w))
+
+
+def _model(dtype: torch.dtype, kind: str) -> nn.Module:
+    """Mixed shapes (linear, conv, a small bias), 0.35M entries in all."""
+    model = nn.Sequential(nn.Linear(300, 1000), nn.Conv2d(8, 16, 3), nn.Linear(1000, 50))
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(weights(p.numel(), torch.float32, kind, seed=i).view_as(p))
+    return model.to(dtype)
+
+
+def _pairs(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    return [(model[0], "weight"), (model[1], "weight"), (model[2], "weight"),
+            (model[2], "bias")]
+
+
+# --- one tie rule: the device path's masks are the CPU path's, bit for bit -------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["plain", "grid", "coarse", "nan"])
+def test_l1_masks_equal_the_cpu_path(dtype, kind):
+    w = weights(400_003, dtype, kind)
+    for amount in (1, 0.1, 0.5, 0.77, 0.95, 400_002, 400_003):
+        cpu, device = both(lambda a=amount: l1(w, a))
+        assert torch.equal(cpu, device), (amount, dtype, kind)
+        assert int((device == 0).sum()) == prune._compute_nparams_toprune(amount, w.numel())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["plain", "grid", "coarse"])
+def test_global_masks_equal_the_cpu_path(dtype, kind):
+    model = _model(dtype, kind)
+    for amount in (0.2, 0.5, 0.9):
+        cpu, device = both(lambda a=amount: prune.global_masks(
+            _pairs(model), prune.L1Unstructured, amount=a))
+        for i, (x, y) in enumerate(zip(cpu, device, strict=True)):
+            assert torch.equal(x, y), (amount, i)
+    # iterative: some targets pruned already (their keys are |score| with markers)
+    prune.l1_unstructured(model[0], "weight", amount=0.4)
+    prune.global_unstructured(_pairs(model)[1:], prune.L1Unstructured, amount=0.3)
+    for amount in (0.25, 0.6):
+        cpu, device = both(lambda a=amount: prune.global_masks(
+            _pairs(model), prune.L1Unstructured, amount=a))
+        for i, (x, y) in enumerate(zip(cpu, device, strict=True)):
+            assert torch.equal(x, y), (amount, i)
+
+
+def test_global_unstructured_installs_the_cpu_paths_masks():
+    base = _model(torch.float32, "grid")
+    cpu, device = copy.deepcopy(base), copy.deepcopy(base)
+    with _select_device.forced(False):
+        prune.global_unstructured(_pairs(cpu), prune.L1Unstructured, amount=0.6)
+    with _select_device.forced():
+        prune.global_unstructured(_pairs(device), prune.L1Unstructured, amount=0.6)
+    for (a, name), (b, _) in zip(_pairs(cpu), _pairs(device), strict=True):
+        assert torch.equal(getattr(a, name + "_mask"), getattr(b, name + "_mask"))
+        assert torch.equal(getattr(a, name), getattr(b, name))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_seeded_random_methods_equal_the_cpu_path(dtype):
+    """Given the same draws (same seed, same device), the device path picks the same entries."""
+    w = weights(300_000, dtype, "plain")
+    model = _model(dtype, "plain")
+
+    def draw_all():
+        torch.manual_seed(7)
+        local = prune.RandomUnstructured(0.45).compute_mask(w, torch.ones_like(w))
+        slices = prune.RandomStructured(3, dim=0).compute_mask(w.view(600, 500),
+                                                               torch.ones(600, 500))
+        glob = prune.global_masks(_pairs(model), prune.RandomUnstructured, amount=0.3)
+        return [local, slices, *glob]
+
+    cpu, device = both(draw_all)
+    for x, y in zip(cpu, device, strict=True):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_tie_rule_on_the_device_path(dtype):
+    w = weights(300_000, dtype, "coarse")
+    for amount in (0.3, 0.7):
+        cpu, device = both(lambda a=amount: l1(w, a, ties="torch"))
+        assert torch.equal(cpu, device)
+
+
+def test_structured_and_pattern_methods_equal_the_cpu_path():
+    w = weights(640 * 512, torch.bfloat16, "grid").view(640, 512)
+    ones = torch.ones_like(w)
+    methods = [prune.LnStructured(0.3, n=2, dim=0), prune.LnStructured(100, n=1, dim=1),
+               prune.BlockStructured(0.5, block=(4, 4)), prune.SemiStructured("2:4")]
+    for method in methods:
+        cpu, device = both(lambda m=method: m.compute_mask(w, ones))
+        assert torch.equal(cpu, device), method
+
+
+def test_sortable_keys_order_as_the_stable_sort():
+    x = torch.tensor([0.5, -0.0, 0.0, float("nan"), -float("nan"), float("inf"), -float("inf"),
+                      -0.5, 1e-40, -1e-40, 0.5, -2.0, 3.0, float("nan")])
+    for dtype in DTYPES:
+        v = x.to(dtype)
+        for magnitude in (False, True):
+            ranked = v.abs() if magnitude else v
+            expected = torch.sort(ranked.float(), stable=True).indices
+            keys = _select_device.sortable(v, magnitude, largest=False)
+            assert torch.equal(torch.sort(keys, stable=True).indices, expected), (dtype,
+                                                                                 magnitude)
+            down = _select_device.sortable(v[~torch.isnan(v)], magnitude, largest=True)
+            kept = ranked[~torch.isnan(v)].float()
+            assert torch.equal(torch.sort(down, stable=True).indices,
+                               torch.sort(kept, descending=True, stable=True).indices)
+
+
+def test_nth_true_finds_every_position():
+    g = torch.Generator().manual_seed(3)
+    for size in (5, 4096, 4096 * 3 + 17, 50_000):
+        flags = torch.rand(size, generator=g) < 0.3
+        where = torch.nonzero(flags).view(-1)
+        for n in {1, 2, where.numel() // 2, where.numel()}:
+            assert _select_device._nth_true(flags, n) == int(where[n - 1]), (size, n)
+
+
+def test_a_bracket_the_sample_misses_is_still_exact():
+    """Every strided-sample entry equal, the rest spread: the bracket misses, is widened and
+    at last covers everything -- same masks, a bounded number of host reads."""
+    n = 1 << 20
+    stride = n // _select_device._SAMPLE
+    w = torch.linspace(0.001, 1.0, n)
+    w[::stride] = 0.5
+    (ops, reads), cpu = counted(lambda: l1(w, 0.2)), l1(w, 0.2)
+    assert 4 <= reads <= 6  # brackets widened (at most 4), then the cut
+    with _select_device.forced():
+        assert torch.equal(l1(w, 0.2), cpu)
+    assert not SYNC_OPS & set(ops)
+
+
+# --- fixed work: op counts and host reads do not grow with the tensor ------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["plain", "grid", "coarse"])
+def test_l1_op_count_does_not_grow_with_the_tensor(dtype, kind):
+    small, large = weights(200_000, dtype, kind), weights(2_000_000, dtype, kind)
+    ops_small, reads_small = counted(lambda: l1(small, 0.5))
+    ops_large, reads_large = counted(lambda: l1(large, 0.5))
+    assert ops_small == ops_large
+    assert reads_small == reads_large <= 3
+    assert not SYNC_OPS & set(ops_large), SYNC_OPS & set(ops_large)
+
+
+def test_the_cpu_path_does_grow_with_the_tensor():
+    """The check above can fail: the CPU path works piece by piece and syncs per piece."""
+    small, large = weights(200_000, torch.float32, "plain"), weights(2_000_000, torch.float32,
+                                                                     "plain")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # its pieces all on this thread, where the mode sees them
+    try:
+        with OpCounter() as a:
+            l1(small, 0.5)
+        with OpCounter() as b:
+            l1(large, 0.5)
+    finally:
+        torch.set_num_threads(threads)
+    assert sum(b.ops.values()) > sum(a.ops.values())
+    assert SYNC_OPS & set(b.ops)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_global_op_count_does_not_grow_with_the_tensors(dtype):
+    def shapes(scale):
+        model = nn.Sequential(nn.Linear(30 * scale, 100), nn.Linear(100, 50 * scale),
+                              nn.Conv2d(4 * scale, 16, 3))
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                p.copy_(weights(p.numel(), torch.float32, "grid", seed=i).view_as(p))
+        return model.to(dtype)
+
+    small, large = shapes(20), shapes(200)
+    ops_small, reads_small = counted(
+        lambda: prune.global_masks([*_pairs(small)[:2], (small[2], "weight")],
+                                   prune.L1Unstructured, amount=0.5))
+    ops_large, reads_large = counted(
+        lambda: prune.global_masks([*_pairs(large)[:2], (large[2], "weight")],
+                                   prune.L1Unstructured, amount=0.5))
+    assert ops_small == ops_large
+    assert reads_small == reads_large <= 3
+    assert not SYNC_OPS & set(ops_large), SYNC_OPS & set(ops_large)
+
+
+def test_random_unstructured_op_count_does_not_grow():
+    small, large = torch.ones(200_000), torch.ones(2_000_000)
+    ops_small, _ = counted(lambda: prune.RandomUnstructured(0.3).compute_mask(
+        small, torch.ones_like(small)))
+    ops_large, _ = counted(lambda: prune.RandomUnstructured(0.3).compute_mask(
+        large, torch.ones_like(large)))
+    assert ops_small == ops_large
+    assert not SYNC_OPS & set(ops_large)
+
+
+# --- the switch -----------------------------------------------------------------------------
+
+
+def test_cpu_tensors_take_the_cpu_path_unless_forced(monkeypatch):
+    w = weights(300_000, torch.float32, "plain")
+    calls = []
+    real = _select_device.locate_cut
+    monkeypatch.setattr(_select_device, "locate_cut",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    l1(w, 0.5)
+    assert not calls
+    with _select_device.forced():
+        assert _select_device.wanted(w)
+        l1(w, 0.5)
+    assert calls == [1]
+    assert not _select_device.wanted(w)
+
+
+def test_small_selections_on_the_device_path_sort_without_syncs():
+    model = nn.Sequential(nn.Linear(30, 20), nn.Linear(20, 10))
+    ops, reads = counted(lambda: prune.global_masks(
+        [(model[0], "weight"), (model[1], "weight")], prune.L1Unstructured, amount=0.5))
+    assert not SYNC_OPS & set(ops)
+    assert reads == 0
+    cpu, device = both(lambda: prune.global_masks(
+        [(model[0], "weight"), (model[1], "weight")], prune.L1Unstructured, amount=0.5))
+    assert all(torch.equal(a, b) for a, b in zip(cpu, device, strict=True))
+    assert _select.SMALL >= 20 * 30 + 10 * 20
+
+
+# --- the session on the device path ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_session_preview_equals_apply_on_the_device_path(dtype):
+    model = _model(dtype, "grid")
+    reference = Session(copy.deepcopy(model))
+    targets = ["0.weight", "1.weight", "2.weight"]
+    with _select_device.forced():
+        s = Session(model)
+        s.apply("0.weight", "l1_unstructured", amount=0.3)
+        reference.apply("0.weight", "l1_unstructured", amount=0.3)
+        for amount in (0.25, 0.6):
+            preview = s.preview_global(targets, amount=amount)
+            masks = {t: preview[t].clone() for t in targets}
+            local = s.preview("2.weight", "l1_unstructured", amount=amount).clone()
+            s.apply_global(targets, amount=amount)
+            for t in targets:
+                assert torch.equal(masks[t], s.mask(t).to(masks[t].dtype)), (amount, t)
+            s.undo()
+            s.apply("2.weight", "l1_unstructured", amount=amount)
+            assert torch.equal(local, s.mask("2.weight").to(local.dtype))
+            s.undo()
+        s.apply_global(targets, amount=0.6)
+    with _select_device.forced(False):
+        reference.apply_global(targets, amount=0.6)
+    for t in targets:
+        assert torch.equal(s.mask(t), reference.mask(t)), t
