@@ -21,7 +21,7 @@ from torch import nn
 
 from helpers.dist import Allocations, full, setup
 from prune_explorer import Session
-from prune_explorer.prune import _radix
+from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Plan, Step
 from prune_explorer.session.model.sharded import ShardedMask, is_sharded
 
@@ -236,7 +236,8 @@ def check_memory(mesh: Any, device: str) -> None:
         calls.append(("ln_structured dim 1, pruned", second,
                       lambda x: x.apply("2.weight", "ln_structured", amount=0.1, n=1, dim=1)))
     calls.append(("undo", calls[-1][1], lambda x: x.undo()))  # puts the last masks back
-    chunk, _radix.CHUNK = _radix.CHUNK, 1 << 14
+    chunk = _radix.CHUNK
+    _radix.CHUNK = engine.CHUNK = 1 << 14  # the core's chunks and the session's
     try:
         for what, targets, call in calls:
             local = sum(model[int(n[0])].weight.to_local().numel() for n in targets)
@@ -248,7 +249,7 @@ def check_memory(mesh: Any, device: str) -> None:
             # per entry each); nothing else shard-sized
             assert seen.bytes <= 4 * local + local // 4, (what, local, seen.bytes)
     finally:
-        _radix.CHUNK = chunk
+        _radix.CHUNK = engine.CHUNK = chunk
     masks_equal(s, ref, "after the calls")
     assert s.plan.to_json() == ref.plan.to_json()
 

@@ -335,11 +335,11 @@ def test_global_unstructured_is_atomic_when_a_late_install_fails(monkeypatch):
     real = _module.install
     calls = []
 
-    def flaky(module, name, method, mask, old):
+    def flaky(module, name, method, mask, old, container):
         calls.append(name)
         if len(calls) == 2:
             raise RuntimeError("disk on fire")
-        return real(module, name, method, mask, old)
+        return real(module, name, method, mask, old, container)
 
     monkeypatch.setattr(_module, "install", flaky)
     with pytest.raises(RuntimeError, match="disk on fire"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from prune_explorer.prune import _radix
+from prune_explorer.prune import _radix, engine
 from prune_explorer.session import PackedMask
 from prune_explorer.session.model.sharded import count_alive, nonzero_summary
 
@@ -16,7 +16,8 @@ SHAPES = [(), (5,), (7, 3), (4, 5, 6), (0, 3), (3, 0), (40,), (9, 1, 2), (3, 17)
 
 @pytest.fixture(autouse=True)
 def tiny_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_radix, "CHUNK", 16)
+    monkeypatch.setattr(_radix, "CHUNK", 16)  # the core's chunks
+    monkeypatch.setattr(engine, "CHUNK", 16)  # the session's, read through the core's interface
 
 
 def _mask(shape: tuple[int, ...], seed: int) -> torch.Tensor:

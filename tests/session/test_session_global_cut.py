@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
-from prune_explorer.prune import _radix
+from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Session
 from prune_explorer.session.slider.global_cut import KeyHistogram, _Source, global_cut
 from prune_explorer.session.slider.order_cache import OrderCache
@@ -67,7 +67,8 @@ def test_histogram_cut_masks_are_the_cores(dtype, pruned_first):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_ties_straddling_chunk_boundaries(dtype, monkeypatch):
     """Ties taken lowest flat index first across the pieces a pass reads."""
-    monkeypatch.setattr(_radix, "CHUNK", 1000)
+    monkeypatch.setattr(_radix, "CHUNK", 1000)  # the core's pieces
+    monkeypatch.setattr(engine, "CHUNK", 1000)  # the session's, through the core's interface
     model = _model(dtype, seed=3, shapes=((64, 90), (70, 80)))
     with torch.no_grad():  # few distinct values: thousands of ties at every cut
         for layer in model:

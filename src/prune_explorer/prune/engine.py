@@ -44,6 +44,7 @@ from ._radix import (
     row_slabs,
 )
 from ._select import SMALL, select
+from ._select_device import wanted as device_path
 from ._sharded import local_draws
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "contiguous_stride",
     "count_alive",
     "cuts_found",
+    "device_path",
     "find_hook",
     "histogram",
     "install",

@@ -45,10 +45,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from . import alias_lines
 from ..history.packed import PackedMask
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
+from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str

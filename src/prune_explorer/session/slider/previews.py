@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
-from prune_explorer.prune import _select_device
+from prune_explorer.prune import engine
 
 from ..model.sharded import is_dtensor, nonzero_summary, tensor_of
 from ..steps.methods import prune_class
@@ -321,7 +321,7 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        if build_global and _select_device.wanted(tensor_of(*pairs[0])):
+        if build_global and engine.device_path(tensor_of(*pairs[0])):
             # on a GPU the core's device path beats building histograms: use them if cached
             build_global = False
         cut = _global_cut(pairs, step, orders, build=build_global, sort=False)
