@@ -15,7 +15,7 @@ prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 """
 
 from .commits import CommitResult, CommitReview
-from .errors import InvalidStepError, NotUndoableError
+from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
 from .packed import PackedMask
@@ -29,6 +29,7 @@ __all__ = [
     "CommitResult",
     "CommitReview",
     "HistoryEntry",
+    "InterruptedAfterCommit",
     "InvalidPlanError",
     "InvalidStepError",
     "ModelChangedError",
