@@ -132,6 +132,7 @@ class Journal:
         self._pending: list[SessionEvent] = []
         self._savepoints: list[_Savepoint] = []
         self._undo: list[_Undo] = []
+
     # -- seeds ------------------------------------------------------------------------------------
     def peek_seed(self) -> int:
         """The seed :meth:`draw_seed` will return next; changes nothing (safe from any thread)."""

@@ -79,9 +79,11 @@ def human_error(err: BaseException, what: str = "") -> str:
     return text[match.end():] if match else text
 
 
-def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any) -> str:
+def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any,
+               known: bool = True) -> str:
+    # ``known``: the action returned ``result`` (else it was cut short after taking effect).
     if callable(done):
-        return done(result) if result is not None else f"{what}: done"
+        return done(result) if known or result is not None else f"{what}: done"
     return done if done is not None else f"{what}: done"
 
 
@@ -208,7 +210,7 @@ class StatusBar:
                     result = action(self.set_progress)
             except InterruptedAfterCommit as err:
                 self.last_error = None
-                self.show("ok", _done_text(what, done, getattr(err, "result", None)))
+                self.show("ok", _done_text(what, done, getattr(err, "result", None), False))
                 raise  # the cell still stops
             except BaseException as err:
                 self.error(err, what, source)
