@@ -350,7 +350,7 @@ class Session(Reporting, Committing):
         except InterruptedAfterCommit as err:  # done: say which step
             err.result = None if action is None else action.step  # type: ignore[attr-defined]
             raise
-        return action.step  # type: ignore[union-attr]  # set: the transaction did not raise
+        return action.step
 
     def _undo_last(self, where: str) -> Action:
         journal = self._journal
