@@ -66,8 +66,9 @@ class Gate:
         if self.is_open and (frame is None or frame.f_code not in _MACHINERY):
             if callable(self.previous):
                 self.previous(signum, frame)
-                return
-            raise KeyboardInterrupt
+            elif self.previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
+            return
         self.pending = True
 
     def check(self) -> None:
@@ -104,10 +105,11 @@ def held_interrupts() -> Iterator[Gate]:
     The interrupt is delivered to the handler that was installed before (normally Python's,
     which raises ``KeyboardInterrupt``). Sections nest.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield _Unheld(None)
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield _Unheld(None)  # no signal arrives here, or a handler Python cannot put back
         return
-    gate = Gate(signal.getsignal(signal.SIGINT))
+    gate = Gate(previous)
     signal.signal(signal.SIGINT, gate.handle)
     try:
         yield gate
