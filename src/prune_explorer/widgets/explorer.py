@@ -280,16 +280,11 @@ class Explorer:
     def act(self, what: str, action: Callable[[Progress], Any], *,
             done: str | Callable[[Any], str] | None = None, source: str = "action",
             atomic: bool = True) -> Any:
-        """Run a session action at the widget boundary: errors become a status message.
-
-        The action is one session transaction (``atomic``) and the explorer redraws once, at
-        its end. Ctrl-C leaves the session as before the action, with the message "<what>
-        failed: interrupted", or, when it comes after the action took effect (while redrawing),
-        as after it, with the action's own message.
-        """
+        """Run a session action at the widget boundary: errors become a status message. One
+        transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
+        failed: interrupted") or, if it came while redrawing, as after (the done message)."""
         with self.session.lock:
-            return self.status.run(what, lambda progress: self._atomically(action, progress,
-                                                                            atomic),
+            return self.status.run(what, lambda p: self._atomically(action, p, atomic),
                                    done=done, source=source)
 
     def _atomically(self, action: Callable[[Progress], Any], progress: Progress,
