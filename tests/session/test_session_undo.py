@@ -105,12 +105,14 @@ def test_reset_returns_to_how_the_session_found_the_model_including_earlier_prun
     s.on_change(events.append)
     for kind, args, kwargs in SEQUENCE:
         getattr(s, kind)(*args, **kwargs)
-    s.reset()
+    with pytest.warns(UserWarning, match=r"\['features.0.weight'\] stay pruned"):
+        s.reset()
     assert_exact_state(found, exact_state(model))
     assert s.steps == ()
     assert [len(s.history(n)) for n in s.names] == [1] * len(s.names)
     assert events[-1].kind == "reset"
-    s.reset()  # nothing to do: no error, no event
+    with pytest.warns(UserWarning, match="done outside the session"):
+        s.reset()  # nothing to do: no error, no event, but it says what stays
     assert events[-1].kind == "reset"
     assert len([e for e in events if e.kind == "reset"]) == 1
 
@@ -232,7 +234,8 @@ def test_model_pruned_with_stock_torch_is_understood_and_reset_exactly():
     torch_apply(oracle, s.apply("features.0.weight", "ln_structured", amount=1, n=2, dim=0))
     torch_apply(oracle, s.apply_global(["features.0.weight", "classifier.bias"], amount=0.5))
     assert_same_pruning(model, oracle)
-    s.reset()
+    with pytest.warns(UserWarning, match="'features.0.weight', 'classifier.bias'"):
+        s.reset()
     assert_exact_state(found, exact_state(model))
 
 

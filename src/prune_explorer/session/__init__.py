@@ -14,7 +14,7 @@ Examples
 prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 """
 
-from .errors import InvalidStepError, NotUndoableError
+from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.commits import CommitResult, CommitReview
 from .history.packed import PackedMask
@@ -29,6 +29,7 @@ __all__ = [
     "CommitResult",
     "CommitReview",
     "HistoryEntry",
+    "InterruptedAfterCommit",
     "InvalidPlanError",
     "InvalidStepError",
     "ModelChangedError",

@@ -12,7 +12,7 @@ Step: amount must be a float in [0, 1] or an int >= 0; got 1.5
 
 from __future__ import annotations
 
-__all__ = ["InvalidStepError", "NotUndoableError", "one_line"]
+__all__ = ["InterruptedAfterCommit", "InvalidStepError", "NotUndoableError", "one_line"]
 
 
 class InvalidStepError(ValueError, TypeError):
@@ -30,6 +30,15 @@ class InvalidStepError(ValueError, TypeError):
 
 class NotUndoableError(RuntimeError):
     """``undo``/``reset`` would have to go back past a ``commit``, which is permanent."""
+
+
+class InterruptedAfterCommit(KeyboardInterrupt):
+    """Ctrl-C arrived after an action took effect, while its change events were sent.
+
+    The action is done -- model, history and plan are as after it -- and every subscriber was
+    called, but one may not have finished (an explorer redraws itself). Raised so that a loop of
+    actions still stops; ``Session.revision`` says whether an action changed the session.
+    """
 
 
 def one_line(exc: BaseException) -> str:

@@ -17,9 +17,11 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
+from .history.interrupts import machinery
 from .steps.step import Step
 
 __all__ = ["EVENT_KINDS", "EventEmitter", "SessionEvent"]
@@ -61,6 +63,24 @@ class EventEmitter:
         """Call every callback with ``event`` (a failing callback propagates its error)."""
         for callback in list(self._callbacks):
             callback(event)
+
+    @machinery
+    def deliver(self, events: Iterable[SessionEvent],
+                guard: Callable[[], AbstractContextManager[object]] = nullcontext
+                ) -> BaseException | None:
+        """Call every callback with each of ``events``, each call inside ``guard()``; a failing
+        callback does not keep the others from hearing of the change. Returns the first
+        failure (``KeyboardInterrupt`` included), or None."""
+        failure: BaseException | None = None
+        for event in events:
+            for callback in list(self._callbacks):
+                try:
+                    with guard():
+                        callback(event)
+                except BaseException as err:  # raised by the caller once all have heard
+                    if failure is None:
+                        failure = err
+        return failure
 
     def __len__(self) -> int:
         return len(self._callbacks)

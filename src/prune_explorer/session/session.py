@@ -44,10 +44,10 @@ from torch import nn
 from .analysis.frames import effective_tensor
 from .analysis.reporting import Reporting
 from .analysis.sensitivity import sensitivity as _sensitivity
-from .errors import NotUndoableError
+from .errors import InterruptedAfterCommit, NotUndoableError
 from .events import SessionEvent
 from .history.commits import CommitResult, CommitReview, Committing
-from .history.journal import Journal, locked
+from .history.journal import Action, Journal, locked
 from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
 from .model.aliases import unshared
@@ -62,6 +62,37 @@ from .steps.methods import check_seed
 from .steps.step import Step, split_address
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
+
+def _placement(model: nn.Module, histories: dict[str, list[HistoryEntry]]
+               ) -> Callable[[], None]:
+    """What ``model.to`` and a history move change, by reference; returns the function that
+    puts it all back (the same Parameter objects with their old data and gradients, the old
+    buffers and pruned copies, the old history entries)."""
+    params = [(p, p.data, p.grad) for p in model.parameters()]
+    modules = [(m, dict(m._parameters), dict(m._buffers),
+                {k: v for k, v in m.__dict__.items() if isinstance(v, torch.Tensor)})
+               for m in model.modules()]
+    entries = {name: list(history) for name, history in histories.items()}
+
+    def put_back() -> None:
+        for param, data, grad in params:
+            param.grad = None
+            param.data = data
+            param.grad = grad
+        for module, parameters, buffers, attributes in modules:
+            module._parameters.clear()
+            module._parameters.update(parameters)
+            module._buffers.clear()
+            module._buffers.update(buffers)
+            module.__dict__.update(attributes)
+            refresh = getattr(module, "_init_flat_weights", None)  # RNNs cache their weights
+            if refresh is not None:
+                refresh()
+        for name, history in entries.items():
+            histories[name][:] = history
+
+    return put_back
+
 
 class Session(Reporting, Committing):
     """An exploration of pruning on ``model``, which it prunes in place.
@@ -222,6 +253,13 @@ class Session(Reporting, Committing):
         return tuple(self._journal.commits)
 
     @property
+    def revision(self) -> int:
+        """How many actions changed the session so far (apply, undo, reset, commit, to; a
+        transaction counts once): two readings differ iff something took effect between them,
+        e.g. before an interrupt (see :class:`InterruptedAfterCommit`)."""
+        return self._journal.revision
+
+    @property
     @locked
     def can_undo(self) -> bool:
         """Whether :meth:`undo` would succeed now (a step to undo, and it is not a commit)."""
@@ -351,30 +389,41 @@ class Session(Reporting, Committing):
             The last step's tensors were changed outside the session.
         """
         where = "Session.undo"
-        with self.transaction():
-            journal = self._journal
-            if len(journal.actions) <= journal.outer_floor:
-                raise NotUndoableError(
-                    f"{where}: nothing to undo; no steps are applied"
-                    + (" inside this transaction" if journal.outer_floor else "")
-                )
-            action = journal.actions[-1]
-            if action.kind == "commit" or action.snapshots is None:
-                raise NotUndoableError(
-                    f"{where}: the last action was commit of {action.step.target!r}, which is "
-                    "not undoable: prune.remove made that pruning permanent and freed the _orig "
-                    "copy and the mask"
-                )
-            self._check_in_sync(action.names, where)
-            journal.undo_last()
-            self._resee(action.names)
-            journal.emit(SessionEvent("undo", action.names, (action.step,)))
+        action = None
+        try:
+            with self.transaction():
+                action = self._undo_last(where)
+        except InterruptedAfterCommit as err:  # done: say which step
+            err.result = None if action is None else action.step  # type: ignore[attr-defined]
+            raise
         return action.step
+
+    def _undo_last(self, where: str) -> Action:
+        journal = self._journal
+        if len(journal.actions) <= journal.outer_floor:
+            raise NotUndoableError(
+                f"{where}: nothing to undo; no steps are applied"
+                + (" inside this transaction" if journal.outer_floor else "")
+            )
+        action = journal.actions[-1]
+        if action.kind == "commit" or action.snapshots is None:
+            raise NotUndoableError(
+                f"{where}: the last action was commit of {action.step.target!r}, which is "
+                "not undoable: prune.remove made that pruning permanent and freed the _orig "
+                "copy and the mask"
+            )
+        self._check_in_sync(action.names, where)
+        journal.undo_last()
+        self._resee(action.names)
+        journal.emit(SessionEvent("undo", action.names, (action.step,)))
+        return action
 
     def reset(self) -> None:
         """Return the model to how the session found it (undo every step).
 
-        Raises :class:`NotUndoableError`, changing nothing, if a commit happened.
+        Raises :class:`NotUndoableError`, changing nothing, if a commit happened. Warns
+        (``UserWarning``, naming the tensors) when tensors stay pruned afterwards: pruning that
+        was done outside the session, which reset does not take back.
         """
         where = "Session.reset"
         with self.transaction():
@@ -389,15 +438,22 @@ class Session(Reporting, Committing):
             if journal.outer_floor:
                 raise NotUndoableError(f"{where}: cannot reset inside a transaction that "
                                        "started after the first step")
-            if not journal.actions:
-                return
-            names = tuple(dict.fromkeys(n for a in journal.actions for n in a.names))
-            self._check_in_sync(names, where)
-            steps = self.steps
-            while journal.actions:
-                journal.undo_last()
-            self._resee(names)
-            journal.emit(SessionEvent("reset", names, steps))
+            if journal.actions:
+                names = tuple(dict.fromkeys(n for a in journal.actions for n in a.names))
+                self._check_in_sync(names, where)
+                steps = self.steps
+                while journal.actions:
+                    journal.undo_last()
+                self._resee(names)
+                journal.emit(SessionEvent("reset", names, steps))
+            kept = [n for n in self._known if find_hook(*self._locate(n)) is not None]
+        if kept:  # pruning the session did not do stays: say so
+            warnings.warn(
+                f"{where}: {kept[:8]}{' and more' if len(kept) > 8 else ''} stay pruned: that "
+                "pruning was done outside the session (found when it started: Session.found, or "
+                "done on the model since), and reset() takes back only the session's own "
+                "steps; use prune.remove or a fresh, unpruned model to drop it",
+                UserWarning, stacklevel=2)
 
     # -- device ---------------------------------------------------------------------------------
     def to(self, device: torch.device | str) -> Session:
@@ -406,17 +462,19 @@ class Session(Reporting, Committing):
         with self._lock:
             if self._journal.depth:
                 raise NotUndoableError("Session.to: cannot move the model inside a transaction")
-            self._check_in_sync(self._known, "Session.to")
-            refuse_move(self._model, device, "Session.to")
-            self._model.to(device)
-            for name in self._known:
-                refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
-                self._histories[name][:] = [
-                    HistoryEntry(e.index, e.step, e.mask.to(device))
-                    for e in self._histories[name]
-                ]
-            self._resee(self._known)
-        self._journal.events.emit(SessionEvent("to", (), ()))
+            with self.transaction():  # an interrupt half-way moves everything back
+                self._check_in_sync(self._known, "Session.to")
+                refuse_move(self._model, device, "Session.to")
+                self._journal.on_rollback(self.names, _placement(self._model, self._histories))
+                self._model.to(device)
+                for name in self._known:
+                    refresh_pruned(*self._locate(name))  # Module.to does not move the pruned copy
+                    self._histories[name][:] = [
+                        HistoryEntry(e.index, e.step, e.mask.to(device))
+                        for e in self._histories[name]
+                    ]
+                self._resee(self._known)
+                self._journal.emit(SessionEvent("to", (), ()))
         return self
 
     # -- shrink ---------------------------------------------------------------------------------

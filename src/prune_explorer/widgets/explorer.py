@@ -40,7 +40,7 @@ import ipywidgets as widgets
 import torch
 from torch import nn
 
-from prune_explorer.session import Session, SessionEvent, Step
+from prune_explorer.session import InterruptedAfterCommit, Session, SessionEvent, Step
 from prune_explorer.session.analysis.wording import describe_change, percent, plural, shape_text
 
 from .commit import CommitPane
@@ -278,10 +278,31 @@ class Explorer:
 
     # -- actions (buttons call these) -------------------------------------------------------------
     def act(self, what: str, action: Callable[[Progress], Any], *,
-            done: str | Callable[[Any], str] | None = None, source: str = "action") -> Any:
-        """Run a session action at the widget boundary: errors become a status message."""
+            done: str | Callable[[Any], str] | None = None, source: str = "action",
+            atomic: bool = True) -> Any:
+        """Run a session action at the widget boundary: errors become a status message. One
+        transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
+        failed: interrupted") or, if it came while redrawing, as after (the done message)."""
         with self.session.lock:
-            return self.status.run(what, action, done=done, source=source)
+            return self.status.run(what, lambda p: self._atomically(action, p, atomic),
+                                   done=done, source=source)
+
+    def _atomically(self, action: Callable[[Progress], Any], progress: Progress,
+                    atomic: bool) -> Any:
+        revision, result = self.session.revision, []
+        try:
+            with self.batch(), (self.session.transaction() if atomic
+                                else contextlib.nullcontext()):
+                result.append(action(progress))
+        except KeyboardInterrupt as err:
+            if self.session.revision == revision:
+                raise  # nothing happened
+            self.refresh()  # it happened: finish the redraw the interrupt cut short
+            done = InterruptedAfterCommit(str(err))
+            done.result = (  # type: ignore[attr-defined]
+                result[0] if result else getattr(err, "result", None))
+            raise done from err
+        return result[0]
 
     def apply(self) -> None:
         """Apply the previewed step (the Apply button). Its error is about these controls: the
@@ -293,8 +314,8 @@ class Explorer:
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
         before = self.zeros_snapshot()
-        self.act("Undo", lambda _: self.session.undo(),
-                 done=lambda step: self.outcome("Undid", [step], before))
+        self.act("Undo", lambda _: self.session.undo(),  # not atomic: it reaches earlier steps
+                 done=lambda step: self.outcome("Undid", [step], before), atomic=False)
 
     def outcome(self, verb: str, steps: list[Step], before: Mapping[str, int]) -> str:
         """The status line for ``steps`` done (or undone), with what changed since ``before``
@@ -306,7 +327,7 @@ class Explorer:
     def reset(self) -> None:
         """Undo every step, at once (the Reset button asks first, then calls this)."""
         self.act("Reset", lambda _: self.session.reset(),
-                 done="Reset: the model is back to how the session found it.")
+                 done="Reset: the model is back to how the session found it.", atomic=False)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -391,7 +412,7 @@ class Explorer:
             return
         device = change["new"]
         moved = self.act(f"Move to {device}", lambda _: self.session.to(device),
-                         done=f"Model, masks and history moved to {device}")
+                         done=f"Model, masks and history moved to {device}", atomic=False)
         if moved is None:
             with self.quiet():
                 self.ui.device.value = change["old"]

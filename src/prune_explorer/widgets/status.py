@@ -27,6 +27,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from prune_explorer.session.errors import InterruptedAfterCommit
+from prune_explorer.session.history.interrupts import held_interrupts
+
 from .html import message
 
 __all__ = ["Progress", "StatusBar", "describe_error", "human_error"]
@@ -74,6 +77,14 @@ def human_error(err: BaseException, what: str = "") -> str:
         return text[len(what) + 2:]
     match = _LOCATION.match(text)
     return text[match.end():] if match else text
+
+
+def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any,
+               known: bool = True) -> str:
+    # ``known``: the action returned ``result`` (else it was cut short after taking effect).
+    if callable(done):
+        return done(result) if known or result is not None else f"{what}: done"
+    return done if done is not None else f"{what}: done"
 
 
 class StatusBar:
@@ -189,23 +200,28 @@ class StatusBar:
         Returns the action's result, or None when it raised (the error is shown instead). A
         ``KeyboardInterrupt`` is shown too, then re-raised.
         """
-        self.show("working", f"{what}: working...")
-        self.set_progress(0, 1)
-        try:
-            with self.working(what):
-                result = action(self.set_progress)
-        except BaseException as err:
-            self.error(err, what, source)
-            if not isinstance(err, Exception):
-                raise  # an interrupt still stops the cell; the message says what happened
-            return None
-        finally:
-            self.progress.layout.display = "none"
-        self.last_error = None
-        if callable(done):
-            done = done(result)
-        self.show("ok", done if done is not None else f"{what}: done")
-        return result
+        # Ctrl-C is let through only while the action runs: the message always says what
+        # happened (InterruptedAfterCommit: the action is done, only its redraw was cut short).
+        with held_interrupts() as gate:
+            self.show("working", f"{what}: working...")
+            self.set_progress(0, 1)
+            try:
+                with gate.open(), self.working(what):
+                    result = action(self.set_progress)
+            except InterruptedAfterCommit as err:
+                self.last_error = None
+                self.show("ok", _done_text(what, done, getattr(err, "result", None), False))
+                raise  # the cell still stops
+            except BaseException as err:
+                self.error(err, what, source)
+                if not isinstance(err, Exception):
+                    raise  # an interrupt still stops the cell; the message says what happened
+                return None
+            finally:
+                self.progress.layout.display = "none"
+            self.last_error = None
+            self.show("ok", _done_text(what, done, result))
+            return result
 
     def __repr__(self) -> str:
         return f"StatusBar({self.kind}: {self.text!r})"

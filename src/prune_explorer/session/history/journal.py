@@ -42,7 +42,7 @@ from prune_explorer.prune import engine
 from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 
 from ..codegen.tie_split import note_from_cuts, note_ties
-from ..errors import NotUndoableError
+from ..errors import InterruptedAfterCommit, NotUndoableError
 from ..events import EventEmitter, SessionEvent
 from ..model.aliases import share_aliases, tied_step
 from ..model.sharded import tensor_of
@@ -61,6 +61,7 @@ from ..steps.checks import check_step
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
+from .interrupts import held_interrupts
 from .packed import MaskBits, PackedMask
 from .tensor_history import HistoryEntry, starting_mask
 
@@ -105,13 +106,21 @@ class _Savepoint:
     commits: int
     rng: Any
     events: int
+    undo: int  # length of the undo log
+
+
+# What the rollback runs to take back one change made inside a transaction, and the tensors
+# it touches (their watch records are renewed afterwards).
+_Undo = tuple[tuple[str, ...], Callable[[], None]]
 
 
 class Journal:
     """Actions, commits, seed generator and pending events of one session, with savepoints.
 
     ``histories`` is the session's per-tensor history (shared, not copied): a rollback cuts it
-    back too.
+    back too. Every change made inside a transaction -- an action recorded, an action undone, a
+    device move -- first writes how to take it back in the *undo log*; a rollback runs the log
+    backwards, so it is exact from any point, even half-way through one of those changes.
     """
 
     def __init__(self, histories: dict[str, list[HistoryEntry]], seed: int | None) -> None:
@@ -119,9 +128,11 @@ class Journal:
         self.actions: list[Action] = []
         self.commits: list[Any] = []
         self.events = EventEmitter()
+        self.revision = 0
         self._rng = random.Random(seed)
         self._pending: list[SessionEvent] = []
         self._savepoints: list[_Savepoint] = []
+        self._undo: list[_Undo] = []
 
     # -- seeds ------------------------------------------------------------------------------------
     def peek_seed(self) -> int:
@@ -156,41 +167,54 @@ class Journal:
         return self._savepoints[-2].actions if len(self._savepoints) > 1 else 0
 
     def begin(self) -> _Savepoint:
-        """Open a transaction: remember where everything stands."""
+        """Open a transaction: remember where everything stands (interrupts held)."""
         point = _Savepoint(
             len(self.actions), {n: len(h) for n, h in self.histories.items()},
-            len(self.commits), self._rng.getstate(), len(self._pending),
+            len(self.commits), self._rng.getstate(), len(self._pending), len(self._undo),
         )
         self._savepoints.append(point)
         return point
 
-    def rollback(self, point: _Savepoint) -> None:
-        """Undo every action since ``point`` and cut everything back to it; close it."""
-        try:
-            while len(self.actions) > point.actions:
-                self.actions[-1].restore()
-                self.actions.pop()
-            for name, length in point.histories.items():
-                del self.histories[name][length:]
-            del self.commits[point.commits:]
-            self._rng.setstate(point.rng)
-            del self._pending[point.events:]
-        finally:
-            self._close(point)
+    def on_rollback(self, names: tuple[str, ...], undo: Callable[[], None]) -> None:
+        """Log how to take back a change about to be made to ``names`` (call it *before* the
+        change: ``undo`` must work from any point of it, and be harmless if it never began)."""
+        if self._savepoints:
+            self._undo.append((names, undo))
+
+    def rollback(self, point: _Savepoint) -> set[str]:
+        """Take back every change since ``point`` (the undo log, backwards), cut everything
+        back to it and close it; returns the tensors touched. Interrupts held."""
+        touched: set[str] = set()
+        while len(self._undo) > point.undo:
+            names, undo = self._undo[-1]
+            undo()
+            self._undo.pop()
+            touched.update(names)
+        for name, length in point.histories.items():
+            del self.histories[name][length:]
+        del self.commits[point.commits:]
+        self._rng.setstate(point.rng)
+        del self._pending[point.events:]
+        self._close(point)
+        return touched
 
     def end(self, point: _Savepoint) -> list[SessionEvent]:
-        """Close ``point`` after success; the outermost one seals commits and returns the
-        events to send."""
+        """Close ``point`` after success; the outermost one seals commits, forgets the undo log
+        and returns the events to send. Interrupts held."""
         self._close(point)
         if self._savepoints:
             return []
         self.seal()
+        self._undo.clear()
         events, self._pending = self._pending, []
+        self.revision += bool(events)
         return events
 
     def _close(self, point: _Savepoint) -> None:
-        if self._savepoints and self._savepoints[-1] is point:
-            self._savepoints.pop()
+        for index, open_point in enumerate(self._savepoints):
+            if open_point is point:
+                del self._savepoints[index:]
+                return
 
     def seal(self) -> None:
         """Nothing up to the last commit can be undone any more: drop those snapshots (and the
@@ -210,14 +234,44 @@ class Journal:
             count += 1
         return count
 
-    def undo_last(self) -> Action:
-        """Undo the last action exactly and drop its history entries; returns it."""
-        action = self.actions[-1]
+    def record(self, action: Action) -> None:
+        """Add ``action``, about to be taken (a rollback restores its snapshots)."""
+        self.on_rollback(action.names, functools.partial(self._unrecord, action))
+        self.actions.append(action)
+
+    def _unrecord(self, action: Action) -> None:
         action.restore()
-        self.actions.pop()
-        for name in action.names:
-            self.histories[name].pop()
+        if self.actions and self.actions[-1] is action:
+            self.actions.pop()
+
+    def undo_last(self) -> Action:
+        """Undo the last action exactly and drop its history entries; returns it.
+
+        Inside a transaction a rollback takes the undo back: the objects the action left on
+        the modules are kept (by reference) until the transaction ends.
+        """
+        action = self.actions[-1]
+        if action.snapshots is None:  # callers check; never reached
+            raise NotUndoableError("Session: this action can no longer be undone")
+        redo = [ModuleSnapshot(snap.module, snap.names) for snap in action.snapshots]
+        entries = [(self.histories[name], self.histories[name][-1]) for name in action.names]
+        self.on_rollback(action.names, functools.partial(self._redo, action, redo, entries))
+        with held_interrupts():  # never half-restored, even outside a transaction
+            action.restore()
+            self.actions.pop()
+            for history, _ in entries:
+                history.pop()
         return action
+
+    def _redo(self, action: Action, redo: list[ModuleSnapshot],
+              entries: list[tuple[list[HistoryEntry], HistoryEntry]]) -> None:
+        for snap in redo:
+            snap.restore()
+        if not self.actions or self.actions[-1] is not action:
+            self.actions.append(action)
+        for history, entry in entries:
+            if not history or history[-1] is not entry:
+                history.append(entry)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -268,9 +322,12 @@ class Transactional:
         If the block raises anything (``KeyboardInterrupt`` included), every step taken in it is
         undone exactly -- tensors, hooks, buffers, history, plan, commits, the seed generator --
         and no change event is sent. On success the events are sent once the outermost
-        transaction ends. Commits in the block stay undoable by the rollback until then (their
-        original values are copied meanwhile). ``dry_run=True`` always rolls back: apply, look,
-        leave no trace. Holds :attr:`lock` throughout; transactions nest.
+        transaction ends, to every subscriber even if one fails (the first failure is raised
+        after; an interrupt then is an :class:`InterruptedAfterCommit`: the action is done).
+        Ctrl-C waits while the session's own records change, so they are never half-written.
+        Commits in the block stay undoable by the rollback until then (their original values
+        are copied meanwhile). ``dry_run=True`` always rolls back: apply, look,
+        leave no trace. Holds :attr:`lock` while the block runs; transactions nest.
 
         Examples
         --------
@@ -286,23 +343,42 @@ class Transactional:
         >>> s.steps, sorted(s.model.state_dict())  # the first step was undone too
         ((), ['0.bias', '0.weight', '1.bias', '1.weight'])
         """
-        with self._lock:
-            point = self._journal.begin()
+        journal = self._journal
+        # Ctrl-C is held while the journal changes, and let through only inside the block and
+        # the callbacks (see .interrupts): the rollback undoes whatever the block did, and the
+        # commit -- closing the savepoint -- cannot stop half-way.
+        with held_interrupts() as gate:
+            while not self._lock.acquire(timeout=0.05):  # a wait Ctrl-C can still end
+                gate.check()
             try:
-                yield self
-                if dry_run:
-                    raise _DryRun
-            except BaseException as err:
-                undone = self._journal.actions[point.actions:]
-                self._journal.rollback(point)
-                self._resee(n for a in undone for n in a.names)
-                if not isinstance(err, _DryRun):
-                    raise
-                events: list[SessionEvent] = []
-            else:
-                events = self._journal.end(point)
-        for event in events:
-            self._journal.events.emit(event)
+                point = journal.begin()
+                try:
+                    with gate.open():
+                        yield self
+                        if dry_run:
+                            raise _DryRun
+                except BaseException as err:
+                    self._resee(journal.rollback(point))
+                    if not isinstance(err, _DryRun):
+                        raise
+                    return
+                events = journal.end(point)
+            finally:
+                self._lock.release()
+            if not events:  # nested, or nothing changed: a held Ctrl-C is raised at the end
+                return
+            # Done: every subscriber hears of it, even if Ctrl-C came since the commit.
+            held, gate.pending = gate.pending, False
+            failure = journal.events.deliver(events, functools.partial(gate.open, check=False))
+            if failure is None and (held or gate.pending):
+                gate.pending, failure = False, KeyboardInterrupt()
+            if isinstance(failure, KeyboardInterrupt) and not isinstance(
+                    failure, InterruptedAfterCommit):
+                raise InterruptedAfterCommit(
+                    "the action was interrupted after it took effect, while its change events "
+                    "were sent; it is done (see Session.revision)") from failure
+            if failure is not None:
+                raise failure
 
     def _check_in_sync(self, names: Iterable[str], where: str) -> None:
         for name in dict.fromkeys(names):
@@ -350,7 +426,8 @@ class Transactional:
         # state's (an O(n) pass instead of a sort on the next preview).
         l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
               for _, module, tensor_name in located]
-        self._journal.actions.append(Action(kind, step, snapshots, step.targets))
+        action = Action(kind, step, snapshots, step.targets)
+        self._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
@@ -364,8 +441,7 @@ class Transactional:
         if kind == "apply":
             note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
-            step = step._noted(note)
-            self._journal.actions[-1] = Action(kind, step, snapshots, step.targets)
+            step = action.step = step._noted(note)
         for name, module, tensor_name in located:
             history = self._histories[name]
             if kind == "commit":
