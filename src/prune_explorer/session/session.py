@@ -54,6 +54,7 @@ from .order_cache import OrderCache
 from .packed import MaskBits, PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover
+from .saving import guard_saving
 from .reporting import Reporting
 from .reports import effective_tensor
 from .sensitivity import sensitivity as _sensitivity
@@ -124,6 +125,7 @@ class Session(Reporting, Committing):
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -419,6 +421,30 @@ class Session(Reporting, Committing):
             self._resee(self._known)
         self._journal.events.emit(SessionEvent("to", (), ()))
         return self
+
+    # -- saving ---------------------------------------------------------------------------------
+    def plain_model(self) -> nn.Module:
+        """A plain copy of the model with its pruning made permanent, to save the way its
+        library saves (``save_pretrained``, ``torch.save(m.state_dict())``): pruned entries are
+        zeros in ordinary parameters, no ``_orig``/``_mask``/hooks. The session's model, history
+        and undo are not touched (:meth:`commit` does the same in place).
+        See :mod:`prune_explorer.session.saving`.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        >>> plain = s.plain_model()
+        >>> int((plain[0].weight == 0).sum()), sorted(plain.state_dict())
+        (4, ['0.bias', '0.weight'])
+        """
+        from .shrink import dense_copy
+
+        refuse_sharded(self._model, "Session.plain_model")
+        with self._lock:
+            return dense_copy(self._model)
 
     # -- shrink ---------------------------------------------------------------------------------
     def shrink(self, example_inputs: Any, *, repeats: int = 20) -> Any:
