@@ -57,7 +57,8 @@ def test_plain_model_saves_and_loads_exactly_and_leaves_the_session(tmp_path):
     assert_same_state(loaded, plain)
     assert int((loaded.transformer.h[0].mlp.c_fc.weight == 0).sum()) == 32 * 128 // 2
     assert torch.equal(logits(loaded), want)
-    assert len(s.plan) == 2 and hasattr(model.transformer.h[0].mlp.c_fc, "weight_mask")
+    assert len(s.plan) == 2
+    assert hasattr(model.transformer.h[0].mlp.c_fc, "weight_mask")
     s.undo()  # the session's undo is intact
 
 

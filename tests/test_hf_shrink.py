@@ -134,7 +134,8 @@ def test_with_bias_is_undoable_replayed_by_the_snippet_and_refused_off_the_outpu
         s.apply(f"{FC.format(0)}.weight", "ln_structured", amount=8, n=1, dim=0,
                 with_bias=True)
     assert info.value.field == "with_bias"
-    assert not hasattr(fc, "weight_mask") and len(s.plan) == 0  # nothing happened
+    assert not hasattr(fc, "weight_mask")  # nothing happened
+    assert len(s.plan) == 0
 
 
 def test_a_torch_pruning_failure_is_a_shrink_error_naming_the_model(monkeypatch):
@@ -145,6 +146,8 @@ def test_a_torch_pruning_failure_is_a_shrink_error_naming_the_model(monkeypatch)
 
     monkeypatch.setattr(tp.DependencyGraph, "build_dependency", broken)
     s = Session(gpt2())
-    with pytest.raises(ShrinkError, match=r"could not trace GPT2LMHeadModel .*AttributeError") as info:
+    with pytest.raises(ShrinkError,
+                       match=r"could not trace GPT2LMHeadModel .*AttributeError") as info:
         s.shrink(inputs(), repeats=1)
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert info.value.__cause__ is None
+    assert info.value.__suppress_context__

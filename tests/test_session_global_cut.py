@@ -168,7 +168,8 @@ def test_slider_moves_near_the_first_cut_read_its_window_without_a_pass():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_Source, "chunks", lambda self: (passes.append(1), original(self))[1])
         global_cut(pairs, [hist], hist.alive // 2)
-        assert len(passes) == 1 and hist._sorted is None
+        assert len(passes) == 1
+        assert hist._sorted is None
         near = {k: global_cut(pairs, [hist], k) for k in (
             hist.alive // 2 - hist.alive // 40, hist.alive // 2 + 1, hist.alive // 2 + 999)}
     assert len(passes) == 1

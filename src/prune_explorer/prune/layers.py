@@ -30,7 +30,8 @@ Examples
 >>> from prune_explorer.prune.layers import layer_axes, reduction_dim
 >>> layer_axes("Conv1D").dims, layer_axes("Conv1D").out_dim
 (('in features', 'out features'), 1)
->>> reduction_dim(torch.nn.Linear(8, 4), "weight"), reduction_dim(torch.nn.Conv2d(8, 4, 3), "weight")
+>>> conv = torch.nn.Conv2d(8, 4, 3)
+>>> reduction_dim(torch.nn.Linear(8, 4), "weight"), reduction_dim(conv, "weight")
 (1, 1)
 >>> reduction_dim(torch.nn.Linear(8, 4), "bias")  # no layer rule: the last dim
 -1

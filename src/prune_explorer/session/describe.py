@@ -148,8 +148,10 @@ def slice_unit(dim: int, module_type: str | None = None, rank: int | None = None
     kind is known (the core's table, :mod:`prune_explorer.prune.layers`): a ``transformers``
     ``Conv1D`` stores (in, out), so its dim 0 holds input features.
 
-    >>> slice_unit(0, "Conv1D", 2), slice_unit(0, "Linear", 2), slice_unit(1)
-    ('channel along dim 0 (in features)', 'channel along dim 0 (out features)', 'channel along dim 1')
+    >>> slice_unit(0, "Conv1D", 2), slice_unit(0, "Linear", 2)
+    ('channel along dim 0 (in features)', 'channel along dim 0 (out features)')
+    >>> slice_unit(1)
+    'channel along dim 1'
     """
     unit = f"channel along dim {dim}"
     axes = layer_axes(module_type)

@@ -22,10 +22,10 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   nearby read their bin there, with no pass. A cut outside gathers a new window (one pass);
   after :data:`REGATHER` windows, every key is sorted once (:class:`~.sorted_keys.SortedKeys`:
   every unpruned key, sorted and delta-coded in about 0.6 B each, kept with the histogram), so
-  from then on no slider move passes over a tensor, wherever the cut goes. (That sort costs about ten passes: done on the first cut, it
-  made the Global tab's first move on GPT-2-small take many seconds.) A selection over the
-  bin's keys of every target finishes. float64 keys do not compress: their cut's bin is
-  gathered by one pass.
+  from then on no slider move passes over a tensor, wherever the cut goes. (That sort costs
+  about ten passes: done on the first cut, it made the Global tab's first move on GPT-2-small
+  take many seconds.) A selection over the bin's keys of every target finishes. float64 keys
+  do not compress: their cut's bin is gathered by one pass.
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
 
@@ -319,7 +319,7 @@ def _window(hists: Sequence[KeyHistogram], j: int) -> tuple[int, int]:
     """Bins around ``j`` holding at most :data:`WINDOW_SHARE` of the targets' unpruned keys
     (at least :data:`MIN_WINDOW`, and at least bin ``j``): grown one bin at a time on the side
     that has gathered fewer keys so far, so that moves either way find their bin in it."""
-    counts = sum(h.counts.numpy() for h in hists)
+    counts = np.sum([h.counts.numpy() for h in hists], axis=0)
     budget = max(MIN_WINDOW, int(WINDOW_SHARE * sum(h.alive for h in hists)))
     first = last = j
     total = int(counts[j])

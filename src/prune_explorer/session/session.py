@@ -40,10 +40,10 @@ import pandas as pd
 import torch
 from torch import nn
 
-from .commits import CommitResult, CommitReview, Committing
-from .distributed import ones_mask, refuse_move, refuse_sharded
 from prune_explorer.prune.layers import out_dim
 
+from .commits import CommitResult, CommitReview, Committing
+from .distributed import ones_mask, refuse_move, refuse_sharded
 from .errors import InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history import HistoryEntry, TensorHistory
@@ -54,9 +54,9 @@ from .order_cache import OrderCache
 from .packed import MaskBits, PackedMask
 from .plan import Plan
 from .registry import TensorInfo, discover
-from .saving import guard_saving
 from .reporting import Reporting
 from .reports import effective_tensor
+from .saving import guard_saving
 from .sensitivity import sensitivity as _sensitivity
 from .step import Step
 from .transaction import Journal, locked

@@ -148,7 +148,7 @@ def _conv1d_pruner(tp: Any) -> Any:
     """A Torch-Pruning pruner for ``Conv1D``: weight (in, out), bias (out)."""
 
     class Conv1DPruner(tp.pruner.BasePruningFunc):  # type: ignore[misc]
-        def prune_out_channels(self, layer: nn.Module, idxs: Any) -> nn.Module:
+        def prune_out_channels(self, layer: Any, idxs: Any) -> Any:
             keep = sorted(set(range(layer.weight.shape[1])) - {int(i) for i in idxs})
             layer.weight = self._prune_parameter_and_grad(layer.weight, keep, 1)
             if layer.bias is not None:
@@ -156,16 +156,16 @@ def _conv1d_pruner(tp: Any) -> Any:
             layer.nf = len(keep)
             return layer
 
-        def prune_in_channels(self, layer: nn.Module, idxs: Any) -> nn.Module:
+        def prune_in_channels(self, layer: Any, idxs: Any) -> Any:
             keep = sorted(set(range(layer.weight.shape[0])) - {int(i) for i in idxs})
             layer.weight = self._prune_parameter_and_grad(layer.weight, keep, 0)
             layer.nx = len(keep)
             return layer
 
-        def get_out_channels(self, layer: nn.Module) -> int:
+        def get_out_channels(self, layer: Any) -> int:
             return int(layer.weight.shape[1])
 
-        def get_in_channels(self, layer: nn.Module) -> int:
+        def get_in_channels(self, layer: Any) -> int:
             return int(layer.weight.shape[0])
 
     return Conv1DPruner()
