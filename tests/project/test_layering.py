@@ -43,7 +43,9 @@ RULES = {
     "prune": Rule(frozenset({"torch", "prune_explorer.prune"}), (*ABOVE_PRUNE, "numpy", *UI)),
     "session": Rule(None, ("matplotlib", "prune_explorer.viz", "prune_explorer.widgets",
                            "prune_explorer.cli", *UI)),
-    "viz": Rule(frozenset({"numpy", "torch", "matplotlib", "prune_explorer.viz"}),
+    # viz names a layer's axes from the core's one table of layer axes (torch only)
+    "viz": Rule(frozenset({"numpy", "torch", "matplotlib", "prune_explorer.viz",
+                           "prune_explorer.prune.layers"}),
                 ("matplotlib.pyplot", "pylab", "prune_explorer.session",
                  "prune_explorer.widgets", *UI)),
     "demo": Rule(None, ("prune_explorer.widgets", *UI)),

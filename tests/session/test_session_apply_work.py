@@ -255,10 +255,14 @@ def test_the_history_packs_the_bool_mask_the_order_gave(monkeypatch):
 # -- a global apply without a preview ----------------------------------------------------------
 
 def test_a_global_apply_without_a_preview_sorts_no_keys_and_a_preview_does(monkeypatch):
-    # float32 targets above CHUNK: a slider's cuts read runs of every key sorted (built once);
-    # a single cut, an apply on its own, gathers its bin by one pass instead of that sort
+    # float32 targets above CHUNK: a slider's cuts read a window of bins gathered around the
+    # first cut, then, once the cut has left REGATHER windows, runs of every key sorted (built
+    # once); a single cut, an apply on its own, gathers its bin by one pass instead of a sort
     import prune_explorer.session.slider.global_cut as global_cut_module
     from prune_explorer import prune
+
+    monkeypatch.setattr(global_cut_module, "WINDOW_SHARE", 0.01)  # windows of 1% of the keys
+    monkeypatch.setattr(global_cut_module, "MIN_WINDOW", 1)
 
     built: list[int] = []
     real = global_cut_module.SortedKeys
@@ -282,5 +286,11 @@ def test_a_global_apply_without_a_preview_sorts_no_keys_and_a_preview_does(monke
     assert all(torch.equal(m.weight_mask, e) for m, e in zip(model, expected, strict=True))
     s.undo()
     preview = s.preview_global(names, amount=0.37)
-    assert len(built) == 2
+    assert built == []  # the first move: one pass for its window, no sort
     assert all(torch.equal(preview[n], e) for n, e in zip(names, expected, strict=True))
+    for amount in (0.05, 0.9, 0.6):  # cuts far apart: each leaves its window
+        assert len(built) == 0
+        far = s.preview_global(names, amount=amount)
+        expected = prune.global_masks(pairs, prune.L1Unstructured, amount=amount)
+        assert all(torch.equal(far[n], e) for n, e in zip(names, expected, strict=True))
+    assert len(built) == 2  # the third window left behind: every key sorted, once per target

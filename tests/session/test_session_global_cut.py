@@ -155,16 +155,43 @@ def test_apply_global_without_preview_cuts_from_histograms(dtype):
             assert torch.equal(fast.mask(t), slow.mask(t)), (amount, t)
 
 
-def test_after_the_first_cut_no_slider_move_passes_over_the_tensor():
-    # float32: the first cut builds the tensor's sorted keys; every later cut, near or far,
-    # reads its bin's run of them and never the tensor (counted passes, not timings).
+def test_slider_moves_near_the_first_cut_read_its_window_without_a_pass():
+    # float32: the first cut gathers a window of bins around its own (one pass, no sort);
+    # nearby cuts read their bin there (counted passes, not timings), exactly
     torch.manual_seed(0)
     layer = nn.Linear(1024, 2048)  # more than one CHUNK of entries
     with torch.no_grad():
         layer.weight.normal_(0, 0.02)
     hist = KeyHistogram(layer, "weight")
     pairs = [(layer, "weight")]
-    global_cut(pairs, [hist], hist.alive // 2)
+    original = _Source.chunks
+    passes = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_Source, "chunks", lambda self: (passes.append(1), original(self))[1])
+        global_cut(pairs, [hist], hist.alive // 2)
+        assert len(passes) == 1
+        assert hist._sorted is None
+        near = {k: global_cut(pairs, [hist], k) for k in (
+            hist.alive // 2 - hist.alive // 40, hist.alive // 2 + 1, hist.alive // 2 + 999)}
+    assert len(passes) == 1
+    keys = torch.cat([k.clone() for k in original(_Source(layer, "weight"))])
+    for k, cut in near.items():
+        value = int(torch.kthvalue(keys, k).values)
+        assert (cut.value, cut.less) == (value, [int((keys < value).sum())])
+
+
+def test_once_the_cut_has_left_its_windows_no_slider_move_passes_over_the_tensor():
+    # float32: after REGATHER windows left behind, the tensor's keys are sorted once; every
+    # later cut, near or far, reads its bin's run of them and never the tensor
+    torch.manual_seed(0)
+    layer = nn.Linear(1024, 2048)  # more than one CHUNK of entries
+    with torch.no_grad():
+        layer.weight.normal_(0, 0.02)
+    hist = KeyHistogram(layer, "weight")
+    pairs = [(layer, "weight")]
+    for share in (0.5, 0.01, 0.99, 0.25):  # each far from the last window
+        global_cut(pairs, [hist], int(share * hist.alive))
+    assert hist._sorted is not None
     passes = []
     original = _Source.chunks
     with pytest.MonkeyPatch.context() as patch:

@@ -120,6 +120,10 @@ def random_structured(
 ) -> nn.Module:
     """Prune ``amount`` random slices of ``module.name`` along ``dim``.
 
+    ``dim`` is a dim of the tensor as stored, whatever the layer: output units are dim 0 of a
+    ``Linear`` or convolution weight but dim 1 of a ``transformers`` ``Conv1D`` (stored
+    (in, out)) or a transposed convolution (:func:`prune_explorer.prune.layers.out_dim`).
+
     Examples
     --------
     >>> import torch
@@ -138,6 +142,10 @@ def ln_structured(
     importance_scores: torch.Tensor | None = None,
 ) -> nn.Module:
     """Prune the ``amount`` slices of ``module.name`` along ``dim`` with the lowest ``n``-norm.
+
+    ``dim`` is a dim of the tensor as stored, whatever the layer: output units are dim 0 of a
+    ``Linear`` or convolution weight but dim 1 of a ``transformers`` ``Conv1D`` (stored
+    (in, out)) or a transposed convolution (:func:`prune_explorer.prune.layers.out_dim`).
 
     Examples
     --------

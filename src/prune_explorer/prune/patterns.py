@@ -52,6 +52,7 @@ import torch
 from torch import nn
 
 from ._base import _is_all_ones_view, times_default
+from .layers import DEFAULT_GROUP_DIM, reduction_dim
 from .methods import BasePruningMethod
 from .validation import check, check_dim, count_to_prune, parse_pattern, pattern_counts, problem
 
@@ -112,7 +113,9 @@ class SemiStructured(BasePruningMethod):
     pattern : str
         ``"N:M"``, e.g. ``"2:4"``; ``M`` must divide the size along ``dim``.
     dim : int
-        The dim along which groups of ``M`` neighbours are formed (default: the last).
+        The dim along which groups of ``M`` neighbours are formed (default: the last; a bare
+        tensor has no layer. :func:`semi_structured` and ``Session.apply`` default to the
+        layer's reduction dim instead, see :mod:`prune_explorer.prune.layers`).
 
     Examples
     --------
@@ -125,7 +128,7 @@ class SemiStructured(BasePruningMethod):
 
     PRUNING_TYPE = "global"
 
-    def __init__(self, pattern: str = "2:4", dim: int = -1) -> None:
+    def __init__(self, pattern: str = "2:4", dim: int = DEFAULT_GROUP_DIM) -> None:
         check(type(self).__name__, "pattern", pattern)
         check(type(self).__name__, "dim", dim)
         self.pattern = pattern
@@ -144,10 +147,13 @@ class SemiStructured(BasePruningMethod):
 
     @classmethod
     def apply(  # type: ignore[override]
-        cls, module: nn.Module, name: str, pattern: str = "2:4", dim: int = -1,
+        cls, module: nn.Module, name: str, pattern: str = "2:4", dim: int | None = None,
         importance_scores: torch.Tensor | None = None,
     ) -> BasePruningMethod:
-        """Attach a :class:`SemiStructured` to ``module.name``."""
+        """Attach a :class:`SemiStructured` to ``module.name`` (``dim=None``: the layer's
+        reduction dim, as :func:`semi_structured`)."""
+        if dim is None:
+            dim = reduction_dim(module, name)
         return super().apply(module, name, pattern=pattern, dim=dim,
                              importance_scores=importance_scores)
 
@@ -269,10 +275,15 @@ class BlockStructured(BasePruningMethod):
 
 
 def semi_structured(
-    module: nn.Module, name: str, pattern: str = "2:4", dim: int = -1,
+    module: nn.Module, name: str, pattern: str = "2:4", dim: int | None = None,
     importance_scores: torch.Tensor | None = None,
 ) -> nn.Module:
     """Prune ``module.name`` to the ``"N:M"`` pattern along ``dim`` (keep N of every M by |w|).
+
+    ``dim=None`` (the default) groups along the layer's reduction (input) dim, where hardware
+    N:M groups its entries: dim 1 of a ``Linear`` or convolution weight, dim 0 of a
+    ``transformers`` ``Conv1D`` or a transposed convolution (:func:`~prune_explorer.prune.layers.
+    reduction_dim`); -1 for any other tensor.
 
     Returns the module, with ``name_orig``, ``name_mask`` and a forward pre-hook as for the
     other methods.
@@ -285,6 +296,8 @@ def semi_structured(
     >>> m.weight_mask.view(4, 2, 4).sum(dim=-1).unique().tolist()
     [2.0]
     """
+    if dim is None:
+        dim = reduction_dim(module, name)
     SemiStructured._attach("semi_structured", module, name, importance_scores,
                            pattern=pattern, dim=dim)
     return module

@@ -35,16 +35,18 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import torch
 from torch import nn
 
+from prune_explorer.prune.layers import out_dim
+
 from .analysis.frames import effective_tensor
 from .analysis.reporting import Reporting
 from .analysis.sensitivity import sensitivity as _sensitivity
-from .errors import InterruptedAfterCommit, NotUndoableError
+from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.commits import CommitResult, CommitReview, Committing
 from .history.journal import Action, Journal, locked
@@ -52,13 +54,14 @@ from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
 from .model.aliases import unshared
 from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .model.saving import guard_saving
 from .model.sharded import ones_mask, refuse_move, refuse_sharded
 from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .model.watch import ModelChangedError, seen
 from .plans.plan import Plan
 from .slider.magnitudes import MagnitudeCache
 from .slider.order_cache import OrderCache
-from .steps.methods import check_seed
+from .steps.methods import METHODS, check_seed
 from .steps.step import Step, split_address
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
@@ -168,6 +171,7 @@ class Session(Reporting, Committing):
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -318,18 +322,64 @@ class Session(Reporting, Committing):
         return steps
 
     # -- apply ----------------------------------------------------------------------------------
-    def apply(self, target: str, method: str, *, seed: int | None = None, **settings: Any) -> Step:
+    def apply(self, target: str, method: str, *, seed: int | None = None,
+              with_bias: bool = False, **settings: Any) -> Step:
         """Prune ``target`` with ``method`` (through ``torch.nn.utils.prune``); returns the Step.
 
         ``settings`` are the method's: ``amount``; ``amount, dim`` (random_structured);
-        ``amount, n, dim`` (ln_structured); ``mask`` (custom_from_mask). Random methods use
+        ``amount, n, dim`` (ln_structured); ``mask`` (custom_from_mask); ``pattern`` and
+        optionally ``dim`` (semi_structured: without it, the layer's reduction dim, see
+        :mod:`prune_explorer.prune.layers`; the step records the dim used). Random methods use
         ``seed`` or draw one from the session; the step records it. Invalid input raises
         :class:`InvalidStepError` before anything changes.
+
+        ``with_bias=True`` (structured methods along the layer's output dim: dim 0 of a
+        ``Linear``/conv weight, dim 1 of a ``transformers`` ``Conv1D``) also prunes the bias
+        entries of every unit whose weights are now all pruned, so that the unit outputs zero
+        and :meth:`shrink` can remove it. That is a second step, ``custom_from_mask`` on the
+        bias, in the same transaction: in the history and the plan, replayed by the snippet,
+        and undone by its own :meth:`undo` (it is the later of the two).
         """
         where = "Session.apply"
         with self.transaction():
             step = self._make_step(where, method, target, settings, seed, single=True)
-            return self._apply_ready(step, where)
+            bias = self._bias_of(step, where) if with_bias is not False else None
+            done = self._apply_ready(step, where)
+            if bias is not None:
+                self._prune_bias(done, bias, where)
+            return done
+
+    def _bias_of(self, step: Step, where: str) -> str | None:
+        """The bias address that ``with_bias=True`` prunes along with ``step`` (None if the
+        layer has no bias); refuses a step that does not prune the layer's output units."""
+        module, tensor_name = self._locate(str(step.target))
+        units = out_dim(module, tensor_name)
+        rank = len(self._known[str(step.target)].shape)
+        dim = step.settings.get("dim")
+        if not METHODS[step.method].structured or units is None or dim is None or \
+                int(dim) % rank != units:
+            raise InvalidStepError(
+                f"{where}: with_bias=True prunes the bias of the output units a structured "
+                f"step removes; it needs ln_structured or random_structured along the output "
+                f"dim of a layer's weight ({type(module).__name__}: "
+                f"{'none known' if units is None else f'dim={units}'}); got {step.method} "
+                f"with dim={dim}", "with_bias")
+        bias = self._known[str(step.target)].module_name
+        address = f"{bias}.bias" if bias else "bias"
+        return address if address in self._known else None
+
+    def _prune_bias(self, step: Step, bias: str, where: str) -> None:
+        module, tensor_name = self._locate(str(step.target))
+        dim = out_dim(module, tensor_name)
+        mask = cast(torch.Tensor, getattr(module, tensor_name + "_mask"))
+        rows = mask.detach().movedim(cast(int, dim), 0).reshape(mask.shape[cast(int, dim)], -1)
+        alive = (rows != 0).any(dim=1).cpu()
+        bias_module, bias_name = self._locate(bias)
+        current = getattr(bias_module, bias_name + "_mask", None)
+        kept_now = torch.ones_like(alive) if current is None else current.detach().cpu() != 0
+        if bool((kept_now & ~alive).any()):  # some bias entry of a dead unit is still kept
+            self._apply_ready(self._make_step(where, "custom_from_mask", bias,
+                                              {"mask": alive}, None, single=True), where)
 
     def apply_global(
         self,
@@ -476,6 +526,30 @@ class Session(Reporting, Committing):
                 self._resee(self._known)
                 self._journal.emit(SessionEvent("to", (), ()))
         return self
+
+    # -- saving ---------------------------------------------------------------------------------
+    def plain_model(self) -> nn.Module:
+        """A plain copy of the model with its pruning made permanent, to save the way its
+        library saves (``save_pretrained``, ``torch.save(m.state_dict())``): pruned entries are
+        zeros in ordinary parameters, no ``_orig``/``_mask``/hooks. The session's model, history
+        and undo are not touched (:meth:`commit` does the same in place).
+        See :mod:`prune_explorer.session.model.saving`.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        >>> plain = s.plain_model()
+        >>> int((plain[0].weight == 0).sum()), sorted(plain.state_dict())
+        (4, ['0.bias', '0.weight'])
+        """
+        from .shrink.depgraph import dense_copy
+
+        refuse_sharded(self._model, "Session.plain_model")
+        with self._lock:
+            return dense_copy(self._model)
 
     # -- shrink ---------------------------------------------------------------------------------
     def shrink(self, example_inputs: Any, *, repeats: int = 20) -> Any:

@@ -41,40 +41,16 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from prune_explorer.prune.layers import LAYER_AXES
+
 Index = tuple[int, ...]
 Layout = Literal["auto", "kernels", "channels"]
 LAYOUTS: tuple[str, ...] = ("auto", "kernels", "channels")
 
-# Names of each dimension of a module's weight, by module type.
-_WEIGHT_DIMS: dict[str, tuple[str, ...]] = {
-    "Linear": ("out features", "in features"),
-    "LazyLinear": ("out features", "in features"),
-    "Bilinear": ("out features", "in1 features", "in2 features"),
-    "Embedding": ("token", "embedding dim"),
-    "EmbeddingBag": ("token", "embedding dim"),
-    "Conv1d": ("out ch", "in ch", "k"),
-    "Conv2d": ("out ch", "in ch", "kh", "kw"),
-    "Conv3d": ("out ch", "in ch", "kd", "kh", "kw"),
-    "ConvTranspose1d": ("in ch", "out ch", "k"),
-    "ConvTranspose2d": ("in ch", "out ch", "kh", "kw"),
-    "ConvTranspose3d": ("in ch", "out ch", "kd", "kh", "kw"),
-}
-# Name of the single dimension of a 1-D parameter (bias, norm scale), by module type.
-_VECTOR_DIM: dict[str, str] = {
-    "Linear": "out features",
-    "Bilinear": "out features",
-    "Conv1d": "out ch",
-    "Conv2d": "out ch",
-    "Conv3d": "out ch",
-    "ConvTranspose1d": "out ch",
-    "ConvTranspose2d": "out ch",
-    "ConvTranspose3d": "out ch",
-    "BatchNorm1d": "channel",
-    "BatchNorm2d": "channel",
-    "BatchNorm3d": "channel",
-    "LayerNorm": "feature",
-    "GroupNorm": "channel",
-}
+# Names of each dimension of a module's weight, and of the one dimension of its 1-D parameters
+# (bias, norm scale), by module type: the core's one table of layer axes (prune/layers.py).
+_WEIGHT_DIMS: dict[str, tuple[str, ...]] = {k: a.dims for k, a in LAYER_AXES.items() if a.dims}
+_VECTOR_DIM: dict[str, str] = {k: a.vector for k, a in LAYER_AXES.items() if a.vector}
 _RANK_DIMS: dict[int, tuple[str, ...]] = {
     1: ("element",),
     2: ("out", "in"),

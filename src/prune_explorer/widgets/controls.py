@@ -31,7 +31,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from prune_explorer.session.analysis.wording import noun, plural
+from prune_explorer.session.analysis.wording import noun, plural, slice_unit
 from prune_explorer.session.steps.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
 from .errors import WidgetInputError
@@ -211,6 +211,7 @@ class PruningControls:
             self.custom_upload, self.layout,
         ])
         self.rank = 2
+        self.module_type: str | None = None
         self._left: Mapping[str, Any] = {"entries": 0, "dim": []}
         self.update_visibility()
 
@@ -220,14 +221,17 @@ class PruningControls:
         """Optional controls the chosen method needs."""
         return uses(self.method.value)
 
-    def set_tensor(self, rank: int, left: Mapping[str, Any]) -> None:
+    def set_tensor(self, rank: int, left: Mapping[str, Any],
+                   module_type: str | None = None) -> None:
         """Adapt to the chosen tensor: dim choices up to its rank, view choices, what is left.
 
         ``left`` holds ``"entries"`` (unpruned entries; over all targets for a global step) and
-        ``"dim"`` (per dim, the slices with something left).
+        ``"dim"`` (per dim, the slices with something left); ``module_type`` (the owning layer's
+        class name) names what each dim holds (a ``Conv1D`` weight is (in, out)).
         """
         self.rank = rank
         self._left = left
+        self.module_type = module_type
         offered = n_choices(rank)
         if tuple(self.n.options) != offered:
             self.n.options = offered
@@ -254,7 +258,8 @@ class PruningControls:
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value
-            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channel along dim {dim}"
+            unit = slice_unit(dim, self.module_type, self.rank)
+            return (int(per_dim[dim]) if dim < len(per_dim) else 0), unit
         return int(self._left.get("entries", 0)), "entry"
 
     def update_visibility(self) -> None:

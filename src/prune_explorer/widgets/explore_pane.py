@@ -311,7 +311,8 @@ class ExplorePane:
         if name is None:
             return
         c = self.controls
-        c.set_tensor(len(self.ex.session.info(name).shape), self._left(name))
+        info = self.ex.session.info(name)
+        c.set_tensor(len(info.shape), self._left(name), info.module_type)
         if c.amount_mode.value == "count":
             count, _ = c.units_left
             try:
@@ -324,7 +325,8 @@ class ExplorePane:
     def _refresh_left(self) -> None:
         name = self.ex.tensor
         if name is not None:
-            self.controls.set_tensor(len(self.ex.session.info(name).shape), self._left(name))
+            info = self.ex.session.info(name)
+            self.controls.set_tensor(len(info.shape), self._left(name), info.module_type)
 
     def _left(self, name: str) -> dict[str, Any]:
         summary = self.kept(name)

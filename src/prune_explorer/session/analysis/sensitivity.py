@@ -117,7 +117,7 @@ def sensitivity(
         raise InvalidStepError(f"{where}: targets must name at least one tensor; got {names!r}",
                                "targets")
     amounts = _check_amounts(amounts, where)
-    settings = {"seed": seed} if method == "random_unstructured" else {}
+    settings: dict[str, Any] = {"seed": seed} if method == "random_unstructured" else {}
     # Validate every target (and the method) once, up front, without changing anything.
     for name in names:
         session.preview(name, method, amount=0.0, **settings)

@@ -25,11 +25,13 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from prune_explorer.prune.layers import layer_axes
+
 from ..steps.step import Step
 
 __all__ = ["HEADERS", "METHOD_NAMES", "ReportFrame", "amount_text", "count", "describe_change",
            "describe_rounding", "describe_settings", "describe_step", "display_table",
-           "human_bytes", "method_name", "noun", "percent", "plural", "shape_text"]
+           "human_bytes", "method_name", "noun", "percent", "plural", "shape_text", "slice_unit"]
 
 #: What a person reads for each method name (the session's and the history's "initial").
 METHOD_NAMES: dict[str, str] = {
@@ -140,6 +142,24 @@ def shape_text(shape: Sequence[int]) -> str:
 def method_name(method: str) -> str:
     """The name a person reads for ``method`` (the method itself if unknown)."""
     return METHOD_NAMES.get(method, method)
+
+
+def slice_unit(dim: int, module_type: str | None = None, rank: int | None = None) -> str:
+    """What a structured step along ``dim`` prunes, singular, naming the layer's axis when its
+    kind is known (the core's table, :mod:`prune_explorer.prune.layers`): a ``transformers``
+    ``Conv1D`` stores (in, out), so its dim 0 holds input features.
+
+    >>> slice_unit(0, "Conv1D", 2), slice_unit(0, "Linear", 2)
+    ('channel along dim 0 (in features)', 'channel along dim 0 (out features)')
+    >>> slice_unit(1)
+    'channel along dim 1'
+    """
+    unit = f"channel along dim {dim}"
+    axes = layer_axes(module_type)
+    dims = axes.dims if axes is not None else ()
+    if dims and (rank is None or rank == len(dims)) and -len(dims) <= dim < len(dims):
+        unit += f" ({dims[dim]})"
+    return unit
 
 
 def amount_text(amount: float | int, noun: str = "entry") -> str:

@@ -44,23 +44,26 @@ def _on_cpu(value: Any) -> Any:
     return value.cpu() if isinstance(value, torch.Tensor) else value
 
 
-def measure(model: nn.Module, inputs: tuple[Any, ...], repeats: int = 20) -> Metrics:
-    """Parameters, FLOPs, state_dict bytes and median CPU latency of ``model`` on ``inputs``."""
+def measure(model: nn.Module, inputs: tuple[Any, ...], repeats: int = 20,
+            kwargs: dict[str, Any] | None = None) -> Metrics:
+    """Parameters, FLOPs, state_dict bytes and median CPU latency of ``model`` on ``inputs``
+    (positional) and ``kwargs`` (keyword inputs)."""
     params = sum(p.numel() for p in model.parameters())
     size = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     cpu_model = model if all(p.device.type == "cpu" for p in model.parameters()) else (
         copy.deepcopy(model).cpu())
     cpu_inputs = tuple(_on_cpu(x) for x in inputs)
+    cpu_kwargs = {k: _on_cpu(v) for k, v in (kwargs or {}).items()}
     training = cpu_model.training
     cpu_model.eval()
     try:
         with torch.no_grad():
             with FlopCounterMode(display=False) as counter:
-                cpu_model(*cpu_inputs)
+                cpu_model(*cpu_inputs, **cpu_kwargs)
             times = []
             for _ in range(max(1, repeats)):
                 start = time.perf_counter()
-                cpu_model(*cpu_inputs)
+                cpu_model(*cpu_inputs, **cpu_kwargs)
                 times.append(time.perf_counter() - start)
     finally:
         cpu_model.train(training)
@@ -104,7 +107,7 @@ class ShrinkReport:
         notes = [f"removed {sum(self.removed.values())} channels: "
                  + (", ".join(f"{k} {v}" for k, v in self.removed.items()) or "none")]
         if self.kept:
-            notes.append(f"kept {len(self.kept)} all-zero channels (their output is not zero): "
+            notes.append(f"kept {len(self.kept)} all-zero channels: "
                          + "; ".join(f"{n}[{i}] {r}" for n, i, r in self.kept[:5])
                          + (" ..." if len(self.kept) > 5 else ""))
         if self.partly_zero:

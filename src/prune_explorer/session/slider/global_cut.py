@@ -16,12 +16,16 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   :class:`~prune_explorer.session.slider.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
-  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of
-  that bin are a run of the tensor's sorted keys (:class:`~.sorted_keys.SortedKeys`: every
-  unpruned key, sorted and delta-coded in about 0.6 B each, built with the first cut and kept
-  with the histogram), so no slider move passes over a tensor, wherever the cut goes; a
-  selection over the bin's keys of every target finishes. float64 keys do not compress: their
-  cut's bin is gathered by one pass.
+  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the first cut
+  gathers, by one pass over each target, the keys of a *window* of bins around its bin (an
+  eighth of their keys, :data:`WINDOW_SHARE`, kept with the histogram): the slider's next moves
+  nearby read their bin there, with no pass. A cut outside gathers a new window (one pass);
+  after :data:`REGATHER` windows, every key is sorted once (:class:`~.sorted_keys.SortedKeys`:
+  every unpruned key, sorted and delta-coded in about 0.6 B each, kept with the histogram), so
+  from then on no slider move passes over a tensor, wherever the cut goes. (That sort costs
+  about ten passes: done on the first cut, it made the Global tab's first move on GPT-2-small
+  take many seconds.) A selection over the bin's keys of every target finishes. float64 keys
+  do not compress: their cut's bin is gathered by one pass.
 * **Masks, only when asked** (:meth:`GlobalCut.mask`): one pass over that tensor: pruned where
   the key is below ``v``, and at the first ``take`` keys equal to ``v``.
 
@@ -64,6 +68,14 @@ __all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
 
 #: Value bits the cached histogram resolves (2**WIDTH bins of int64).
 WIDTH = 16
+
+#: Keys (over all targets) a float32 cut gathers around its bin for the next moves: this
+#: share of the targets' unpruned keys (0.5 B per entry as int32), at least ``MIN_WINDOW``.
+WINDOW_SHARE = 1 / 8
+MIN_WINDOW = 1 << 20
+
+#: Windows a float32 histogram gathers (one pass each) before it sorts every key instead.
+REGATHER = 3
 
 
 class _Source:
@@ -136,8 +148,10 @@ class KeyHistogram:
         self.numel = values.numel()
         self._state = state
         self.cum = self.counts.cumsum(0).numpy()  # CPU: read one bin at a time
-        self._sorted: SortedKeys | None = None  # float32: every key, sorted (on first use)
-        self._bin: tuple[int, torch.Tensor] | None = None  # float64: the last bin, its keys
+        self._sorted: SortedKeys | None = None  # float32: every key, sorted (when needed)
+        self._window: tuple[int, int, torch.Tensor] | None = None  # float32: bins a..b, keys
+        self._gathers = 0  # windows left behind
+        self._bin: tuple[int, torch.Tensor] | None = None  # the last bin gathered or read
         self._zeros: int | None = None
 
     def exact_zeros(self, source: _Source) -> int:
@@ -156,29 +170,54 @@ class KeyHistogram:
         """Unpruned keys in the bins below ``j``."""
         return int(self.cum[j - 1]) if j else 0
 
-    def bin_keys(self, source: _Source, j: int, sort: bool = True) -> torch.Tensor:
+    def bin_keys(self, source: _Source, j: int, sort: bool = True,
+                 window: tuple[int, int] | None = None) -> torch.Tensor:
         """The keys (CPU) of bin ``j``.
 
-        float32: ascending, a run of the tensor's :class:`~.sorted_keys.SortedKeys` (built on
-        the first call with ``sort``, about 0.6 B/key; every later call, for any bin, reads only
-        that bin's run: no pass over the tensor). float64 keys do not compress (neighbours
-        differ in most of their 52 mantissa bits), so a new bin is gathered by one pass, in
-        flat order; so is it for a tensor of at most one ``CHUNK`` of entries (a pass costs
-        what decoding does), and for a float32 one without ``sort`` whose keys are not sorted
-        yet: one cut, as an apply without a preview needs, costs a pass, not a sort.
+        float32 with ``sort``: ascending. The first call gathers the keys of the bins
+        ``window`` (``(first, last)``, holding ``j``; default just ``j``) by one pass and keeps
+        them; a later call for a bin in that window reads them (no pass); a call outside it
+        gathers a new window, up to :data:`REGATHER` windows; after that the tensor's
+        :class:`~.sorted_keys.SortedKeys` (about 0.6 B/key) are built once, from which every
+        later call, for any bin, reads only that bin's run (a tensor of at most one ``CHUNK``
+        of entries gathers windows instead: a pass costs what decoding does). float64 keys do
+        not compress (neighbours differ in most of their 52 mantissa bits), so a new bin is
+        gathered by one pass, in flat order; so is it for a float32 one without ``sort``
+        whose keys are not sorted yet: one cut, as an apply without a preview needs, costs a
+        pass, not a sort.
         """
-        if self._sorted is None and sort and self.dtype == torch.float32 \
-                and self.numel > engine.CHUNK:
+        large = self.numel > engine.CHUNK
+        if self._sorted is None and sort and self.dtype == torch.float32:
+            if self._window is not None and not self._window[0] <= j <= self._window[1]:
+                self._window = self._bin = None  # the cut left the window
+                self._gathers += 1
+            if self._window is None and (self._gathers < REGATHER or not large):
+                first, last = window if window is not None else (j, j)
+                self._window = (first, last, self._gather(source, first, last))
+            if self._window is not None:
+                if self._bin is None or self._bin[0] != j:  # the last bin read, kept
+                    keys = self._window[2]
+                    self._bin = (j, torch.sort(keys[(keys >> self.shift) == j]).values)
+                return self._bin[1]
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
             stop = int(self.cum[j])
             return self._sorted.run(stop - int(self.counts[j]), stop)
         if self._bin is None or self._bin[0] != j:
             self._bin = None  # free the old bin first
-            with torch.no_grad():
-                found = [k[(k >> self.shift) == j].cpu() for k in source.chunks()]
-            self._bin = (j, torch.cat(found) if found else torch.zeros(0, dtype=torch.int64))
+            self._bin = (j, self._gather(source, j, j))
         return self._bin[1]
+
+    def _gather(self, source: _Source, first: int, last: int) -> torch.Tensor:
+        """The keys (CPU, flat order) of bins ``first .. last``, by one pass."""
+        with torch.no_grad():
+            if first == last:
+                found = [k[(k >> self.shift) == first].cpu() for k in source.chunks()]
+            else:  # pruned entries are -1: below any window
+                low, top = first << self.shift, ((last + 1) << self.shift) - 1
+                found = [k[(k >= low) & (k <= min(top, torch.iinfo(k.dtype).max))].cpu()
+                         for k in source.chunks()]
+        return torch.cat(found) if found else torch.zeros(0, dtype=torch.int64)
 
     def __repr__(self) -> str:
         return (f"KeyHistogram({self.numel:,} entries, alive={self.alive:,}, dtype={self.dtype}, "
@@ -276,6 +315,30 @@ def _first_bin(hists: Sequence[KeyHistogram], pruned: int) -> int:
     return lo
 
 
+def _window(hists: Sequence[KeyHistogram], j: int) -> tuple[int, int]:
+    """Bins around ``j`` holding at most :data:`WINDOW_SHARE` of the targets' unpruned keys
+    (at least :data:`MIN_WINDOW`, and at least bin ``j``): grown one bin at a time on the side
+    that has gathered fewer keys so far, so that moves either way find their bin in it."""
+    counts = np.sum([h.counts.numpy() for h in hists], axis=0)
+    budget = max(MIN_WINDOW, int(WINDOW_SHARE * sum(h.alive for h in hists)))
+    first = last = j
+    total = int(counts[j])
+    down = up = 0  # keys added below and above bin j
+    while True:
+        can_down, can_up = first > 0, last + 1 < len(counts)
+        if not (can_down or can_up):
+            return first, last
+        grow_down = can_down and (down <= up or not can_up)
+        more = int(counts[first - 1] if grow_down else counts[last + 1])
+        if total + more > budget:
+            return first, last
+        total += more
+        if grow_down:
+            first, down = first - 1, down + more
+        else:
+            last, up = last + 1, up + more
+
+
 def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistogram],
                pruned: int, sort: bool = True) -> GlobalCut | None:
     """The cut that prunes the ``pruned`` smallest unpruned ``|w|`` across ``pairs`` (with
@@ -303,7 +366,9 @@ def global_cut(pairs: Sequence[tuple[nn.Module, str]], hists: Sequence[KeyHistog
         # The cut is the (pruned - below)-th smallest key of the bin over all targets. NumPy:
         # a few small single-threaded operations (small torch ops each start a parallel
         # region, which a busy machine turns into a wait).
-        keys = [h.bin_keys(s, j, sort).numpy() for h, s in zip(hists, sources, strict=True)]
+        window = _window(hists, j) if sort else None
+        keys = [h.bin_keys(s, j, sort, window).numpy()
+                for h, s in zip(hists, sources, strict=True)]
         rank = pruned - below - 1
         value = int(np.partition(np.concatenate(keys), rank)[rank])
         less = [le + int(np.count_nonzero(k < value)) for le, k in zip(less, keys, strict=True)]

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from prune_explorer.prune.layers import DEFAULT_GROUP_DIM, reduction_dim
+
 from ..errors import InvalidStepError
 from ..history.journal import Transactional
 from ..model.targets import unknown_target
@@ -67,6 +69,8 @@ class Arguments(Transactional):
                 f"{where}: method 'remove' makes pruning permanent; use Session.commit(names)",
                 "method",
             )
+        if single and spec.name == "semi_structured" and "dim" not in settings:
+            settings = {**settings, "dim": self._group_dim(target)}
         clean = check_settings(spec, settings, where)
         if seed is None and is_random(spec, clean):
             seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
@@ -83,6 +87,14 @@ class Arguments(Transactional):
             return list(dict.fromkeys(self._aliases.get(t, t) if isinstance(t, str) else t
                                       for t in target))
         return target
+
+    def _group_dim(self, target: Any) -> int:
+        """The default ``dim`` of ``semi_structured`` on ``target``: the core's rule
+        (:func:`prune_explorer.prune.layers.reduction_dim`, the layer's reduction dim), recorded
+        in the step so that plans and snippets say which dim they group."""
+        if not isinstance(target, str) or target not in self._known:
+            return DEFAULT_GROUP_DIM  # the step's own check names the bad target
+        return reduction_dim(*self._locate(target))
 
     def _global_step(
         self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True
