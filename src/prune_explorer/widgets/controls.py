@@ -31,7 +31,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from prune_explorer.session.describe import noun, plural
+from prune_explorer.session.describe import noun, plural, slice_unit
 from prune_explorer.session.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
 from .errors import WidgetInputError
@@ -254,7 +254,7 @@ class PruningControls:
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value
-            return (int(per_dim[dim]) if dim < len(per_dim) else 0), f"channel along dim {dim}"
+            return (int(per_dim[dim]) if dim < len(per_dim) else 0), slice_unit(self.rank, dim)
         return int(self._left.get("entries", 0)), "entry"
 
     def update_visibility(self) -> None:
