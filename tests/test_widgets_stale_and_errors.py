@@ -40,7 +40,7 @@ def test_the_slider_and_count_line_sit_over_the_picture():
     assert image is ex.ui.preview
     ex.ui.amount.value = 0.5
     assert "prunes 48 of 96 entries left" in ex.ui.count_line.value
-    assert "0.weight after: 48 of 96 entries pruned (50.0%)" in ex.ui.count_line.value
+    assert "→ 50.0% of 0.weight pruned" in ex.ui.count_line.value
     ex.close()
 
 

@@ -518,6 +518,12 @@ class MaskPreview:
         columns: in (dim 1); ticks 0, 1, 2, 3, 4, 5
         """
         lines = [self.ax.get_title()]
+        if self.view is not None:  # how big an entry is drawn, in CSS pixels
+            ratio = 1.0 if self._frame is None else self._frame[2]
+            box = self.ax.get_window_extent()
+            rows, cols = self.view.shape
+            lines.append(f"cell size: {box.width / cols / ratio:.1f} x "
+                         f"{box.height / rows / ratio:.1f} px")
         for what, axis in (("rows", self.ax.yaxis), ("columns", self.ax.xaxis)):
             low, high = sorted(axis.get_view_interval())
             locs = [t for t in axis.get_majorticklocs() if low <= t <= high]

@@ -334,12 +334,11 @@ class PreviewStats:
         Examples
         --------
         >>> PreviewStats(100, 10, 40, "entry", 90, 30, 0.3).count_line("fc.weight")
-        'prunes 30 of 90 entries left · fc.weight after: 40 of 100 entries pruned (40.0%)'
+        'prunes 30 of 90 entries left → 40.0% of fc.weight pruned'
         """
         after = self.pruned_after / self.numel if self.numel else 0.0
-        return (f"prunes {count(self.units_pruned)} of {plural(self.left, self.unit)} left · "
-                f"{target} after: {count(self.pruned_after)} of {plural(self.numel, 'entry')} "
-                f"pruned ({percent(after)})")
+        return (f"prunes {count(self.units_pruned)} of {plural(self.left, self.unit)} left → "
+                f"{percent(after)} of {target} pruned")
 
     def lines(self) -> list[tuple[str, str]]:
         """``(css class, text)`` lines for the info box."""

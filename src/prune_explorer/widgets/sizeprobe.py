@@ -10,6 +10,9 @@ resized (a ``ResizeObserver``, throttled):
   the counts), so slider, counts and picture fit on one screen;
 * ``pixel_ratio``: ``window.devicePixelRatio`` (2 on HiDPI screens, 1.5 at 150 % zoom).
 
+It also caps the picture's CSS height at once (scaled evenly), so a picture that waits to be
+redrawn -- or stays stale while the input is invalid -- never reaches below the screen.
+
 Until a browser reports (tests, scripts, a static render), all three stay 0 and the
 explorer draws at its default size.
 
@@ -33,10 +36,12 @@ __all__ = ["SizeProbe"]
 
 _ESM = r"""
 function scroller(node) {
-  // the nearest ancestor that scrolls vertically (JupyterLab's notebook panel), else null
+  // the nearest ancestor that really scrolls vertically (JupyterLab's notebook panel; not a
+  // box that merely could), else null
   for (let p = node.parentElement; p && p !== document.body; p = p.parentElement) {
     const style = getComputedStyle(p);
-    if ((style.overflowY === "auto" || style.overflowY === "scroll") && p.clientHeight > 0) {
+    if ((style.overflowY === "auto" || style.overflowY === "scroll") && p.clientHeight > 0
+        && p.scrollHeight > p.clientHeight + 1) {
       return p;
     }
   }
@@ -52,7 +57,10 @@ function render({ model, el }) {
     const column = el.closest(".pe-explore-picture") || el.parentElement;
     if (!column || !column.isConnected) { return; }
     const box = scroller(column);
-    const view = box ? box.clientHeight : window.innerHeight;
+    // the visible part of it (it may itself reach below the window)
+    const view = box ? Math.min(box.clientHeight, window.innerHeight
+                                - Math.max(0, box.getBoundingClientRect().top))
+                     : window.innerHeight;
     // what the column shows above the picture (slider, counts) stays on screen with it
     const image = column.querySelector(".pe-preview");
     let above = 0;
@@ -62,6 +70,11 @@ function render({ model, el }) {
     }
     const width = Math.floor(column.clientWidth);
     const height = Math.floor(view - above - 12);
+    if (image) {
+      // at once, before Python redraws (or while the picture is stale and is not redrawn):
+      // the picture never reaches below the screen; it is scaled, not stretched
+      image.style.maxHeight = Math.max(200, height) + "px";
+    }
     const ratio = Math.round((window.devicePixelRatio || 1) * 100) / 100;
     if (width !== model.get("width") || height !== model.get("height")
         || ratio !== model.get("pixel_ratio")) {
