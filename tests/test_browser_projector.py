@@ -54,6 +54,25 @@ _CUT = """root => [...root.querySelectorAll('*')]
   })
   .map(e => e.className + ': ' + e.textContent.trim().slice(0, 60))"""
 
+# Table rows whose cells run together: the text of neighbouring cells closer than 6 px.
+_CRAMMED = """root => {
+  const out = [];
+  for (const row of root.querySelectorAll('table tr')) {
+    if (row.offsetParent === null) { continue; }
+    const boxes = [...row.children].map(cell => {
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      return [range.getBoundingClientRect(), cell.textContent.trim()];
+    }).filter(([box, text]) => text !== '' && box.width > 0);
+    for (let i = 1; i < boxes.length; i++) {
+      if (boxes[i][0].left - boxes[i - 1][0].right < 6) {
+        out.push(boxes[i - 1][1] + ' | ' + boxes[i][1]);
+      }
+    }
+  }
+  return out;
+}"""
+
 # The notebook's scrolling area (JupyterLab's windowed panel), as the size probe finds it.
 _VIEWPORT = """el => {
   for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
@@ -201,7 +220,14 @@ def test_nothing_is_cut_in_any_tab(lab, size):
                     explorer.locator(".pe-commit-review").first.click()
                     expect(explorer.locator(".pe-commit-confirm").first).to_be_visible(
                         timeout=30_000)
-                assert explorer.evaluate(_CUT) == [], (tabs.nth(tab).text_content(), size)
+                where = (tabs.nth(tab).text_content(), size)
+                assert explorer.evaluate(_CUT) == [], where
+                assert explorer.evaluate(_CRAMMED) == [], where
+                device = explorer.locator(".pe-device select").first.bounding_box()
+                assert device is not None and device["width"] >= 100, (device, where)
+                for code in explorer.locator(".pe-snippet textarea, .pe-json textarea").all():
+                    if code.is_visible():  # code scrolls sideways, never soft-wraps
+                        assert code.evaluate("t => getComputedStyle(t).whiteSpace") == "pre"
                 _shot(page, f"tabs_{index}_{tab}_{size[0]}x{size[1]}.png")
             tabs.nth(0).click()
     assert not errors, errors

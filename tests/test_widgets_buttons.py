@@ -76,3 +76,13 @@ def test_session_blockers_are_the_errors_undo_and_reset_raise():
         assert why is not None
         with pytest.raises(RuntimeError, match=re.escape(why) + "$"):
             call()
+
+
+def test_commit_review_is_off_until_something_is_pruned():
+    ex = Explorer(mlp(), debounce=None)
+    assert ex.ui.commit_review.disabled
+    assert "nothing to commit" in ex.ui.commit_details.value
+    ex.ui.apply.click()
+    assert not ex.ui.commit_review.disabled
+    assert ex.ui.commit_details.value == ""
+    ex.close()

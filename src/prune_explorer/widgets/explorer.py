@@ -178,6 +178,7 @@ class Explorer:
             self.ui.add(name, child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
+        header.add_class("pe-header")  # wraps: the summary takes its own line when narrow
         self.ui.add("busy", self.status.busy)
         self.ui.add("stylesheet", stylesheet())
         self.widget = widgets.VBox([self.ui.stylesheet, header, tabs, self.status.widget])

@@ -11,6 +11,9 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
 * pictures keep their aspect ratio (never stretched by a taller neighbour), and never overflow
   their column;
 * table cells and button labels are never cut: long tables scroll sideways in their own box;
+  cells are padded so columns never run together;
+* the header wraps (the summary on a line of its own) instead of squeezing the pickers;
+* code (the exported snippet, the JSON) never soft-wraps: it scrolls sideways;
 * text for screen readers only (``pe-sr-only``: the picture in words) is kept off screen.
 
 Examples
@@ -51,6 +54,14 @@ CSS = """
 .pe-button-note { font-size: 12px; color: #555555; }
 .pe-preview { flex: 0 1 auto; max-width: 100%; height: auto !important;
   object-fit: contain; align-self: flex-start; }
+.pe-header { flex-wrap: wrap; align-items: baseline; column-gap: 8px; }
+.pe-header .pe-tensor { flex: 0 1 460px; min-width: 300px; }
+.pe-header .pe-device { flex: 0 0 180px; }
+.pe-header .pe-summary { flex: 1 1 320px; min-width: 260px; }
+.pe-snippet textarea, .pe-json textarea { white-space: pre; overflow-wrap: normal;
+  overflow-x: auto; }
+.pe-explorer table td, .pe-explorer table th { padding: 2px 10px 2px 0; text-align: left; }
+.pe-explorer table td + td, .pe-explorer table th + th { padding-left: 10px; }
 .pe-explorer table { max-width: 100%; }
 .pe-explorer .widget-html-content { overflow-x: auto; }
 .pe-sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden;
