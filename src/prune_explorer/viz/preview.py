@@ -60,6 +60,10 @@ _CBAR_GAP_PT, _CBAR_WIDTH_PT = 8.0, 9.0
 BASE_DPI = 80.0
 #: Fonts grow with the picture, from its base size (384 x 320 px) up to this factor.
 MAX_FONT_SCALE = 1.6
+#: Cells per side of a sized picture (:meth:`MaskPreview.resize`): a slider step costs what is
+#: on screen, so a large picture of a large tensor draws cells of a few pixels rather than
+#: more cells (a tensor with fewer rows or columns keeps one cell per entry).
+SIZED_MAX_CELLS = 256
 
 # Square cells wherever the picture is at most this many times taller than wide (or wider than
 # tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
@@ -223,6 +227,7 @@ class MaskPreview:
             raise ValueError("MaskPreview.resize: pixel_ratio must be a number from 1 to 4; "
                              f"got {pixel_ratio!r}")
         self._frame = (width, height, float(pixel_ratio))
+        self._cap = SIZED_MAX_CELLS
         scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE)
         dpi = BASE_DPI * scale * pixel_ratio
         self.figure.set_dpi(dpi)
