@@ -104,10 +104,11 @@ def _sized(explorer, timeout: float = 60.0) -> None:
     column = explorer.locator(".pe-explore-picture").first
     deadline = time.monotonic() + timeout
     while True:
-        shown = image.evaluate("i => [i.complete && i.naturalWidth > 0, i.clientWidth]")
+        shown = image.evaluate("i => [i.complete && i.naturalWidth > 0, i.clientWidth, "
+                               "i.classList.contains('pe-stale')]")
         width = column.evaluate("c => c.clientWidth")
-        if shown[0] and abs(shown[1] - width) <= 12 and width > 0:
-            return
+        if shown[0] and width > 0 and (abs(shown[1] - width) <= 12 or shown[2]):
+            return  # drawn for the column (a stale picture is only scaled until valid)
         assert time.monotonic() < deadline, f"picture {shown[1]} px in a {width} px column"
         time.sleep(0.3)
 

@@ -529,6 +529,9 @@ class MaskPreview:
             rows, cols = self.view.shape
             lines.append(f"cell size: {box.width / cols / ratio:.1f} x "
                          f"{box.height / rows / ratio:.1f} px")
+        if self._frame is not None:  # what resize() was given: the same picture again
+            lines.append(f"room: {self._frame[0]} x {self._frame[1]} px, pixel ratio "
+                         f"{self._frame[2]:g}")
         for what, axis in (("rows", self.ax.yaxis), ("columns", self.ax.xaxis)):
             low, high = sorted(axis.get_view_interval())
             locs = [t for t in axis.get_majorticklocs() if low <= t <= high]

@@ -134,10 +134,10 @@ class ExplorePane:
         self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
         self.probe = SizeProbe()
         ui.add("size_probe", self.probe)
-        head = widgets.VBox([c.amount, c.count, ui.input_error, ui.count_line])
-        head.add_class("pe-picture-head")
-        picture = widgets.VBox([head, ui.preview, ui.picture_text, self.probe]
-                               + ([ui.metric] if "metric" in ui else []) + [self.zoom.box])
+        head = widgets.VBox([c.amount, c.count, ui.input_error, ui.count_line]
+                            + ([ui.metric] if "metric" in ui else []))
+        head.add_class("pe-picture-head")  # over the picture, on its screen
+        picture = widgets.VBox([head, ui.preview, ui.picture_text, self.probe, self.zoom.box])
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")

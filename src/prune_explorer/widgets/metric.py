@@ -144,8 +144,9 @@ class MetricReadout:
                          and max(value, after) <= 1 else f"{change:+.4g}")
                 text += f" → after this step {_text(after)} ({shift})"
             rows.append(f"<div>{text}</div>")
-        if note is not None and rows:
-            rows.append(f'<div class="pe-metric-note">({esc(note)})</div>')
+        if note is not None and rows:  # on the last line: the readout keeps its height
+            rows[-1] = rows[-1][:-len("</div>")] + (
+                f' <span class="pe-metric-note">({esc(note)})</span></div>')
         elif note is not None:
             rows.append(f'<div class="pe-metric-note">{esc(self.label)}: {esc(note)}</div>')
         self.html.value = "".join(rows)

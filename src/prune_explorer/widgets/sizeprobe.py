@@ -63,6 +63,10 @@ function render({ model, el }) {
                      : window.innerHeight;
     // what the column shows above the picture (slider, counts) stays on screen with it
     const image = column.querySelector(".pe-preview");
+    if (image && !image.dataset.peProbe) {  // each new picture: measure again
+      image.dataset.peProbe = "1";
+      image.addEventListener("load", later);
+    }
     let above = 0;
     if (image) {
       above = Math.max(0, image.getBoundingClientRect().top
@@ -73,7 +77,11 @@ function render({ model, el }) {
     if (image) {
       // at once, before Python redraws (or while the picture is stale and is not redrawn):
       // the picture never reaches below the screen; it is scaled, not stretched
+      // (width and height auto within both maxima: the browser keeps the aspect ratio)
       image.style.maxHeight = Math.max(200, height) + "px";
+      image.style.maxWidth = width + "px";
+      image.style.width = "auto";
+      image.style.height = "auto";
     }
     const ratio = Math.round((window.devicePixelRatio || 1) * 100) / 100;
     if (width !== model.get("width") || height !== model.get("height")
@@ -89,6 +97,8 @@ function render({ model, el }) {
   const start = () => {
     const column = el.closest(".pe-explore-picture") || el.parentElement;
     if (column) { observer.observe(column); }
+    const head = column && column.querySelector(".pe-picture-head");
+    if (head) { observer.observe(head); }  // an error or a readout line comes or goes
     const box = column && scroller(column);
     if (box) { observer.observe(box); }
     later();
