@@ -163,7 +163,10 @@ class WeightHeatmap:
         self.ex = explorer
         self.renders = 0
         self.toggle = widgets.Checkbox(value=False, indent=False,
-                                       description="weight heatmap (|w| kept; pruned pale yellow)")
+                                       description="weight heatmap (|w|)",
+                                       tooltip="|w| of the kept weights in blues; pruned "
+                                               "cells pale yellow",
+                                       layout=widgets.Layout(width="auto"))
         self.toggle.add_class("pe-weight-heatmap")
         self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.image.add_class("pe-weight-heatmap-picture")
