@@ -81,3 +81,21 @@ def test_the_demo_evaluate_names_itself_test_accuracy():
     from prune_explorer.widgets.metric import metric_label
 
     assert metric_label(evaluate) == "test accuracy"
+
+
+def test_switching_tensors_marks_the_old_picture_and_readout_until_the_new_ones():
+    seen = []
+    ex = Explorer(mlp(), debounce=None, evaluate=lambda m: 0.5)
+    ex.preview_pane.image.observe(
+        lambda c: seen.append(("image", ex.preview_pane.stale, ex.metric.stale)), names="value")
+    ex.preview_pane.image.observe(
+        lambda c: seen.append(("class", ex.preview_pane.stale, ex.metric.stale)),
+        names="_dom_classes")
+    ex.select("2.weight")
+    # marked stale first (class change), then the new picture comes in still marked, then
+    # the marks go; at the end both are current
+    assert seen[0][:2] == ("class", True)  # the old picture is marked before anything else
+    assert ("image", True, True) in seen  # the new one arrives while both are still marked
+    assert not ex.preview_pane.stale
+    assert not ex.metric.stale
+    ex.close()

@@ -384,6 +384,10 @@ class Explorer:
     def _on_tensor(self, change: dict[str, Any]) -> None:
         if self.is_quiet:
             return
+        # The picture and readout on show are of the other tensor until the new preview
+        self.preview_pane.mark_stale()
+        if self.metric is not None:
+            self.metric.mark_stale("computing…")
         with self.quiet(), self.status.working(f"reading {change['new']}"):
             self.explore_pane.refresh_tensor_controls()  # the first visit counts its mask
             self.explore_pane.update_custom_note()
