@@ -86,3 +86,12 @@ def test_commit_review_is_off_until_something_is_pruned():
     assert not ex.ui.commit_review.disabled
     assert ex.ui.commit_details.value == ""
     ex.close()
+
+
+def test_every_control_has_a_tooltip_so_no_label_reads_null():
+    from prune_explorer.widgets.controls import PruningControls
+
+    c = PruningControls()
+    for name in ("method", "amount_mode", "amount", "count", "n", "dim", "global_method",
+                 "global_targets", "pattern", "block", "layout"):
+        assert getattr(c, name).tooltip, name
