@@ -99,3 +99,19 @@ def test_switching_tensors_marks_the_old_picture_and_readout_until_the_new_ones(
     assert not ex.preview_pane.stale
     assert not ex.metric.stale
     ex.close()
+
+
+def test_presentation_hides_the_details_and_enlarges_the_picture_text():
+    ex = Explorer(mlp(), debounce=None)
+    probe = ex.explore_pane.probe
+    probe.width, probe.height, probe.pixel_ratio = 600, 600, 1.0
+    title = ex.preview_pane.picture.ax.title
+    before = title.get_fontsize() * ex.preview_pane.picture.figure.dpi
+    ex.ui.presentation.value = True
+    assert ex.ui.preview_info.layout.display == "none"
+    assert ex.explore_pane.panels.box.layout.display == "none"
+    after = title.get_fontsize() * ex.preview_pane.picture.figure.dpi
+    assert after >= 1.2 * before
+    ex.ui.presentation.value = False
+    assert ex.ui.preview_info.layout.display == ""
+    ex.close()

@@ -201,14 +201,15 @@ class MaskPreview:
         # (width, height, pixel ratio) in CSS pixels when sized by resize(), else None
         self._frame: tuple[int, int, float] | None = None
 
-    def resize(self, width: int, height: int, *, pixel_ratio: float = 1.0) -> None:
+    def resize(self, width: int, height: int, *, pixel_ratio: float = 1.0,
+               text_scale: float = 1.0) -> None:
         """Draw the picture for a place of ``width`` CSS pixels, at most ``height`` tall.
 
         Fonts, ticks and margins grow with the place (up to :data:`MAX_FONT_SCALE` times the
         base size); the axes take the rest, with square cells: a picture wider than tall gets
         less than ``height`` (see :attr:`css_size`). ``pixel_ratio`` pixels are rendered per
-        CSS pixel (sharp on HiDPI screens and zoomed browsers). The next :meth:`update` lays
-        it out.
+        CSS pixel (sharp on HiDPI screens and zoomed browsers). ``text_scale`` (1 to 2)
+        enlarges the text further, for a projector. The next :meth:`update` lays it out.
 
         Examples
         --------
@@ -226,9 +227,12 @@ class MaskPreview:
         if not (isinstance(pixel_ratio, (int, float)) and 1.0 <= pixel_ratio <= 4.0):
             raise ValueError("MaskPreview.resize: pixel_ratio must be a number from 1 to 4; "
                              f"got {pixel_ratio!r}")
+        if not (isinstance(text_scale, (int, float)) and 1.0 <= text_scale <= 2.0):
+            raise ValueError("MaskPreview.resize: text_scale must be a number from 1 to 2; "
+                             f"got {text_scale!r}")
         self._frame = (width, height, float(pixel_ratio))
         self._cap = SIZED_MAX_CELLS
-        scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE)
+        scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE) * text_scale
         dpi = BASE_DPI * scale * pixel_ratio
         self.figure.set_dpi(dpi)
         self.figure.set_size_inches(width * pixel_ratio / dpi, height * pixel_ratio / dpi)
