@@ -39,13 +39,14 @@ from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
-from .html import collapse_warning, custom_note, esc, message
+from .feedback import refresh_buttons, show_input_error
+from .html import collapse_warning, custom_note, message
 from .maskfile import check_custom, read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
 from .sizeprobe import SizeProbe
-from .status import describe_error, human_error
+from .status import describe_error
 from .zoom import ZoomPane
 
 if TYPE_CHECKING:
@@ -315,29 +316,9 @@ class ExplorePane:
         self.update_custom_note()
 
     def refresh_buttons(self) -> None:
-        """Undo and Reset on exactly when the session would do them (``Session.undo_blocker``,
-        ``reset_blocker``); the reason for each button that is off, by the buttons."""
-        ui, session = self.ex.ui, self.ex.session
-        undo_why, reset_why = session.undo_blocker(), session.reset_blocker()
-        ui.undo.disabled = undo_why is not None
-        ui.reset.disabled = reset_why is not None
-        ui.undo.tooltip = "undo the last step" if undo_why is None else f"Undo: {undo_why}"
-        ui.reset.tooltip = ("undo every step of this session" if reset_why is None
-                            else f"Reset: {reset_why}")
-        lines = []
-        if ui.apply.disabled:
-            why = ("no tensor is chosen" if self.ex.tensor is None else
-                   "no preview for these settings (the message is by the controls)")
-            lines.append(f"Apply is off: {why}.")
-        if undo_why is not None and reset_why is not None and not session.steps:
-            lines.append("Undo and Reset are off: no steps are applied yet.")
-        else:
-            if undo_why is not None:
-                lines.append(f"Undo is off: {undo_why}.")
-            if reset_why is not None:
-                lines.append(f"Reset is off: {reset_why}.")
-        ui.button_note.value = "".join(
-            f'<div class="pe-button-why">{esc(line)}</div>' for line in lines)
+        """Undo and Reset on exactly when the session would do them, each reason by the
+        buttons (:func:`.feedback.refresh_buttons`)."""
+        refresh_buttons(self.ex)
 
     def refresh_targets(self) -> None:
         """Offer every tensor as a global target (default: ``Session.default_targets()``)."""
@@ -542,34 +523,8 @@ class ExplorePane:
                              shown="by the controls and over the picture")
         self.zoom.preview_changed()
 
-    # -- where the input errors go ----------------------------------------------------------------
     def _show_input_error(self, err: BaseException | None) -> None:
-        """Put the error about the controls next to the control it names (``field`` of the
-        session's errors, or the control a widget error starts with) and over the picture;
-        None clears both."""
-        ui, c = self.ex.ui, self.controls
-        if err is None:
-            for widget in (ui.control_error, ui.input_error):
-                widget.value = ""
-                widget.layout.display = "none"
-            return
-        text = message("error", f"Preview failed: {human_error(err, 'Preview')}")
-        ui.input_error.value = text
-        ui.input_error.layout.display = ""
-        field = getattr(err, "field", None) or str(err).split(":", 1)[0].strip()
-        near = {"amount": None, "count": None, "n": c.n, "dim": c.dim, "pattern": c.pattern,
-                "block": c.block, "mask": c.custom, "custom mask": c.custom,
-                "pruning_method": c.global_method, "targets": c.global_targets}.get(field)
-        if near is None:  # the slider's own error is over the picture already
-            ui.control_error.value = ""
-            ui.control_error.layout.display = "none"
-            return
-        children = list(c.box.children)
-        for order, child in enumerate(children):
-            child.layout.order = str(2 * order)
-        ui.control_error.layout.order = str(2 * children.index(near) + 1)
-        ui.control_error.value = message("error", "↑ " + human_error(err, "Preview"))
-        ui.control_error.layout.display = ""
+        show_input_error(self.ex, self.controls, err)  # by the control and over the picture
 
     # -- the picture's room, from the browser -----------------------------------------------------
     def _on_room(self, _change: dict[str, Any]) -> None:
