@@ -17,9 +17,13 @@ Usage::
     python benchmarks/bench_widget.py --weights tie-free
     python benchmarks/bench_widget.py --methods l1_unstructured ln_structured --changes 10
     python benchmarks/bench_widget.py --zoom    # with the Zoom panel open (it follows the slider)
+    python benchmarks/bench_widget.py --room 560x590x1   # the picture sized as in a browser
 
 ``--zoom`` opens the Zoom panel before the slider moves, so each picture includes the zoom's
 redraw of its window (64 x 64 entries: a large tensor opens on its top-left corner).
+``--room WxHxR`` reports a picture column of W x H CSS pixels at pixel ratio R, as the
+browser's size probe does (560x590x1: 1024x768 with the file browser open; 683x360x1.5: the
+same at 150 % zoom); without it the picture keeps its default 384 x 320.
 """
 
 from __future__ import annotations
@@ -92,7 +96,13 @@ def main() -> None:
                                  "random_structured"])
     parser.add_argument("--weights", choices=["default", "tie-free"], default="default")
     parser.add_argument("--zoom", action="store_true", help="open the Zoom panel first")
+    parser.add_argument("--room", default=None,
+                        help="WxHxR: the picture's column as a browser reports it")
     args = parser.parse_args()
+    room = None
+    if args.room:
+        width, height, ratio = args.room.split("x")
+        room = (int(width), int(height), float(ratio))
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(args.size, args.size))
@@ -106,7 +116,8 @@ def main() -> None:
     amounts = _amounts(args.changes)
     print(f"Linear({args.size}, {args.size}), {args.weights} weights: {args.changes} slider "
           f"changes, torch threads {torch.get_num_threads()}, Zoom panel "
-          f"{'open' if args.zoom else 'closed'}; target median <= {TARGET_MS:.0f} ms")
+          f"{'open' if args.zoom else 'closed'}, room {args.room or 'default'}; target median "
+          f"<= {TARGET_MS:.0f} ms")
     print(f"{'method':<22}{'mode':<14}{'median ms':>10}{'min':>8}{'max':>8}"
           f"{'preview ms':>12}{'draw ms':>9}")
     for method in args.methods:
@@ -114,6 +125,9 @@ def main() -> None:
             ex = Explorer(model, debounce=debounce)
             ex.ui.method.value = method
             ex.ui.zoom_toggle.value = args.zoom
+            if room is not None:  # as the size probe reports it from the browser
+                probe = ex.explore_pane.probe
+                probe.width, probe.height, probe.pixel_ratio = room
             ex.flush()
             latencies = slider_latency(ex, amounts)
             compute, draw = parts(ex, method, amounts[: max(3, args.changes // 3)])

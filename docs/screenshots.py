@@ -13,7 +13,8 @@ projector case, file browser open), runs it, and photographs the JupyterLab wind
 the explorer on the demo MLP (``fc1.weight``, l1_unstructured at 50 %) and on the demo CNN's
 ``features.3.weight`` in the kernels view (ln_structured, ``dim = 0``), and the MLP with a
 global preview and the Model view, Magnitudes and Zoom panels open, each scrolled to the top
-of the notebook (or, when the picture falls below the window, down to the picture). The PNGs are
+of the notebook (or, when the picture falls below the window, down to the slider over the
+picture). The PNGs are
 palette-compressed so each stays well under 200 KB. Options: ``--out DIR``,
 ``--sizes 1400x1000,...``.
 
@@ -117,8 +118,9 @@ def wait_until_drawn(page, explorer) -> None:
 
 
 def frame(page, explorer) -> None:
-    """Scroll the explorer to the top of the notebook; if its picture is then below the window
-    (the narrow layout puts it under the controls), scroll on until the picture is in view."""
+    """Scroll the explorer to the top of the notebook; if its picture then reaches below the
+    window (the narrow layout puts it under the controls), scroll the slider's row to the top
+    instead: slider, count line and picture fill the screen, as a teacher projects it."""
     explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
     if explorer.locator(".pe-explore-panels svg").count():  # the panels shot: panels at bottom
         explorer.locator(".pe-explore-panels").first.evaluate(
@@ -128,8 +130,8 @@ def frame(page, explorer) -> None:
     preview = explorer.locator(".pe-preview").first
     box, height = preview.bounding_box(), page.viewport_size["height"]
     if box is not None and box["y"] + box["height"] > height - 30:
-        preview.evaluate("e => e.scrollIntoView({block: 'end'})")
-        page.mouse.wheel(0, 40)  # a little margin under the picture's legend
+        explorer.locator(".pe-picture-head").first.evaluate(
+            "e => e.scrollIntoView({block: 'start'})")
     time.sleep(0.5)
 
 

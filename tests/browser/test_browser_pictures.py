@@ -51,9 +51,14 @@ def ticks(description: str) -> list[str]:
     return re.findall(r"; ticks (.*)$", description, flags=re.M)
 
 
-def fresh_ticks(layout: str) -> list[str]:
-    """The tick labels of a picture drawn in ``layout`` from scratch (no view before it)."""
+def fresh_ticks(layout: str, described: str = "") -> list[str]:
+    """The tick labels of a picture drawn in ``layout`` from scratch (no view before it), in
+    the room the explorer's picture was drawn for (its description's "room:" line)."""
     picture = MaskPreview()
+    room = re.search(r"room: (\d+) x (\d+) px, pixel ratio ([0-9.]+)", described)
+    if room is not None:
+        picture.resize(int(room.group(1)), int(room.group(2)),
+                       pixel_ratio=float(room.group(3)))
     picture.update(torch.ones(SHAPE, dtype=torch.bool), layout=layout, module_type="Conv2d")
     return ticks(picture.describe())
 
@@ -86,9 +91,8 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
         for label, layout in (("matrix", "auto"), ("channels", "channels"),
                               ("kernels", "kernels"), ("matrix", "auto")):
             view.select_option(label=label)
-            expected = fresh_ticks(layout)
-            seen = wait_for(title, lambda t, e=expected: ticks(t) == e,
-                            f"ticks after switching to {label} are not {expected}")
+            seen = wait_for(title, lambda t, e=layout: ticks(t) == fresh_ticks(e, t),
+                            f"ticks after switching to {label} are not a fresh picture's")
             if layout != "channels":  # a strip of channels has no row ticks
                 assert "none" not in ticks(seen), seen  # both axes have their ticks
 

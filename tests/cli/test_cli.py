@@ -63,6 +63,9 @@ def torch_oracle(model: nn.Module) -> nn.Module:
     return model
 
 
+LAB_CONFIG = ".jupyter-config"  # cli.lab.quiet_news: JupyterLab defaults (no news pop-up)
+
+
 def listing(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
@@ -442,7 +445,7 @@ def test_lab_copies_notebooks_and_builds_a_safe_command(capsys, tmp_path, launch
     folder = tmp_path / "work"
     code, out, err = run(capsys, "lab", "--dir", folder, "--port", 9123, "--no-browser")
     assert (code, err) == (0, "")
-    assert listing(folder) == EXPECTED_NOTEBOOKS
+    assert listing(folder) == [LAB_CONFIG, *EXPECTED_NOTEBOOKS]  # + the lab's quiet defaults
     for name in EXPECTED_NOTEBOOKS:
         assert (folder / name).read_bytes() == (PACKAGED_NOTEBOOKS / name).read_bytes()
         assert f"{name}: copied" in out
@@ -463,7 +466,7 @@ def test_lab_defaults(capsys, tmp_path, launched, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, _, _ = run(capsys, "lab")
     assert code == 0
-    assert listing(tmp_path / "prune-explorer-notebooks") == EXPECTED_NOTEBOOKS
+    assert listing(tmp_path / "prune-explorer-notebooks") == [LAB_CONFIG, *EXPECTED_NOTEBOOKS]
     [(cmd, _)] = launched
     assert not [part for part in cmd if "port" in part or "open_browser" in part]
 
@@ -481,7 +484,7 @@ def test_lab_never_overwrites_an_edited_copy(capsys, tmp_path, launched):
     assert "01_quickstart.ipynb: kept your edited copy" in out
     assert "02_pruning_concepts.ipynb: already there, unchanged" in out
     assert "03_global_vs_local.ipynb: copied" in out
-    assert listing(folder) == EXPECTED_NOTEBOOKS
+    assert listing(folder) == [LAB_CONFIG, *EXPECTED_NOTEBOOKS]
     assert len(launched) == 2
 
 

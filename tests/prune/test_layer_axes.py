@@ -48,16 +48,17 @@ def test_pictures_label_conv1d_rows_as_inputs():
 
 
 def test_wording_names_the_axis_structured_pruning_removes():
-    assert slice_unit(1, "Conv1D", 2) == "channel along dim 1 (out features)"
-    assert slice_unit(0, "Conv1D", 2) == "channel along dim 0 (in features)"
-    assert slice_unit(0, "Linear", 1) == "channel along dim 0"  # a bias: no weight dims
+    assert slice_unit(2, 1, "Conv1D") == "output column (dim 1)"
+    assert slice_unit(2, 0, "Conv1D") == "input row (dim 0)"
+    assert slice_unit(2, 0, "Linear") == "output row (dim 0)"
+    assert slice_unit(1, 0, "Linear") == "entry"  # a bias: no weight dims
     controls = PruningControls()
     controls.method.value = "ln_structured"
     controls.set_tensor(2, {"entries": 96, "dim": [8, 12]}, "Conv1D")
     controls.dim.value = 1
     controls.update_visibility()  # what the explorer does when the dim changes
-    assert controls.units_left == (12, "channel along dim 1 (out features)")
-    assert "12 channels along dim 1 (out features) left" in controls.left.value
+    assert controls.units_left == (12, "output column (dim 1)")
+    assert "12 output columns (dim 1) left" in controls.left.value
 
 
 def test_ln_structured_dim_1_of_conv1d_removes_output_units():

@@ -34,8 +34,9 @@ from prune_explorer.session.steps.methods import METHODS
     (1, "step", "1 step"),
     (3, "step", "3 steps"),
     (1, "tensor", "1 tensor"),
-    (1, "channel along dim 0", "1 channel along dim 0"),
-    (4, "channel along dim 0", "4 channels along dim 0"),
+    (1, "slice along dim 0", "1 slice along dim 0"),
+    (4, "slice along dim 0", "4 slices along dim 0"),
+    (4, "kernel row (dim 2)", "4 kernel rows (dim 2)"),
     (1234567, "entry over 3 tensors", "1,234,567 entries over 3 tensors"),
     (2, "box", "2 boxes"),
     (2, "day", "2 days"),
@@ -88,9 +89,9 @@ def test_every_method_reads_as_words_not_code():
     (Step("random_unstructured", "fc1.weight", amount=0.3, seed=1655000000),
      "random, 30% of fc1.weight (seed 1655000000)"),
     (Step("ln_structured", "c.weight", amount=2, n=2, dim=0),
-     "L2-norm channels, 2 channels along dim 0 of c.weight"),
+     "Ln-norm structured (n=2, dim=0), 2 slices along dim 0 of c.weight"),
     (Step("ln_structured", "c.weight", amount=0.5, n=math.inf, dim=1),
-     "L∞-norm channels, 50% of c.weight"),
+     "Ln-norm structured (n=inf, dim=1), 50% of c.weight"),
     (Step("global_unstructured", ["a.weight", "b.weight", "c.weight"],
           pruning_method="random_unstructured", amount=0.6, seed=3),
      "global random, 60% over 3 tensors (seed 3)"),
@@ -103,10 +104,10 @@ def test_describe_step_sentences(step, expected):
 def test_describe_step_with_what_it_did():
     step = Step("l1_unstructured", "fc1.weight", amount=0.5)
     assert describe_step(step, pruned=8192, sparsity=0.5) == (
-        "L1 magnitude, 50% of fc1.weight: 8,192 entries pruned (now 50.0% sparse)")
+        "L1 magnitude, 50% of fc1.weight: 8,192 entries pruned (now 50.0% of fc1.weight pruned)")
     assert describe_step(step, pruned=1) == "L1 magnitude, 50% of fc1.weight: 1 entry pruned"
     assert describe_step(step, pruned=-3, sparsity=0.0) == (
-        "L1 magnitude, 50% of fc1.weight: 3 entries restored (now 0.0% sparse)")
+        "L1 magnitude, 50% of fc1.weight: 3 entries restored (now 0.0% of fc1.weight pruned)")
 
 
 def test_describe_change_sums_over_the_tensors_of_the_steps():
@@ -114,7 +115,7 @@ def test_describe_change_sums_over_the_tensors_of_the_steps():
     text = describe_change("Applied", [step], {"a": 1, "c": 9}, {"a": 3, "b": 2, "c": 9},
                            {"a": 4, "b": 4, "c": 10})
     assert text == ("Applied global L1 magnitude, 50% over 2 tensors: 4 entries pruned "
-                    "(now 62.5% sparse).")
+                    "(now 62.5% of these 2 tensors pruned).")
 
 
 def test_describe_rounding():

@@ -90,8 +90,7 @@ def test_a_structured_method_counts_the_slices_it_needs(monkeypatch):
     assert slices  # asked now, by the controls and the stats
     mask = ex.session.mask("0.weight")
     expected = int(mask.any(dim=0).sum())
-    # the unit names the layer's axis (a Linear's dim 1: its inputs)
-    assert ex.controls.units_left == (expected, "channel along dim 1 (in features)")
+    assert ex.controls.units_left == (expected, "input column (dim 1)")
     assert ex.preview_stats.left == expected
     ex.close()
 

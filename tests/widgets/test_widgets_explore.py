@@ -285,9 +285,9 @@ def test_structured_preview_counts_channels(ex):
     ex.ui.method.value = "ln_structured"
     ex.ui.dim.value = 1
     stats = ex.preview_stats
-    assert stats.unit == "channel along dim 1"
+    assert stats.unit == "input column (dim 1)"
     assert (stats.left, stats.units_pruned, stats.newly_pruned) == (12, 4, 32)  # 3.6 -> 4
-    assert "4 channels along dim 1" in ex.ui.preview_info.value
+    assert "4 input columns (dim 1)" in ex.ui.preview_info.value
 
 
 def test_count_mode_converts_the_fraction_and_prunes_exactly_that_count():
@@ -457,7 +457,10 @@ def test_view_choice_changes_the_picture_layout():
     ex = make(cnn())
     assert ex.preview_array.shape == (6, 18)  # out x (in·kh·kw)
     ex.ui.layout.value = "kernels"
-    assert ex.preview_array.shape == (6 * 4 - 1, 2 * 4 - 1)  # tiles with 1-cell gaps
+    assert ex.preview_array.shape == (6 * 3, 2 * 3)  # tiles edge to edge, borders drawn
+    picture = ex.preview_pane.picture
+    assert picture._tile_lines is not None
+    assert len(picture._tile_lines.get_segments()) == 5 + 1
     ex.ui.layout.value = "channels"
     assert shown(ex, "dim")  # the channel view needs a dim even for unstructured methods
     ex.ui.dim.value = 0
@@ -586,15 +589,15 @@ def test_apply_undo_reset_buttons(ex):
     assert ex.ui.reset.disabled
     ex.ui.apply.click()
     assert ex.status.text == ("Applied L1 magnitude, 30% of 0.weight: 29 entries pruned "
-                              "(now 30.2% sparse).")
+                              "(now 30.2% of 0.weight pruned).")
     assert not ex.ui.undo.disabled
     assert not ex.ui.reset.disabled
     ex.ui.method.value = "ln_structured"
     ex.ui.apply.click()
     assert len(ex.session.steps) == 2
     ex.ui.undo.click()
-    assert ex.status.text.startswith("Undid L2-norm channels, 30% of 0.weight: ")
-    assert ex.status.text.endswith(" entries restored (now 30.2% sparse).")
+    assert ex.status.text.startswith("Undid Ln-norm structured (n=2, dim=0), 30% of 0.weight: ")
+    assert ex.status.text.endswith(" entries restored (now 30.2% of 0.weight pruned).")
     assert [s.method for s in ex.session.steps] == ["l1_unstructured"]
     ex.ui.tensor.value = "2.weight"
     ex.ui.apply.click()

@@ -78,7 +78,7 @@ def test_visited_positions_come_back_without_drawing_until_the_session_changes(m
     ex.ui.method.value = "ln_structured"
     ex.ui.apply.click()  # the same number of entries again, but a different step 3
     ex.ui.history.value = 3
-    assert "norm channels" in ex.ui.history_label.value  # the new step 3, not the old
+    assert "Ln-norm structured" in ex.ui.history_label.value  # the new step 3, not the old
     assert ex.ui.history_image.value != shown[3][0]
     ex.close()
 

@@ -82,7 +82,7 @@ def test_structured_cut_is_the_smallest_kept_channel_norm(opened):
     ex.ui.dim.value = 0
     ex.ui.amount.value = 0.5
     panel = ex.explore_pane.panels.magnitudes
-    assert panel.magnitudes.unit == "channels along dim 0"
+    assert panel.magnitudes.unit == "output rows (dim 0)"
     weight = ex.session.tensor("0.weight").clone()
     cut, pruned = panel.cut, panel.pruned
     ex.ui.apply.click()

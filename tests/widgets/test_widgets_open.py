@@ -15,7 +15,7 @@ def two_convs() -> nn.Module:
 
 
 @pytest.mark.parametrize(("view", "layout", "shape"), [
-    ("kernels", "kernels", (4 * 4 - 1, 6 * 4 - 1)),  # 4x6 tiles of 3x3 with 1-cell gaps
+    ("kernels", "kernels", (4 * 3, 6 * 3)),  # 4x6 tiles of 3x3 edge to edge (borders drawn)
     ("matrix", "auto", (4, 54)),                      # out x (in·kh·kw)
 ])
 def test_opens_on_the_tensor_and_view(view, layout, shape):

@@ -63,9 +63,9 @@ def test_history_slider_walks_the_steps_and_highlights_what_each_pruned(ex):
     assert title[:2] == ["0.weight · state after step 1", "L1 magnitude, 25% of 0.weight"]
     assert title[2] == "sparsity 0.0% before → 25.0% after"  # a step taken, not a preview
     ex.ui.history.value = 2
-    assert "L2-norm channels, 25% of 0.weight" in ex.ui.history_label.value
+    assert "Ln-norm structured (n=2, dim=0), 25% of 0.weight" in ex.ui.history_label.value
     table = ex.ui.history_steps.value
-    for method in ("as found", "L1 magnitude", "Ln-norm channels"):
+    for method in ("as found", "L1 magnitude", "Ln-norm structured"):
         assert f"<td style=\"padding:2px 8px\">{method}</td>" in table
 
 
@@ -153,8 +153,9 @@ def test_apply_global_matches_torch_global_unstructured(ex):
     ex.ui.tabs.selected_index = COMPARE
     ex.ui.compare_amount.value = 0.6
     ex.ui.apply_global.click()
+    # 0.6 * 128 = 76.8 -> 77
     assert ex.status.text == ("Applied global L1 magnitude, 60% over 2 tensors: 77 entries "
-                              "pruned (now 60.2% sparse).")  # 0.6 * 128 = 76.8 -> 77
+                              "pruned (now 60.2% of these 2 tensors pruned).")
     torch_prune.global_unstructured(
         [(copied[0], "weight"), (copied[2], "weight")], torch_prune.L1Unstructured, amount=0.6
     )
@@ -171,8 +172,9 @@ def test_apply_local_matches_torch_per_tensor_and_shows_progress(ex):
     ex.ui.progress.observe(lambda c: seen.append(c["new"]), names="value")
     ex.ui.tabs.selected_index = COMPARE
     ex.ui.apply_local.click()
+    # 48 of 96 and 16 of 32
     assert ex.status.text == ("Applied L1 magnitude, 50% of each of 2 tensors: 64 entries "
-                              "pruned (now 50.0% sparse).")  # 48 of 96 and 16 of 32
+                              "pruned (now 50.0% of these 2 tensors pruned).")
     for index in (0, 2):
         torch_prune.l1_unstructured(copied[index], "weight", amount=0.5)
         assert torch.equal(model[index].weight_mask, copied[index].weight_mask)

@@ -243,8 +243,7 @@ def test_the_count_names_channels_for_structured_methods_and_takes_ints_from_cod
     assert ex.ui.count.value == "2"
     assert ex.preview_stats.units_pruned == 2
     ex.ui.count.value = "2.0"
-    assert ("must be a whole number of channels along dim 0 (out features) to prune"
-            in ex.status.text)
+    assert "must be a whole number of output rows (dim 0) to prune" in ex.status.text
 
 
 # -- layer collapse: the Explore tab warns before Apply --------------------------------------------

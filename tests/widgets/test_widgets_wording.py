@@ -36,10 +36,10 @@ def test_apply_and_undo_say_what_happened_in_words_and_numbers(big):
     big.ui.amount.value = 0.5
     big.ui.apply.click()
     assert big.status.text == ("Applied L1 magnitude, 50% of 0.weight: 8,192 entries pruned "
-                               "(now 50.0% sparse).")
+                               "(now 50.0% of 0.weight pruned).")
     big.ui.undo.click()
     assert big.status.text == ("Undid L1 magnitude, 50% of 0.weight: 8,192 entries restored "
-                               "(now 0.0% sparse).")
+                               "(now 0.0% of 0.weight pruned).")
     for text in (big.status.text, big.ui.summary.value, big.ui.preview_info.value):
         assert not any(bad in text for bad in DEVELOPER_NOTATION), text
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import IO
@@ -33,6 +34,7 @@ __all__ = [
     "exec_lab",
     "is_loopback",
     "lab_command",
+    "quiet_news",
 ]
 
 QUICKSTART = "01_quickstart.ipynb"
@@ -180,6 +182,40 @@ def lab_command(
     return cmd
 
 
+#: JupyterLab settings the lab command gives as defaults: no "Would you like to get notified
+#: about official Jupyter news?" toast over the quickstart (your own settings still win).
+LAB_DEFAULTS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
+
+
+def quiet_news(directory: str | os.PathLike[str], env: MutableMapping[str, str]) -> Path:
+    """Write :data:`LAB_DEFAULTS` as ``default_setting_overrides.json`` into a config folder
+    of its own under ``directory`` and put that folder first on ``env["JUPYTER_CONFIG_PATH"]``,
+    so JupyterLab started with ``env`` opens without the news pop-up. Your global Jupyter
+    settings and config are neither read nor written. Returns the config folder.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> env = {}
+    >>> folder = quiet_news(tempfile.mkdtemp(), env)
+    >>> env["JUPYTER_CONFIG_PATH"] == str(folder)
+    True
+    >>> json.loads((folder / "labconfig" / "default_setting_overrides.json").read_text())
+    {'@jupyterlab/apputils-extension:notification': {'fetchNews': 'false'}}
+    """
+    folder = Path(directory).resolve() / ".jupyter-config"
+    labconfig = folder / "labconfig"
+    try:
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "default_setting_overrides.json").write_text(
+            json.dumps(LAB_DEFAULTS, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise CLIError(f"--dir: cannot write {str(labconfig)!r} ({exc.strerror})") from None
+    old = env.get("JUPYTER_CONFIG_PATH")
+    env["JUPYTER_CONFIG_PATH"] = str(folder) + (os.pathsep + old if old else "")
+    return folder
+
+
 def exec_lab(cmd: Sequence[str], cwd: Path) -> int:
     """Replace this process with ``cmd`` run in ``cwd`` (returns only where exec cannot be used).
 
@@ -217,6 +253,7 @@ def cmd_lab(args: argparse.Namespace, out: IO[str]) -> int:
     }
     for name, state in status.items():
         print(f"  {name}: {notes[state]}", file=out)
+    quiet_news(directory, os.environ)  # the exec'd JupyterLab inherits the environment
     ip = getattr(args, "ip", LOCALHOST)
     cmd = lab_command(directory, args.port, open_browser=not args.no_browser, ip=ip)
     if "--allow-root" in cmd:

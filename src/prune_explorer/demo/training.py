@@ -153,3 +153,7 @@ def evaluate(model: nn.Module, split: str = "test", *, layout: Layout | None = N
     finally:
         model.train(was_training)
     return float((predictions.cpu() == y).double().mean())
+
+
+#: What :func:`evaluate` measures: the explorer names its readout after it.
+evaluate.metric_label = "test accuracy"  # type: ignore[attr-defined]

@@ -270,6 +270,68 @@ class Session(Reporting, Committing):
         return self._journal.undoable(outer=False) > 0
 
     @locked
+    def undo_blocker(self) -> str | None:
+        """Why :meth:`undo` would refuse now, in words (None: it can undo the last step).
+
+        Examples
+        --------
+        >>> import torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> s.undo_blocker()
+        'nothing to undo; no steps are applied'
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        >>> s.undo_blocker() is None
+        True
+        """
+        return self._undo_blocker(outer=False)
+
+    @locked
+    def reset_blocker(self) -> str | None:
+        """Why :meth:`reset` would refuse now, or that it has nothing to do, in words (None:
+        it would undo every step).
+
+        Examples
+        --------
+        >>> import torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5)
+        >>> s.reset_blocker() is None
+        True
+        >>> _ = s.commit()
+        >>> s.reset_blocker().startswith("the model cannot go back to how the session found it")
+        True
+        """
+        return self._reset_blocker(outer=False)
+
+    def _undo_blocker(self, *, outer: bool) -> str | None:
+        # The one rule for undo (Session.undo raises it, the explorer shows it by its button).
+        journal = self._journal
+        floor = journal.outer_floor if outer else journal.floor
+        if len(journal.actions) <= floor:
+            return ("nothing to undo; no steps are applied"
+                    + (" inside this transaction" if floor else ""))
+        action = journal.actions[-1]
+        if action.kind == "commit" or action.snapshots is None:
+            return (f"the last action was commit of {action.step.target!r}, which is not "
+                    "undoable: prune.remove made that pruning permanent and freed the _orig "
+                    "copy and the mask")
+        return None
+
+    def _reset_blocker(self, *, outer: bool) -> str | None:
+        # The one rule for reset (Session.reset raises it, the explorer shows it by its button).
+        journal = self._journal
+        committed = [a.step.target for a in journal.actions if a.kind == "commit"]
+        if committed:
+            return ("the model cannot go back to how the session found it because commit "
+                    f"made pruning permanent for {committed}; undo() still goes back to just "
+                    "after the last commit")
+        if journal.outer_floor if outer else journal.floor:
+            return "cannot reset inside a transaction that started after the first step"
+        if not journal.actions:
+            return "nothing to reset; no steps are applied"
+        return None
+
+    @locked
     def history(self, name: str) -> TensorHistory:
         """History of ``name``: the mask after each step that touched it (entry 0: as found)."""
         name = self._check_name(name, "Session.history")
@@ -450,18 +512,10 @@ class Session(Reporting, Committing):
 
     def _undo_last(self, where: str) -> Action:
         journal = self._journal
-        if len(journal.actions) <= journal.outer_floor:
-            raise NotUndoableError(
-                f"{where}: nothing to undo; no steps are applied"
-                + (" inside this transaction" if journal.outer_floor else "")
-            )
+        blocker = self._undo_blocker(outer=True)
+        if blocker is not None:
+            raise NotUndoableError(f"{where}: {blocker}")
         action = journal.actions[-1]
-        if action.kind == "commit" or action.snapshots is None:
-            raise NotUndoableError(
-                f"{where}: the last action was commit of {action.step.target!r}, which is "
-                "not undoable: prune.remove made that pruning permanent and freed the _orig "
-                "copy and the mask"
-            )
         self._check_in_sync(action.names, where)
         journal.undo_last()
         self._resee(action.names)
@@ -478,16 +532,9 @@ class Session(Reporting, Committing):
         where = "Session.reset"
         with self.transaction():
             journal = self._journal
-            committed = [a.step.target for a in journal.actions if a.kind == "commit"]
-            if committed:
-                raise NotUndoableError(
-                    f"{where}: the model cannot go back to how the session found it because "
-                    f"commit made pruning permanent for {committed}; undo() still goes back to "
-                    "just after the last commit"
-                )
-            if journal.outer_floor:
-                raise NotUndoableError(f"{where}: cannot reset inside a transaction that "
-                                       "started after the first step")
+            blocker = self._reset_blocker(outer=True)
+            if blocker is not None and journal.actions:
+                raise NotUndoableError(f"{where}: {blocker}")
             if journal.actions:
                 names = tuple(dict.fromkeys(n for a in journal.actions for n in a.names))
                 self._check_in_sync(names, where)

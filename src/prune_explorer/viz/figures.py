@@ -134,16 +134,21 @@ def check_choice(value: Any, choices: Sequence[str], where: str) -> None:
         raise ValueError(f"{where} must be one of {tuple(choices)}; got {value!r}")
 
 
-def _tile_ticks(count: int, tile: int, max_ticks: int = 8) -> tuple[list[float], list[str]]:
-    # One tick at the centre of every k-th tile, labelled with the tile's channel index.
+def _tile_ticks(count: int, tile: int, max_ticks: int = 8,
+                pitch: int | None = None) -> tuple[list[float], list[str]]:
+    # One tick at the centre of every k-th tile, labelled with the tile's channel index;
+    # tiles start every ``pitch`` cells (default: a 1-cell gap after each).
+    pitch = tile + 1 if pitch is None else pitch
     step = max(1, -(-count // max_ticks))
     index = list(range(0, count, step))
-    positions = [i * (tile + 1) + (tile - 1) / 2 for i in index]
+    positions = [i * pitch + (tile - 1) / 2 for i in index]
     return positions, [str(i) for i in index]
 
 
-def set_cell_ticks(ax: Axes, view: TensorView) -> None:
+def set_cell_ticks(ax: Axes, view: TensorView, max_ticks: tuple[int, int] = (8, 8)) -> None:
     """Ticks in source-element coordinates; kernel grids get one tick per (k-th) tile.
+
+    ``max_ticks`` bounds the (rows, columns) ticks, so labels fit the axes' size in pixels.
 
     Examples
     --------
@@ -157,21 +162,23 @@ def set_cell_ticks(ax: Axes, view: TensorView) -> None:
     if view.kind == "kernels" and view.tile is not None:
         n_out, n_in = view.source_shape[0], view.source_shape[1]
         kh, kw = view.tile
-        positions, labels = _tile_ticks(n_out, kh)
+        packed = view.shape == (n_out * kh, n_in * kw)  # no gap cells (gaps=False)
+        positions, labels = _tile_ticks(n_out, kh, max_ticks[0], kh if packed else None)
         ax.yaxis.set_major_locator(FixedLocator(positions))
         ax.set_yticks(positions, labels)
-        positions, labels = _tile_ticks(n_in, kw)
+        positions, labels = _tile_ticks(n_in, kw, max_ticks[1], kw if packed else None)
         ax.xaxis.set_major_locator(FixedLocator(positions))
         ax.set_xticks(positions, labels)
         return
     # An axes reused after a kernel grid still holds its fixed tick labels: put back numeric
     # formatters as well as locators, or the old labels land on the new ticks.
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    rows_bins, cols_bins = (max(1, min(6, n - 1)) for n in max_ticks)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=cols_bins, integer=True))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     if view.shape[0] == 1:
         ax.set_yticks([])
     else:
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=rows_bins, integer=True))
         ax.yaxis.set_major_formatter(ScalarFormatter())
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .style import BLUE, ORANGE, VERMILLION
+from .style import BLUE, VERMILLION
 
 __all__ = ["HistogramSVG", "plot_magnitudes"]
 
@@ -123,8 +123,9 @@ class HistogramSVG:
         if prune_all or cut is not None:
             x = self.width - _RIGHT if prune_all or cut is None else self.x(cut)
             over = (f'<rect class="pe-mag-pruned" x="{_LEFT}" y="{_TOP}" '
-                    f'width="{max(x - _LEFT, 0):.1f}" height="{bottom - _TOP}" fill="{ORANGE}" '
-                    'fill-opacity="0.45"/>')
+                    f'width="{max(x - _LEFT, 0):.1f}" height="{bottom - _TOP}" '
+                    f'fill="{VERMILLION}" '
+                    'fill-opacity="0.3"/>')
             if not prune_all:
                 over += (f'<line class="pe-mag-cut" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" '
                          f'y2="{bottom}" stroke="{VERMILLION}" stroke-width="2"/>')
@@ -160,8 +161,8 @@ def plot_magnitudes(ax: Any, edges: np.ndarray, counts: np.ndarray, cut: float |
     else:
         drawn["bars"] = None
     if cut is not None and len(counts):
-        drawn["pruned"] = ax.axvspan(edges[0], max(cut, edges[0]), color=ORANGE, alpha=0.45,
-                                     label="pruned")
+        drawn["pruned"] = ax.axvspan(edges[0], max(cut, edges[0]), color=VERMILLION,
+                                     alpha=0.35, label="pruned")
         drawn["cut"] = ax.axvline(max(cut, edges[0]), color=VERMILLION, linewidth=2,
                                   label=f"cut {cut:.3g}")
         ax.legend(loc="upper right", fontsize="small")

@@ -158,7 +158,7 @@ def plot_mask(
     mode : {"mask", "magnitude"}
         ``"mask"``: kept fraction per cell, dark blue = kept, pale yellow = pruned.
         ``"magnitude"``: mean ``|w|`` of the kept weights per cell (light to dark blue); cells
-        with nothing kept are orange.
+        with nothing kept are pale yellow (pruned, as in the mask pictures).
     layout : {"auto", "kernels", "channels"}
         The 2-D view (see :func:`~prune_explorer.viz.views.tensor_view`); ``"channels"`` shows
         the kept fraction of each slice along ``dim`` (0 = the whole channel is pruned).

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -50,6 +51,19 @@ from prune_explorer.viz.views import LAYOUTS, Layout, TensorView, shape_only, te
 _AXES_RECT = (0.15, 0.22, 0.63, 0.59)
 _CBAR_RECT = (0.81, 0.22, 0.03, 0.59)
 _TITLE_LEFT = 0.03  # the title's left edge, in figure fractions
+# Sized pictures (MaskPreview.resize): the room around the axes in points, which grow with the
+# fonts -- left (tick labels, y label), bottom (tick labels, x label, legend), right (colour bar
+# and its label), top (three title lines) -- and the colour bar's gap and width.
+_MARGIN_PT = (50.0, 60.0, 62.0, 46.0)
+_CBAR_GAP_PT, _CBAR_WIDTH_PT = 8.0, 9.0
+#: Dots per inch of a picture at font scale 1 (:meth:`MaskPreview.resize`).
+BASE_DPI = 80.0
+#: Fonts grow with the picture, from its base size (384 x 320 px) up to this factor.
+MAX_FONT_SCALE = 1.6
+#: Cells per side of a sized picture (:meth:`MaskPreview.resize`): a slider step costs what is
+#: on screen, so a large picture of a large tensor draws cells of a few pixels rather than
+#: more cells (a tensor with fewer rows or columns keeps one cell per entry).
+SIZED_MAX_CELLS = 256
 
 # Square cells wherever the picture is at most this many times taller than wide (or wider than
 # tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
@@ -168,19 +182,15 @@ class MaskPreview:
             interpolation="nearest",
             aspect="auto",
         )
-        handles = diff_legend_handles()
-        handles[-1].set_label("pruned by this step")
-        self.legend = self.figure.legend(handles=handles, loc="lower center", ncol=3,
-                                         fontsize="small", frameon=False,
-                                         bbox_to_anchor=(0.5, 0.0), handlelength=1.2,
-                                         columnspacing=1.0)
+        self.legend = self._legend(step=True)
         self.colorbar = self.figure.colorbar(self.image, cax=cax)
         self.colorbar.set_ticks([0.0, 0.5, 1.0])
         self.colorbar.ax.tick_params(labelsize="small")
-        self.colorbar.set_label("kept fraction per cell (0 = pruned, 1 = kept)", fontsize="small")
+        self.colorbar.set_label("kept fraction per cell", fontsize="small")
         self.pooled: PooledView | None = None
         self.pooled_before: PooledView | None = None
         self._pattern_lines: list[Line2D] = []
+        self._tile_lines: LineCollection | None = None
         self.label = CURRENT
         self.view: TensorView | None = None
         self._before: tuple[Any, tuple[Any, ...], PooledView] | None = None
@@ -188,6 +198,53 @@ class MaskPreview:
         self._background: Any = None
         self._background_key: tuple[Any, ...] | None = None
         self._layout_key: tuple[Any, ...] = ()
+        # (width, height, pixel ratio) in CSS pixels when sized by resize(), else None
+        self._frame: tuple[int, int, float] | None = None
+
+    def resize(self, width: int, height: int, *, pixel_ratio: float = 1.0,
+               text_scale: float = 1.0) -> None:
+        """Draw the picture for a place of ``width`` CSS pixels, at most ``height`` tall.
+
+        Fonts, ticks and margins grow with the place (up to :data:`MAX_FONT_SCALE` times the
+        base size); the axes take the rest, with square cells: a picture wider than tall gets
+        less than ``height`` (see :attr:`css_size`). ``pixel_ratio`` pixels are rendered per
+        CSS pixel (sharp on HiDPI screens and zoomed browsers). ``text_scale`` (1 to 2)
+        enlarges the text further, for a projector. The next :meth:`update` lays it out.
+
+        Examples
+        --------
+        >>> import torch
+        >>> p = MaskPreview()
+        >>> p.resize(600, 700)
+        >>> _ = p.update(torch.ones(64, 128, dtype=torch.bool), name="fc.weight")
+        >>> p.css_size  # a wide tensor: the full width, only the height it needs
+        (600, 387)
+        """
+        if not (isinstance(width, int) and isinstance(height, int) and width >= 160
+                and height >= 160):
+            raise ValueError("MaskPreview.resize: width and height must be ints >= 160 (CSS "
+                             f"pixels); got {width!r} x {height!r}")
+        if not (isinstance(pixel_ratio, (int, float)) and 1.0 <= pixel_ratio <= 4.0):
+            raise ValueError("MaskPreview.resize: pixel_ratio must be a number from 1 to 4; "
+                             f"got {pixel_ratio!r}")
+        if not (isinstance(text_scale, (int, float)) and 1.0 <= text_scale <= 2.0):
+            raise ValueError("MaskPreview.resize: text_scale must be a number from 1 to 2; "
+                             f"got {text_scale!r}")
+        self._frame = (width, height, float(pixel_ratio))
+        self._cap = SIZED_MAX_CELLS
+        scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE) * text_scale
+        dpi = BASE_DPI * scale * pixel_ratio
+        self.figure.set_dpi(dpi)
+        self.figure.set_size_inches(width * pixel_ratio / dpi, height * pixel_ratio / dpi)
+        self._layout_key = ()  # ticks and the axes' box for the new size
+
+    @property
+    def css_size(self) -> tuple[int, int]:
+        """The picture's size in CSS pixels (its pixels over the pixel ratio of
+        :meth:`resize`)."""
+        ratio = 1.0 if self._frame is None else self._frame[2]
+        width, height = self.figure.get_size_inches() * self.figure.dpi / ratio
+        return round(float(width)), round(float(height))
 
     def update(
         self,
@@ -231,11 +288,13 @@ class MaskPreview:
             raise ValueError(f"MaskPreview.update: layout must be one of {LAYOUTS}; got {layout!r}")
         counted = kept_cells is not None and layout == "auto" and len(mask.shape) >= 2
         # counts given: only the mask's shape is read (its values are not even converted)
+        # Kernel tiles edge to edge, their borders drawn as lines (_tile_borders)
         view = tensor_view(shape_only(mask.shape) if counted else mask, layout=layout, dim=dim,
-                           module_type=module_type)
+                           module_type=module_type, gaps=False)
         if counted and view.kind not in ("matrix", "flat"):
             counted = False  # pooled from the mask itself after all
-            view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type)
+            view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type,
+                               gaps=False)
         self._fit(*view.shape)
         if counted:
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
@@ -243,18 +302,26 @@ class MaskPreview:
             pooled = pool_view(view, self.max_cells)
         rows, cols = pooled.source_shape
         self.image.set_data(pooled.values)
-        layout_key = (view.kind, view.source_shape, view.tile, view.row_label, view.col_label)
+        shows_step = before is not None or before_cells is not None
+        layout_key = (view.kind, view.source_shape, view.tile, view.row_label, view.col_label,
+                      tuple(self.ax.get_position().bounds), shows_step)
         if layout_key != self._layout_key:
-            # Extent, ticks and labels only change with the tensor's shape or view.
+            # Extent, ticks and labels only change with the tensor's shape, view or size.
             self.image.set_extent((-0.5, cols - 0.5, rows - 0.5, -0.5))
             self.ax.set_xlim(-0.5, cols - 0.5)
             self.ax.set_ylim(rows - 0.5, -0.5)
-            set_cell_ticks(self.ax, view)
+            set_cell_ticks(self.ax, view, self._max_ticks(view))
+            self._tile_borders(view)
             self.ax.set_xlabel(view.col_label, fontsize="small")
             self.ax.set_ylabel(view.row_label, fontsize="small")
             # Single entries per cell are kept or pruned: the legend says it all. The colour bar
             # is for fractions (pooled cells, channel summaries).
             self.colorbar.ax.set_visible(not pooled.full_resolution or view.kind == "channels")
+            self.colorbar.set_label("kept fraction per " + ("slice" if view.kind == "channels"
+                                                            else "cell"), fontsize="small")
+            if shows_step != (len(self.legend.get_texts()) == 3):
+                self.legend.remove()
+                self.legend = self._legend(step=shows_step)
             self._layout_key = layout_key
         self.pooled_before = None
         if before_cells is not None and view.kind in ("matrix", "flat"):
@@ -262,7 +329,7 @@ class MaskPreview:
         elif before is not None:
             key = (layout, dim, self.max_cells, tuple(pooled.row_edges), tuple(pooled.col_edges))
             if self._before is None or self._before[0] is not before or self._before[1] != key:
-                before_view = tensor_view(before, layout=layout, dim=dim)
+                before_view = tensor_view(before, layout=layout, dim=dim, gaps=False)
                 self._before = (before, key, pool_view(before_view, self.max_cells))
             self.pooled_before = self._before[2]
         for line in self._pattern_lines:
@@ -275,7 +342,6 @@ class MaskPreview:
                 full_resolution=pooled.full_resolution)
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
-        shows_step = before is not None or before_cells is not None
         self.label = label if label is not None else NEXT_STEP if shows_step else CURRENT
         first = title if title is not None else (name or "")
         text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
@@ -304,13 +370,25 @@ class MaskPreview:
         layout: ``shape[0]`` rows, the other dims flattened into columns; rank >= 2)."""
         rows = shape[0]
         cols = int(np.prod(shape[1:]))
+        if self._frame is not None:
+            self._fit_height(rows, cols)  # the height update() gives this shape
         cells = self._box(rows, cols)[1]
         return block_edges(rows, cells[0]), block_edges(cols, cells[1])
 
+    def _room(self) -> _Rect:
+        # Where the axes may go (figure fractions): _AXES_RECT, or the margins in points of a
+        # sized picture.
+        if self._frame is None:
+            return _AXES_RECT
+        fig_w, fig_h = self.figure.get_size_inches() * 72.0  # points
+        left, bottom, right, top = _MARGIN_PT
+        return (left / fig_w, bottom / fig_h, 1.0 - (left + right) / fig_w,
+                1.0 - (bottom + top) / fig_h)
+
     def _box(self, rows: int, cols: int) -> tuple[_Rect, tuple[int, int]]:
         # Axes rectangle (figure fractions) for a rows x cols picture -- square cells, top-left
-        # in the room of _AXES_RECT -- and the display cells (one per pixel) that fit it.
-        left, bottom, width, height = _AXES_RECT
+        # in the room of _room() -- and the display cells (one per pixel) that fit it.
+        left, bottom, width, height = self._room()
         fig_w, fig_h = self.figure.get_size_inches() * self.figure.dpi
         room_w, room_h = width * fig_w, height * fig_h
         ratio = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
@@ -326,13 +404,85 @@ class MaskPreview:
                       max(_MIN_CELLS, min(cap[1], int(box_w))))
 
     def _fit(self, rows: int, cols: int) -> None:
+        if self._frame is not None:
+            self._fit_height(rows, cols)
         rect, self.max_cells = self._box(rows, cols)
         if tuple(self.ax.get_position().bounds) != rect:
             self.ax.set_position(rect)
+            if self._frame is not None:  # the colour bar beside the axes, as tall
+                fig_w = float(self.figure.get_size_inches()[0]) * 72.0
+                self.colorbar.ax.set_position((rect[0] + rect[2] + _CBAR_GAP_PT / fig_w,
+                                               rect[1], _CBAR_WIDTH_PT / fig_w, rect[3]))
+
+    def _fit_height(self, rows: int, cols: int) -> None:
+        # A sized picture is as tall as its square cells need at the full width, at most the
+        # height it was given (then the cells shrink to fit, and the width is left over).
+        assert self._frame is not None
+        _, max_height, ratio = self._frame
+        dpi = self.figure.dpi
+        fig_w = float(self.figure.get_size_inches()[0]) * 72.0  # points
+        left, bottom, right, top = _MARGIN_PT
+        aspect = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
+        need_pt = (fig_w - left - right) * aspect + bottom + top
+        height_in = min(max_height * ratio / dpi, need_pt / 72.0)
+        height_in = max(height_in, 160 * ratio / dpi)
+        size = self.figure.get_size_inches()
+        if abs(float(size[1]) - height_in) * dpi >= 0.5:
+            self.figure.set_size_inches(float(size[0]), height_in)
+
+    def _legend(self, *, step: bool) -> Any:
+        # The key of the colours (style's one meaning per colour): a step shows three classes,
+        # the current state two (nothing is "pruned by this step" there).
+        handles = diff_legend_handles()
+        if step:
+            handles[-1].set_label("pruned by this step")
+        else:
+            handles = handles[:2]
+            handles[1].set_label("pruned")
+        return self.figure.legend(handles=handles, loc="lower center", ncol=len(handles),
+                                  fontsize="small", frameon=False, bbox_to_anchor=(0.5, 0.0),
+                                  handlelength=1.2, columnspacing=1.0)
+
+    def _tile_borders(self, view: TensorView) -> None:
+        # White lines between the kernel tiles of a kernels view, where a tile spans at
+        # least 4 pixels (smaller tiles are pooled together: no border to draw).
+        if self._tile_lines is not None:
+            self._tile_lines.remove()
+            self._tile_lines = None
+        if view.kind != "kernels" or view.tile is None:
+            return
+        (kh, kw), (rows, cols) = view.tile, view.shape
+        _, _, width, height = self.ax.get_position().bounds
+        fig_w, fig_h = self.figure.get_size_inches() * self.figure.dpi
+        if min(kh * height * fig_h / rows, kw * width * fig_w / cols) < 4:
+            return
+        segments = [[(-0.5, y - 0.5), (cols - 0.5, y - 0.5)] for y in range(kh, rows, kh)]
+        segments += [[(x - 0.5, -0.5), (x - 0.5, rows - 0.5)] for x in range(kw, cols, kw)]
+        ratio = 1.0 if self._frame is None else self._frame[2]
+        self._tile_lines = LineCollection(segments, colors=style.GAP_COLOR,
+                                          linewidths=72.0 * ratio / self.figure.dpi)
+        self.ax.add_collection(self._tile_lines, autolim=False)
+
+    def _max_ticks(self, view: TensorView) -> tuple[int, int]:
+        # Ticks that fit the axes: a row label needs about two font heights, a column label
+        # its digits and a gap.
+        if self._frame is None:
+            return (8, 8)
+        dpi = self.figure.dpi
+        font_px = float(self.ax.xaxis.get_ticklabels()[0].get_fontsize()
+                        if self.ax.xaxis.get_ticklabels() else 8.0) * dpi / 72.0
+        _, _, width, height = self.ax.get_position().bounds
+        fig_w, fig_h = self.figure.get_size_inches() * dpi
+        digits = len(str(max(view.source_shape[1] if view.kind == "kernels" else view.shape[1],
+                             1)))
+        cols = int(width * fig_w / ((digits * 0.65 + 1.6) * font_px))
+        rows = int(height * fig_h / (2.2 * font_px))
+        return (max(2, min(12, rows)), max(2, min(12, cols)))
 
     def _dynamic_artists(self) -> list[Artist]:
-        return [self.image, self.new_image, *self._pattern_lines, *self.ax.spines.values(),
-                self.ax.title]
+        tiles = [] if self._tile_lines is None else [self._tile_lines]
+        return [self.image, self.new_image, *self._pattern_lines, *tiles,
+                *self.ax.spines.values(), self.ax.title]
 
     def png(self) -> bytes:
         """Render the current picture to PNG bytes.
@@ -377,6 +527,15 @@ class MaskPreview:
         columns: in (dim 1); ticks 0, 1, 2, 3, 4, 5
         """
         lines = [self.ax.get_title()]
+        if self.view is not None:  # how big an entry is drawn, in CSS pixels
+            ratio = 1.0 if self._frame is None else self._frame[2]
+            box = self.ax.get_window_extent()
+            rows, cols = self.view.shape
+            lines.append(f"cell size: {box.width / cols / ratio:.1f} x "
+                         f"{box.height / rows / ratio:.1f} px")
+        if self._frame is not None:  # what resize() was given: the same picture again
+            lines.append(f"room: {self._frame[0]} x {self._frame[1]} px, pixel ratio "
+                         f"{self._frame[2]:g}")
         for what, axis in (("rows", self.ax.yaxis), ("columns", self.ax.xaxis)):
             low, high = sorted(axis.get_view_interval())
             locs = [t for t in axis.get_majorticklocs() if low <= t <= high]

@@ -7,7 +7,11 @@ Colour choices are made for readers with colour-vision deficiencies:
   yellow -- pruned cells look like holes in the paper;
 * the accent colours come from the Okabe-Ito palette (blue / orange / vermillion / sky blue),
   and every categorical encoding is doubled by a second cue (hatching, marker or line style);
-* every picture carries a colour bar or a legend that names what the colours mean.
+* every picture carries a colour bar or a legend that names what the colours mean;
+* one meaning per colour, in every picture, notebook and document: dark blue = kept, pale
+  yellow = pruned (before the step on show), vermillion = pruned by the step on show, sky
+  blue = revived; a weight-magnitude picture draws kept weights in blues and pruned cells in
+  the same pale yellow.
 
 Examples
 --------
@@ -41,7 +45,7 @@ KEPT_COLOR = "#00224e"  # cividis(0.0): dark blue
 PRUNED_COLOR = "#fee838"  # cividis(1.0): pale yellow
 NEW_PRUNED_COLOR = VERMILLION  # units newly pruned by a step
 REVIVED_COLOR = SKY_BLUE  # units pruned before and kept after (only after an undo / custom mask)
-MAGNITUDE_PRUNED_COLOR = ORANGE  # pruned cells in a weight-magnitude picture
+MAGNITUDE_PRUNED_COLOR = PRUNED_COLOR  # pruned cells in a weight-magnitude picture
 GAP_COLOR = "#ffffff"  # the 1-cell gaps between kernel tiles
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -63,13 +67,14 @@ def mask_cmap() -> Colormap:
 
 
 def magnitude_cmap() -> Colormap:
-    """Colour map for weight magnitudes: light to dark blue; fully pruned cells orange.
+    """Colour map for weight magnitudes: light to dark blue; fully pruned cells pale yellow
+    (:data:`PRUNED_COLOR`, as in every mask picture).
 
     Examples
     --------
     >>> from matplotlib.colors import to_hex
     >>> to_hex(magnitude_cmap().get_bad())
-    '#e69f00'
+    '#fee838'
     """
     blues = mpl.colormaps["Blues"]
     colours = [blues(0.12 + 0.88 * i / 255) for i in range(256)]

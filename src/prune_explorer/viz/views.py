@@ -275,7 +275,8 @@ def matrix_view(
 
 
 def kernel_grid_view(
-    t: Any, *, module_type: str | None = None, dim_names: Sequence[str] | None = None
+    t: Any, *, module_type: str | None = None, dim_names: Sequence[str] | None = None,
+    gaps: bool = True,
 ) -> TensorView:
     """Convolution weight as a grid of kernel tiles, one per (out, in) pair.
 
@@ -283,6 +284,8 @@ def kernel_grid_view(
     ``(out*(kh+1) - 1, in*(kw+1) - 1)``: tile ``(o, i)`` starts at row ``o*(kh+1)`` and column
     ``i*(kw+1)``; the 1-cell gaps between tiles hold NaN. A rank-3 tensor ``(out, in, k)`` uses
     ``1 x k`` tiles. The result is float (the source values, or 0/1 for a boolean mask).
+    ``gaps=False`` packs the tiles edge to edge (``(out*kh, in*kw)``), for a picture that
+    draws the tile borders as lines (a quarter more room for the cells of 3x3 kernels).
 
     Examples
     --------
@@ -309,15 +312,18 @@ def kernel_grid_view(
     if n_out == 0 or n_in == 0:
         raise ValueError(f"kernel_grid_view: tensor must not be empty; got shape {shape}")
     dtype = a4.dtype if np.issubdtype(a4.dtype, np.floating) else np.float32
-    padded = np.full((n_out, kh + 1, n_in, kw + 1), np.nan, dtype=dtype)
+    gap = 1 if gaps else 0
+    padded = np.full((n_out, kh + gap, n_in, kw + gap), np.nan, dtype=dtype)
     padded[:, :kh, :, :kw] = a4.transpose(0, 2, 1, 3)
-    grid = padded.reshape(n_out * (kh + 1), n_in * (kw + 1))[:-1, :-1]
+    grid = padded.reshape(n_out * (kh + gap), n_in * (kw + gap))
+    if gaps:
+        grid = grid[:-1, :-1]
 
     def tile_cell(index: Index) -> tuple[int, int]:
         idx = _check_index(index, shape, "TensorView.cell")
         o, i, *k = idx
         y, x = (0, k[0]) if len(k) == 1 else (k[0], k[1])
-        return (o * (kh + 1) + y, i * (kw + 1) + x)
+        return (o * (kh + gap) + y, i * (kw + gap) + x)
 
     tile = f"{kh}x{kw} tile" if len(shape) == 4 else f"1x{kw} tile"
     return TensorView(
@@ -420,6 +426,7 @@ def tensor_view(
     dim: int = 0,
     module_type: str | None = None,
     dim_names: Sequence[str] | None = None,
+    gaps: bool = True,
 ) -> TensorView:
     """Dispatch to :func:`matrix_view`, :func:`kernel_grid_view` or :func:`channel_view`.
 
@@ -433,6 +440,8 @@ def tensor_view(
         Pruning dimension for ``layout="channels"``.
     module_type, dim_names
         Used to name the axes.
+    gaps : bool
+        Kernel grids only: a 1-cell gap between tiles (see :func:`kernel_grid_view`).
 
     Examples
     --------
@@ -445,7 +454,7 @@ def tensor_view(
     if layout == "auto":
         return matrix_view(t, module_type=module_type, dim_names=dim_names)
     if layout == "kernels":
-        return kernel_grid_view(t, module_type=module_type, dim_names=dim_names)
+        return kernel_grid_view(t, module_type=module_type, dim_names=dim_names, gaps=gaps)
     if layout == "channels":
         return channel_view(t, dim, module_type=module_type, dim_names=dim_names)
     raise ValueError(f"tensor_view: layout must be one of {LAYOUTS}; got {layout!r}")

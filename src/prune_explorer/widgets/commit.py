@@ -101,7 +101,12 @@ class CommitPane:
             old = self.target.value
             self.target.options = options
             self.target.value = old if old in [v for _, v in options] else ALL
-        self._drop_review()
+        # Review only when there is something to commit; else say so by the button
+        self.review.disabled = not pruned
+        self.review.tooltip = ("show what the commit would change" if pruned else
+                               "Review is off: nothing to commit; no tensor is pruned")
+        self._drop_review("" if pruned else "Review is off: nothing to commit; no tensor is "
+                          "pruned (apply a step first).")
 
     def _drop_review(self, note: str = "") -> None:
         self.reviewed = None

@@ -210,6 +210,24 @@ class PruningControls:
             self.block, self.n, self.dim, self.global_method, self.global_targets, self.custom,
             self.custom_upload, self.layout,
         ])
+        # A tooltip on every control: the browser shows it on the label (no title="null")
+        tips = {
+            "method": "how the entries to prune are chosen",
+            "amount_mode": "give the amount as a fraction of what is left, or as a count",
+            "amount": "fraction of what is left (entries, or slices along dim) to prune",
+            "count": "how many of what is left to prune (a whole number)",
+            "n": "the norm that ranks the slices: 1, 2, inf, -inf or a number",
+            "dim": "the dimension whose slices are pruned (and shown in the channels view)",
+            "global_method": "how entries are ranked across the targets",
+            "global_targets": "the tensors pruned together",
+            "pattern": "N:M: keep N of every M neighbours",
+            "block": "block shape, e.g. 4,4",
+            "layout": "how the tensor is drawn: matrix, kernel tiles or one cell per slice",
+        }
+        for name, tip in tips.items():
+            widget = getattr(self, name)
+            if not getattr(widget, "tooltip", None):
+                widget.tooltip = tip
         self.rank = 2
         self.module_type: str | None = None
         self._left: Mapping[str, Any] = {"entries": 0, "dim": []}
@@ -258,8 +276,8 @@ class PruningControls:
         if "dim" in self.uses:
             per_dim: Sequence[int] = self._left.get("dim", [])
             dim = self.dim.value
-            unit = slice_unit(dim, self.module_type, self.rank)
-            return (int(per_dim[dim]) if dim < len(per_dim) else 0), unit
+            left = int(per_dim[dim]) if dim < len(per_dim) else 0
+            return left, slice_unit(self.rank, dim, self.module_type)
         return int(self._left.get("entries", 0)), "entry"
 
     def update_visibility(self) -> None:

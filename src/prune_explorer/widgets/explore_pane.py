@@ -39,11 +39,13 @@ from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from .controls import PruningControls, parse_count
 from .errors import WidgetInputError
+from .feedback import refresh_buttons, show_input_error
 from .html import collapse_warning, custom_note, message
 from .maskfile import check_custom, read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
 from .scheduler import LatestOnly
+from .sizeprobe import SizeProbe
 from .status import describe_error
 from .zoom import ZoomPane
 
@@ -106,6 +108,7 @@ class ExplorePane:
         ui.add("undo", widgets.Button(description="Undo", tooltip="undo the last step"))
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
+        ui.add("button_note", widgets.HTML(value=""))  # why a button is off, where it is
         ui.add("reset_question", widgets.HTML(value=""))
         ui.add("reset_confirm", widgets.Button(description="Confirm reset", button_style="danger",
                                                tooltip="undo every step; this cannot be undone"))
@@ -115,12 +118,27 @@ class ExplorePane:
         self.reset_row.add_class("pe-reset-row")
         self._drop_reset()
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        left = widgets.VBox([c.box, buttons, self.reset_row, ui.preview_info,
-                             ui.collapse_warning]
-                            + ([ui.metric] if "metric" in ui else []))
+        buttons.add_class("pe-buttons")
+        # The input errors: by the control they are about (CSS order in the controls), and
+        # over the picture with the slider and the count line, so they share one screen.
+        ui.add("control_error", widgets.HTML(value="", layout=widgets.Layout(display="none")))
+        ui.add("input_error", widgets.HTML(value="", layout=widgets.Layout(display="none")))
+        ui.add("count_line", self.preview_pane.count_line)
+        ui.add("presentation", widgets.ToggleButton(
+            value=False, description="Presentation",
+            tooltip="bigger picture and text, fewer lines: for a projector"))
+        c.box.children = [w for w in c.box.children if w not in (c.amount, c.count)] + [
+            ui.control_error]
+        left = widgets.VBox([c.box, buttons, ui.button_note, self.reset_row, ui.preview_info,
+                             ui.collapse_warning, ui.presentation])
         left.add_class("pe-explore-controls")
         self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
-        picture = widgets.VBox([ui.preview, ui.picture_text, self.zoom.box])
+        self.probe = SizeProbe()
+        ui.add("size_probe", self.probe)
+        head = widgets.VBox([c.amount, c.count, ui.input_error, ui.count_line]
+                            + ([ui.metric] if "metric" in ui else []))
+        head.add_class("pe-picture-head")  # over the picture, on its screen
+        picture = widgets.VBox([head, ui.preview, ui.picture_text, self.probe, self.zoom.box])
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
         self.box.add_class("pe-explore-row")
@@ -133,6 +151,8 @@ class ExplorePane:
         ui.reset_confirm.on_click(lambda _: self._confirm_reset())
         ui.reset_cancel.on_click(lambda _: self._drop_reset())
         c.custom_upload.observe(self._on_upload, names="value")
+        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
+        ui.presentation.observe(self._on_presentation, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
 
@@ -289,12 +309,16 @@ class ExplorePane:
         with self.ex.quiet():
             self.refresh_targets()
             self.refresh_tensor_controls()
-        ui, session = self.ex.ui, self.ex.session
-        ui.undo.disabled = not session.can_undo
-        ui.reset.disabled = not session.steps
+        ui = self.ex.ui
         self._drop_reset()  # the question was about the state before this change
         ui.apply.disabled = self.ex.tensor is None
+        self.refresh_buttons()
         self.update_custom_note()
+
+    def refresh_buttons(self) -> None:
+        """Undo and Reset on exactly when the session would do them, each reason by the
+        buttons (:func:`.feedback.refresh_buttons`)."""
+        refresh_buttons(self.ex)
 
     def refresh_targets(self) -> None:
         """Offer every tensor as a global target (default: ``Session.default_targets()``)."""
@@ -358,6 +382,7 @@ class ExplorePane:
     def _draw(self, request: PreviewRequest) -> None:
         session = self.ex.session
         target = request.target
+        self.preview_pane.fit()  # the room the browser reported, before the cells are cut
         with session.lock:  # one consistent reading of the session
             try:
                 # Large tensors: masks built only when read. The slider path reads none: the
@@ -428,7 +453,7 @@ class ExplorePane:
             needs_mask = request.structured_dim is not None and slices is None
             stats = PreviewStats.measure(before, mask() if needs_mask else None, request,
                                          others=others, kept_after=mask_kept,
-                                         slices_pruned=slices)
+                                         slices_pruned=slices, module_type=module_type)
             numel = stats.numel  # pruned = masked or exactly 0, as the picture and the picker
             stats = replace(stats, pruned_before=numel - now.kept_count,
                             pruned_after=numel - pooled.kept_total)
@@ -451,6 +476,8 @@ class ExplorePane:
             kept_after[target] = mask_kept
         self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
         self.ex.ui.apply.disabled = False
+        self._show_input_error(None)
+        self.refresh_buttons()
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
         self.panels.show(request, masks, stats)  # nothing while collapsed
         if self.ex.metric is not None:  # off the slider path (background, superseded)
@@ -487,8 +514,28 @@ class ExplorePane:
         self.preview_stats = None
         self.preview_error = describe_error(err)
         self._now = None
-        self.preview_pane.mark_stale()  # the message itself goes to the status line only
+        self.preview_pane.mark_stale()
         self.panels.mark_stale()
+        if self.ex.metric is not None:
+            self.ex.metric.mark_stale()
         self.ex.ui.apply.disabled = True
-        self.ex.status.error(err, "Preview", source="preview")
+        self._show_input_error(err)
+        self.refresh_buttons()
+        self.ex.status.error(err, "Preview", source="preview",
+                             shown="by the controls and over the picture")
         self.zoom.preview_changed()
+
+    def _show_input_error(self, err: BaseException | None) -> None:
+        show_input_error(self.ex, self.controls, err)  # by the control and over the picture
+
+    # -- the picture's room, from the browser -----------------------------------------------------
+    def _on_room(self, _change: dict[str, Any]) -> None:
+        room = self.probe.room()
+        if room is not None and self.preview_pane.set_room(room):
+            self.request_preview()
+
+    def _on_presentation(self, change: dict[str, Any]) -> None:
+        self.preview_pane.set_presentation(bool(change["new"]))
+        for widget in (self.ex.ui.preview_info, self.panels.box):
+            widget.layout.display = "none" if change["new"] else ""
+        self.request_preview()

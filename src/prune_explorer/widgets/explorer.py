@@ -23,10 +23,10 @@ Examples
 >>> ex.session.steps
 (Step('l1_unstructured', '0.weight', amount=0.5),)
 >>> ex.status.text
-'Applied L1 magnitude, 50% of 0.weight: 16 entries pruned (now 50.0% sparse).'
+'Applied L1 magnitude, 50% of 0.weight: 16 entries pruned (now 50.0% of 0.weight pruned).'
 >>> ex.ui.undo.click()
 >>> ex.status.text
-'Undid L1 magnitude, 50% of 0.weight: 16 entries restored (now 0.0% sparse).'
+'Undid L1 magnitude, 50% of 0.weight: 16 entries restored (now 0.0% of 0.weight pruned).'
 >>> ex.close()
 """
 
@@ -90,6 +90,9 @@ class Explorer:
         ``fn(model) -> float`` or a dict of named floats (test accuracy, say). Shown for the
         current state and for the previewed step (``pe-metric``), computed in the background
         on a trial copy of the model; the model is never touched (see :mod:`.metric`).
+    metric_label : str, optional
+        What ``evaluate`` measures, for its readout ("test accuracy"); default: the
+        function's ``metric_label`` attribute, else "score".
 
     Attributes
     ----------
@@ -124,6 +127,7 @@ class Explorer:
         dpi: float = 80,
         pixel_ratio: float = 1.0,
         evaluate: Evaluate | None = None,
+        metric_label: str | None = None,
     ) -> None:
         if session is None:
             if model is None:
@@ -150,8 +154,8 @@ class Explorer:
         self.ui.add("status", self.status.html)
         self.ui.add("progress", self.status.progress)
         self._build_header()
-        self.metric = None if evaluate is None else MetricReadout(session, evaluate,
-                                                                  debounce=debounce)
+        self.metric = None if evaluate is None else MetricReadout(
+            session, evaluate, debounce=debounce, label=metric_label)
         if self.metric is not None:
             self.ui.add("metric", self.metric.html)
         self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi,
@@ -174,6 +178,7 @@ class Explorer:
             self.ui.add(name, child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
+        header.add_class("pe-header")  # wraps: the summary takes its own line when narrow
         self.ui.add("busy", self.status.busy)
         self.ui.add("stylesheet", stylesheet())
         self.widget = widgets.VBox([self.ui.stylesheet, header, tabs, self.status.widget])
@@ -401,6 +406,10 @@ class Explorer:
     def _on_tensor(self, change: dict[str, Any]) -> None:
         if self.is_quiet:
             return
+        # The picture and readout on show are of the other tensor until the new preview
+        self.preview_pane.mark_stale()
+        if self.metric is not None:
+            self.metric.mark_stale("computing…")
         with self.quiet(), self.status.working(f"reading {change['new']}"):
             self.explore_pane.refresh_tensor_controls()  # the first visit counts its mask
             self.explore_pane.update_custom_note()
@@ -464,7 +473,7 @@ class Explorer:
         steps = len(session.steps)
         pruned = sum(1 for n in session.names if session.methods(n))
         text = (f"{type(self.model).__name__}: {plural(len(session.names), 'tensor')}, "
-                f"{pruned:,} pruned, {plural(steps, 'step')}, {zeros:,} of "
+                f"{pruned:,} pruned, {plural(steps, 'step')}, whole model: {zeros:,} of "
                 f"{plural(numel, 'entry')} zero ({percent(zeros / numel if numel else 0.0)})")
         self.ui.summary.value = f'<span class="pe-summary-text">{esc(text)}</span>'
 

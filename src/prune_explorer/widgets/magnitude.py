@@ -154,8 +154,8 @@ class MagnitudePanel(Collapsible):
 
 
 class WeightHeatmap:
-    """The weights as a heatmap, ``|w|`` of what the previewed step keeps, pruned cells orange
-    (``viz.plot_mask(mode="magnitude")``), behind a checkbox (``toggle``, class
+    """The weights as a heatmap, ``|w|`` of what the previewed step keeps, pruned cells pale
+    yellow (``viz.plot_mask(mode="magnitude")``), behind a checkbox (``toggle``, class
     ``pe-weight-heatmap``). It pools every entry, so it is drawn off the slider path: on its
     own worker once the controls rest :data:`HEATMAP_QUIET_S` seconds (at once when the
     explorer is synchronous, ``debounce=None``)."""
@@ -164,7 +164,10 @@ class WeightHeatmap:
         self.ex = explorer
         self.renders = 0
         self.toggle = widgets.Checkbox(value=False, indent=False,
-                                       description="weight heatmap (|w| kept; pruned orange)")
+                                       description="weight heatmap (|w|)",
+                                       tooltip="|w| of the kept weights in blues; pruned "
+                                               "cells pale yellow",
+                                       layout=widgets.Layout(width="auto"))
         self.toggle.add_class("pe-weight-heatmap")
         self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.image.add_class("pe-weight-heatmap-picture")

@@ -17,6 +17,12 @@ Examples
 >>> ex.metric.now, ex.metric.after
 ({'score': 0.0}, {'score': 0.5})
 >>> ex.close()
+
+The readout is named after what ``fn`` measures: ``Explorer(..., metric_label="test
+accuracy")``, else ``fn.metric_label`` when the function carries one (the demo's
+``evaluate`` does), else "score". A dict names its own values. While a newer evaluation is
+due, the readout is greyed and says "computing…"; it is never shown beside a picture it does
+not belong to without that mark.
 """
 
 from __future__ import annotations
@@ -40,10 +46,22 @@ __all__ = ["MetricReadout"]
 Evaluate = Callable[[nn.Module], "float | Mapping[str, float]"]
 
 
-def _as_dict(value: Any) -> dict[str, float]:
+def _as_dict(value: Any, label: str = "score") -> dict[str, float]:
     if isinstance(value, Mapping):
         return {str(k): float(v) for k, v in value.items()}
-    return {"score": float(value)}
+    return {label: float(value)}
+
+
+def metric_label(evaluate: Any, label: str | None = None) -> str:
+    """The name of what ``evaluate`` measures: ``label``, else its ``metric_label``
+    attribute, else "score".
+
+    >>> metric_label(lambda m: 0.0), metric_label(lambda m: 0.0, "loss")
+    ('score', 'loss')
+    """
+    if label is not None:
+        return str(label)
+    return str(getattr(evaluate, "metric_label", None) or "score")
 
 
 def _text(value: float) -> str:
@@ -63,12 +81,16 @@ class MetricReadout:
     runner : LatestOnly
     """
 
-    def __init__(self, session: Session, evaluate: Evaluate, *, debounce: float | None) -> None:
+    def __init__(self, session: Session, evaluate: Evaluate, *, debounce: float | None,
+                 label: str | None = None) -> None:
         if not callable(evaluate):
             raise TypeError(f"Explorer: evaluate must be a callable fn(model) -> float or dict; "
                             f"got {type(evaluate).__name__}")
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise TypeError(f"Explorer: metric_label must be a non-empty str; got {label!r}")
         self.session = session
         self.evaluate = evaluate
+        self.label = metric_label(evaluate, label)
         self.html = widgets.HTML(value="")
         self.html.add_class("pe-metric")
         self.now: dict[str, float] | None = None
@@ -81,24 +103,37 @@ class MetricReadout:
                                  name="prune-explorer-metric")
 
     def request(self, version: int, masks: Mapping[str, torch.Tensor] | None) -> None:
-        """Evaluate the state of session ``version`` and, with ``masks``, the previewed step."""
+        """Evaluate the state of session ``version`` and, with ``masks``, the previewed step;
+        the values on show are marked "computing…" until then."""
+        self.mark_stale("computing…")
         self.runner.request((version, masks))
+
+    @property
+    def stale(self) -> bool:
+        """True while the values on show are not of the current picture."""
+        return "pe-stale" in self.html._dom_classes
+
+    def mark_stale(self, note: str = "not of the current settings") -> None:
+        """Grey the values on show and say why (the next result restores them)."""
+        self.html.add_class("pe-stale")
+        self._show(note)
 
     def _run(self, what: tuple[int, Mapping[str, torch.Tensor] | None]) -> None:
         version, masks = what
         if self._now_key != version:
-            now = _as_dict(self.evaluate(trial_copy(self.session)))
+            now = _as_dict(self.evaluate(trial_copy(self.session)), self.label)
             if self.runner.pending:
                 return  # superseded: a newer request runs next
             self.now, self._now_key = now, version
-        after = None if masks is None else _as_dict(self.evaluate(trial_copy(self.session,
-                                                                              masks)))
+        after = None if masks is None else _as_dict(
+            self.evaluate(trial_copy(self.session, masks)), self.label)
         if self.runner.pending:
             return
         self.after, self.error = after, None
+        self.html.remove_class("pe-stale")
         self._show()
 
-    def _show(self) -> None:
+    def _show(self, note: str | None = None) -> None:
         rows = []
         for key, value in (self.now or {}).items():
             text = f"{esc(key)}: now {_text(value)}"
@@ -109,11 +144,17 @@ class MetricReadout:
                          and max(value, after) <= 1 else f"{change:+.4g}")
                 text += f" → after this step {_text(after)} ({shift})"
             rows.append(f"<div>{text}</div>")
+        if note is not None and rows:  # on the last line: the readout keeps its height
+            rows[-1] = rows[-1][:-len("</div>")] + (
+                f' <span class="pe-metric-note">({esc(note)})</span></div>')
+        elif note is not None:
+            rows.append(f'<div class="pe-metric-note">{esc(self.label)}: {esc(note)}</div>')
         self.html.value = "".join(rows)
 
     def _failed(self, err: BaseException) -> None:
         self.error = describe_error(err)
-        self.html.value = f"<div>evaluate failed: {esc(self.error)}</div>"
+        self.html.remove_class("pe-stale")
+        self.html.value = f"<div>{esc(self.label)}: evaluate failed: {esc(self.error)}</div>"
 
     def close(self) -> None:
         """Stop the background evaluations."""

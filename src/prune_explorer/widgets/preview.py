@@ -41,6 +41,7 @@ from prune_explorer.session.analysis.wording import (
     percent,
     plural,
     shape_text,
+    slice_unit,
 )
 from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.session.steps.methods import METHODS
@@ -254,7 +255,8 @@ class PreviewStats:
     pruned_before, pruned_after : int
         Pruned entries of the shown tensor now and after the step.
     unit : str
-        What ``amount`` counts, singular: ``"entry"``, ``"channel along dim d"`` or ``"entry
+        What ``amount`` counts, singular: ``"entry"``, a slice (``"kernel row (dim 2)"``,
+        :func:`~prune_explorer.session.analysis.wording.slice_unit`) or ``"entry
         over k tensors"`` (global); :func:`~prune_explorer.session.analysis.wording.plural` counts
         it.
     left : int
@@ -294,6 +296,7 @@ class PreviewStats:
         others: Mapping[str, tuple[MaskSummary, int]] | None = None,
         kept_after: int | None = None,
         slices_pruned: int | None = None,
+        module_type: str | None = None,
     ) -> PreviewStats:
         """Count from the shown tensor's current mask and the previewed ``after`` (1 = kept).
 
@@ -301,7 +304,8 @@ class PreviewStats:
         ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
         counts it exactly), ``slices_pruned`` the slices a structured step prunes
         (``compute.slices_pruned``). With both known where needed, ``after`` may be None: the
-        mask is not read.
+        mask is not read. ``module_type`` (the owning layer's class name) names the slices by
+        that layer's axes (``Conv1D`` stores (in, out)).
         """
         numel = before.numel
         kept_before = before.kept_count
@@ -313,7 +317,7 @@ class PreviewStats:
             left = before.kept_slices[dim]
             units_pruned = (slices_pruned if slices_pruned is not None
                             else left - kept_slices(_read(after), dim))
-            unit = f"channel along dim {dim}"
+            unit = slice_unit(len(before.shape), dim, module_type)
         else:
             left = kept_before
             units_pruned = kept_before - kept_after
@@ -326,6 +330,19 @@ class PreviewStats:
         return cls(numel, numel - kept_before, numel - kept_after, unit, left, units_pruned,
                    amount)
 
+    def count_line(self, target: str) -> str:
+        """The step in one line, for over the picture: what it prunes and what is pruned of
+        ``target`` after it (each share says what it is of).
+
+        Examples
+        --------
+        >>> PreviewStats(100, 10, 40, "entry", 90, 30, 0.3).count_line("fc.weight")
+        'prunes 30 of 90 entries left → 40.0% of fc.weight pruned'
+        """
+        after = self.pruned_after / self.numel if self.numel else 0.0
+        return (f"prunes {count(self.units_pruned)} of {plural(self.left, self.unit)} left → "
+                f"{percent(after)} of {target} pruned")
+
     def lines(self) -> list[tuple[str, str]]:
         """``(css class, text)`` lines for the info box."""
         share = self.newly_pruned / self.numel if self.numel else 0.0
@@ -333,7 +350,7 @@ class PreviewStats:
         after = self.pruned_after / self.numel if self.numel else 0.0
         step = (f"this step prunes {count(self.newly_pruned)} more "
                 f"{noun(self.newly_pruned, 'entry')} ({percent(share)} of it)")
-        if self.unit.startswith("channel"):
+        if self.unit != "entry" and not self.unit.startswith("entry "):
             step += f": {plural(self.units_pruned, self.unit)}"
         return [
             ("pe-info-already", f"already pruned: {self.pruned_before:,} ({percent(before)})"),
@@ -404,8 +421,46 @@ class PreviewPane:
         self.image.add_class("pe-preview")
         self.info = widgets.HTML(value="")
         self.info.add_class("pe-preview-info")
+        self.count_line = widgets.HTML(value="")  # the step in one line, over the picture
         self.words = widgets.HTML(value="")  # the picture in words, off screen
         self.words.add_class("pe-sr-only")
+        self.pixel_ratio = float(pixel_ratio)
+        self.room: tuple[int, int, float] | None = None  # as the browser measured it
+        self.presentation = False
+        self._sized: tuple[int, int, float, bool] | None = None  # what it is drawn for
+
+    def set_room(self, room: tuple[int, int, float]) -> bool:
+        """The room the browser gives the picture (``SizeProbe.room()``): ``(width, height,
+        pixel ratio)`` in CSS pixels. Returns whether the picture must be redrawn (changes
+        under 8 px are ignored, so a scroll bar coming and going cannot make it flicker).
+        Applied by the next :meth:`fit` (on the drawing thread)."""
+        width, height, ratio = room
+        old = self.room
+        if old is not None and abs(old[0] - width) < 8 and abs(old[1] - height) < 8 \
+                and old[2] == ratio:
+            return False
+        self.room = (int(width), int(height), float(ratio))
+        return True
+
+    def set_presentation(self, on: bool) -> None:
+        """Presentation: the picture's text a quarter larger (the pane hides the detail lines
+        and the panels); applied by the next :meth:`fit`."""
+        self.presentation = bool(on)
+
+    def fit(self) -> None:
+        """Size the picture for :attr:`room` (before its cells are computed): the column's
+        width, at most the height that keeps slider, counts and picture on one screen;
+        never smaller than 240 x 200. Call on the drawing thread, before :meth:`draw`."""
+        if self.room is None:
+            return
+        width, height, ratio = self.room
+        width = max(240, min(width, 1400))
+        height = max(200, min(height, 1400))
+        target = (width, height, max(ratio, self.pixel_ratio), self.presentation)
+        if target != self._sized:
+            self.picture.resize(width, height, pixel_ratio=min(target[2], 4.0),
+                                text_scale=1.25 if self.presentation else 1.0)
+            self._sized = target
 
     def draw(self, mask: Any, request: PreviewRequest, *, module_type: str,
              plain: bool = False, kept_cells: Any = None, before: Any = None,
@@ -453,7 +508,11 @@ class PreviewPane:
         pruning, or zero weights); they count as pruned, and magnitude methods take them first.
         """
         self.image.value = self.picture.png()
-        for widget in (self.image, self.info):
+        if self._sized is not None:  # drawn at pixel_ratio x the CSS size: shown at that
+            width = str(self.picture.css_size[0])
+            if self.image.width != width:
+                self.image.width = width
+        for widget in (self.image, self.info, self.count_line):
             widget.remove_class("pe-stale")
         numel = math.prod(shape)
         head = (
@@ -472,6 +531,8 @@ class PreviewPane:
                 "pruning or zero weights); they count as pruned</div>"
             )
         self.info.value = head + body
+        self.count_line.value = "" if stats is None else (
+            f'<span class="pe-count-text">{esc(stats.count_line(request.target))}</span>')
         # The picture in words (title, axes, ticks) for screen readers, and for checks that
         # cannot read pixels; kept off screen (an Image widget cannot carry a title in 8.1).
         self.words.value = esc(self.picture.describe()).replace("\n", "<br>")
@@ -485,5 +546,5 @@ class PreviewPane:
     def mark_stale(self) -> None:
         """Dim the last picture and strike its counts: they are not of the current controls
         (the status line says why). The next :meth:`publish` restores them."""
-        for widget in (self.image, self.info):
+        for widget in (self.image, self.info, self.count_line):
             widget.add_class("pe-stale")

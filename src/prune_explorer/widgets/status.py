@@ -133,13 +133,18 @@ class StatusBar:
             self.kind, self.text, self.source = kind, text, source
             self.html.value = message(kind, text)
 
-    def error(self, err: BaseException, what: str, source: str = "action") -> None:
-        """Show ``"<what> failed: <description of err>"`` (:func:`human_error`) and log the
-        traceback at DEBUG."""
+    def error(self, err: BaseException, what: str, source: str = "action",
+              shown: str | None = None) -> None:
+        """Set ``"<what> failed: <description of err>"`` (:func:`human_error`) and log the
+        traceback at DEBUG. ``shown``: where the message is already on show (e.g. "by the
+        controls"); the line then points there instead of repeating it (:attr:`text` holds
+        it all the same)."""
         with self._lock:
             self.last_error = err
             LOG.debug("%s failed", what, exc_info=err)
             self.show("error", f"{what} failed: {human_error(err, what)}", source)
+            if shown is not None:
+                self.html.value = message("error", f"{what} failed: the message is {shown}.")
 
     def clear(self, source: str | tuple[str, ...] | None = None) -> None:
         """Remove the message (only if ``source``, or one of several, wrote it, when given)."""

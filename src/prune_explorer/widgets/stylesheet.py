@@ -3,9 +3,17 @@
 Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else on the page:
 
 * a stale preview (the controls hold invalid input) is dimmed and its counts struck through;
-* the Explore tab wraps: below about 860 px of width the controls sit above the picture
+  a stale readout is greyed;
+* the Explore tab wraps: below about 780 px of width the controls sit above the picture
   instead of beside it, so nothing is truncated on a projector or next to the file browser;
-* pictures keep their aspect ratio (never stretched by a taller neighbour);
+* the picture's column takes the rest of the row (the size probe measures it and the picture
+  is drawn for it); the slider and the count line sit at its top, over the picture;
+* pictures keep their aspect ratio (never stretched by a taller neighbour), and never overflow
+  their column;
+* table cells and button labels are never cut: long tables scroll sideways in their own box;
+  cells are padded so columns never run together;
+* the header wraps (the summary on a line of its own) instead of squeezing the pickers;
+* code (the exported snippet, the JSON) never soft-wraps: it scrolls sideways;
 * text for screen readers only (``pe-sr-only``: the picture in words) is kept off screen.
 
 Examples
@@ -22,16 +30,40 @@ __all__ = ["CSS", "stylesheet"]
 
 CSS = """
 .pe-stale { opacity: 0.35; filter: grayscale(100%); }
-.pe-preview-info.pe-stale { text-decoration: line-through; }
-.pe-explore-row { flex-wrap: wrap; align-items: flex-start; gap: 8px; }
-.pe-explore-controls { flex: 1 1 400px; min-width: 0; max-width: 460px; }
-.pe-explore-controls .widget-button { flex: 0 0 auto; width: auto; min-width: 80px; }
-.pe-explore-controls .widget-button, .pe-explore-controls .widget-label {
+.pe-preview-info.pe-stale, .pe-count-line.pe-stale { text-decoration: line-through; }
+.pe-metric.pe-stale { opacity: 0.5; }
+.pe-explore-row { flex-wrap: wrap; align-items: flex-start; gap: 8px; width: 100%; }
+.pe-explore-controls { flex: 0 1 390px; min-width: 0; max-width: 460px; }
+.pe-explore-controls .widget-button, .pe-commit .widget-button, .widget-button {
+  flex: 0 0 auto; width: auto; min-width: 80px;
+}
+.pe-explorer .widget-button, .pe-explorer .widget-label, .pe-explorer .widget-toggle-button {
   overflow: visible; text-overflow: clip;
 }
-.pe-explore-picture { flex: 0 1 auto; max-width: 100%; }
+.pe-explore-picture { flex: 1 1 360px; min-width: 0; max-width: 100%; }
+.pe-picture-head .widget-slider, .pe-picture-head .widget-text { max-width: 100%; }
+.pe-count-line { font-weight: 600; }
+.pe-count-line, .pe-input-error, .pe-control-error, .pe-button-note, .pe-summary {
+  white-space: normal; overflow-wrap: anywhere;
+}
+.pe-count-line .widget-html-content, .pe-input-error .widget-html-content,
+.pe-control-error .widget-html-content, .pe-button-note .widget-html-content,
+.pe-summary .widget-html-content, .pe-metric .widget-html-content {
+  white-space: normal; line-height: 1.35;
+}
+.pe-button-note { font-size: 12px; color: #555555; }
 .pe-preview { flex: 0 1 auto; max-width: 100%; height: auto !important;
   object-fit: contain; align-self: flex-start; }
+.pe-header { flex-wrap: wrap; align-items: baseline; column-gap: 8px; }
+.pe-header .pe-tensor { flex: 0 1 460px; min-width: 300px; }
+.pe-header .pe-device { flex: 0 0 180px; }
+.pe-header .pe-summary { flex: 1 1 320px; min-width: 260px; }
+.pe-snippet textarea, .pe-json textarea { white-space: pre; overflow-wrap: normal;
+  overflow-x: auto; }
+.pe-explorer table td, .pe-explorer table th { padding: 2px 10px 2px 0; text-align: left; }
+.pe-explorer table td + td, .pe-explorer table th + th { padding-left: 10px; }
+.pe-explorer table { max-width: 100%; }
+.pe-explorer .widget-html-content { overflow-x: auto; }
 .pe-sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden;
   clip: rect(0 0 0 0); white-space: nowrap; }
 """

@@ -188,7 +188,7 @@ class Reporting(Previewing):
         >>> m.count, m.cut(3) == float(s.tensor("0.weight").abs().flatten().sort().values[3])
         (8, True)
         >>> s.magnitudes("0.weight", n=2, dim=0).unit
-        'channels along dim 0'
+        'output rows (dim 0)'
         """
         name = self._check_name(name, "Session.magnitudes")
         module, tensor_name = self._locate(name)

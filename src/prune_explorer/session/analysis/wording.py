@@ -8,13 +8,13 @@ status lines all use these, so a rule changes here and nowhere else.
 
 Examples
 --------
->>> plural(1, "entry"), plural(8192, "entry"), plural(2, "channel along dim 0")
-('1 entry', '8,192 entries', '2 channels along dim 0')
+>>> plural(1, "entry"), plural(8192, "entry"), plural(2, "output channel (dim 0)")
+('1 entry', '8,192 entries', '2 output channels (dim 0)')
 >>> percent(0.557739)
 '55.8%'
 >>> from prune_explorer.session import Step
 >>> describe_step(Step("l1_unstructured", "fc1.weight", amount=0.5), pruned=8192, sparsity=0.5)
-'L1 magnitude, 50% of fc1.weight: 8,192 entries pruned (now 50.0% sparse)'
+'L1 magnitude, 50% of fc1.weight: 8,192 entries pruned (now 50.0% of fc1.weight pruned)'
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from ..steps.step import Step
 
 __all__ = ["HEADERS", "METHOD_NAMES", "ReportFrame", "amount_text", "count", "describe_change",
            "describe_rounding", "describe_settings", "describe_step", "display_table",
-           "human_bytes", "method_name", "noun", "percent", "plural", "shape_text", "slice_unit"]
+           "human_bytes", "method_name", "noun", "percent", "plural", "shape_text",
+           "slice_unit"]
 
 #: What a person reads for each method name (the session's and the history's "initial").
 METHOD_NAMES: dict[str, str] = {
@@ -39,8 +40,8 @@ METHOD_NAMES: dict[str, str] = {
     "identity": "no pruning (identity)",
     "random_unstructured": "random",
     "l1_unstructured": "L1 magnitude",
-    "random_structured": "random channels",
-    "ln_structured": "Ln-norm channels",
+    "random_structured": "random structured",
+    "ln_structured": "Ln-norm structured",
     "custom_from_mask": "custom mask",
     "semi_structured": "N:M semi-structured",
     "block_structured": "blocks",
@@ -96,14 +97,75 @@ def _plural_word(word: str) -> str:
 
 
 def noun(n: int, singular: str) -> str:
-    """``singular`` as the count ``n`` needs it (its first word takes the plural).
+    """``singular`` as the count ``n`` needs it: the word before "along"/"over" takes the
+    plural, else the last word before a bracket.
 
-    >>> noun(1, "entry"), noun(2, "entry"), noun(0, "channel along dim 1")
-    ('entry', 'entries', 'channels along dim 1')
+    >>> noun(1, "entry"), noun(2, "entry"), noun(0, "slice along dim 1")
+    ('entry', 'entries', 'slices along dim 1')
+    >>> noun(2, "kernel row (dim 2)"), noun(3, "entry over 2 tensors")
+    ('kernel rows (dim 2)', 'entries over 2 tensors')
     """
-    head, _, rest = singular.partition(" ")
-    word = head if int(n) == 1 else _plural_word(head)
-    return word + (f" {rest}" if rest else "")
+    if int(n) == 1:
+        return singular
+    words = singular.split(" ")
+    head = len(words) - 1
+    for i, word in enumerate(words):
+        if word in ("along", "over") or word.startswith("("):
+            head = i - 1
+            break
+    words[head] = _plural_word(words[head])
+    return " ".join(words)
+
+
+#: What a slice along each dim of a weight is, by rank (convolution weights: out, in, kernel).
+_SLICE_UNITS: dict[int, tuple[str, ...]] = {
+    1: ("entry",),
+    2: ("output row", "input column"),
+    3: ("output channel", "input channel", "kernel position"),
+    4: ("output channel", "input channel", "kernel row", "kernel column"),
+    5: ("output channel", "input channel", "kernel plane", "kernel row", "kernel column"),
+}
+
+
+_KERNEL_AXES = {"k": "kernel position", "kd": "kernel plane", "kh": "kernel row",
+                "kw": "kernel column"}
+
+
+def slice_unit(rank: int, dim: int, module_type: str | None = None) -> str:
+    """What structured pruning along ``dim`` of a rank-``rank`` weight removes, singular, with
+    its dim (the one name the explorer, the status line and the reports use).
+
+    Where the owning layer's kind is known, its axes come from the core's one table
+    (:mod:`prune_explorer.prune.layers`): output or input units as that layer stores them, so
+    ``transformers``' ``Conv1D`` (stored (in, out)) and transposed convolutions ((in, out, ...))
+    are named the right way round. Otherwise a weight is read as (out, in, kernel...).
+
+    Examples
+    --------
+    >>> slice_unit(4, 0), slice_unit(4, 2), slice_unit(2, 1)
+    ('output channel (dim 0)', 'kernel row (dim 2)', 'input column (dim 1)')
+    >>> slice_unit(2, 0, "Conv1D"), slice_unit(2, 1, "Conv1D")
+    ('input row (dim 0)', 'output column (dim 1)')
+    >>> slice_unit(4, 0, "ConvTranspose2d"), slice_unit(7, 3)
+    ('input channel (dim 0)', 'slice along dim 3')
+    >>> plural(2, slice_unit(4, 2))
+    '2 kernel rows (dim 2)'
+    """
+    rank, dim = int(rank), int(dim)
+    if not 0 <= dim < max(rank, 0):
+        return f"slice along dim {dim}"
+    axes = layer_axes(module_type)
+    if axes is not None and len(axes.dims) == rank:
+        shape_word = ("row", "column")[dim] if rank == 2 else "channel"
+        if dim == axes.out_dim:
+            return f"output {shape_word} (dim {dim})"
+        if dim == axes.in_dim:
+            return f"input {shape_word} (dim {dim})"
+        return f"{_KERNEL_AXES.get(axes.dims[dim], axes.dims[dim])} (dim {dim})"
+    names = _SLICE_UNITS.get(rank, ())
+    if dim < len(names):
+        return names[dim] if rank == 1 else f"{names[dim]} (dim {dim})"
+    return f"slice along dim {dim}"
 
 
 def plural(n: int, singular: str) -> str:
@@ -142,24 +204,6 @@ def shape_text(shape: Sequence[int]) -> str:
 def method_name(method: str) -> str:
     """The name a person reads for ``method`` (the method itself if unknown)."""
     return METHOD_NAMES.get(method, method)
-
-
-def slice_unit(dim: int, module_type: str | None = None, rank: int | None = None) -> str:
-    """What a structured step along ``dim`` prunes, singular, naming the layer's axis when its
-    kind is known (the core's table, :mod:`prune_explorer.prune.layers`): a ``transformers``
-    ``Conv1D`` stores (in, out), so its dim 0 holds input features.
-
-    >>> slice_unit(0, "Conv1D", 2), slice_unit(0, "Linear", 2)
-    ('channel along dim 0 (in features)', 'channel along dim 0 (out features)')
-    >>> slice_unit(1)
-    'channel along dim 1'
-    """
-    unit = f"channel along dim {dim}"
-    axes = layer_axes(module_type)
-    dims = axes.dims if axes is not None else ()
-    if dims and (rank is None or rank == len(dims)) and -len(dims) <= dim < len(dims):
-        unit += f" ({dims[dim]})"
-    return unit
 
 
 def amount_text(amount: float | int, noun: str = "entry") -> str:
@@ -212,14 +256,11 @@ def _what(step: Step, target: str | None) -> str:
         return (f"global {ranked}, {amount_text(s['amount'])} over "
                 f"{target or plural(len(step.targets), 'tensor')}")
     target = target or str(step.target)
-    if method == "ln_structured":
-        n = s["n"]
-        norm = {1: "L1", 2: "L2", math.inf: "L∞", -math.inf: "L-∞"}.get(n, f"norm {n}")
-        dim = f"channel along dim {s['dim']}"
-        return f"{norm}-norm channels, {amount_text(s['amount'], dim)} of {target}"
-    if method == "random_structured":
-        dim = f"channel along dim {s['dim']}"
-        return f"random channels, {amount_text(s['amount'], dim)} of {target}"
+    if method in ("ln_structured", "random_structured"):
+        # the step alone does not know the rank: slices by their dim, never a wrong name
+        how = f"n={s['n']}, dim={s['dim']}" if method == "ln_structured" else f"dim={s['dim']}"
+        unit = f"slice along dim {s['dim']}"
+        return f"{method_name(method)} ({how}), {amount_text(s['amount'], unit)} of {target}"
     if method == "semi_structured":
         return f"{s['pattern']} semi-structured on {target}"
     if method == "block_structured":
@@ -231,15 +272,16 @@ def _what(step: Step, target: str | None) -> str:
 
 
 def describe_step(step: Step, *, pruned: int | None = None, sparsity: float | None = None,
-                  target: str | None = None) -> str:
+                  target: str | None = None, of: str | None = None) -> str:
     """``step`` as a phrase, with what it did when given: entries ``pruned`` (negative when an
-    undo restored them) and the ``sparsity`` of its tensors now. ``target`` replaces the
-    tensor's name (e.g. ``"each of 3 tensors"`` for one such step per tensor).
+    undo restored them) and the ``sparsity`` of its tensors now, named by ``of`` (default:
+    the step's tensor, or "its k tensors"). ``target`` replaces the tensor's name (e.g.
+    ``"each of 3 tensors"`` for one such step per tensor).
 
     >>> describe_step(Step("random_unstructured", "0.weight", amount=3, seed=7))
     'random, 3 entries of 0.weight (seed 7)'
     >>> describe_step(Step("l1_unstructured", "0.weight", amount=0.3), pruned=-1, sparsity=0.0)
-    'L1 magnitude, 30% of 0.weight: 1 entry restored (now 0.0% sparse)'
+    'L1 magnitude, 30% of 0.weight: 1 entry restored (now 0.0% of 0.weight pruned)'
     """
     text = _what(step, target)
     if step.seed is not None:
@@ -248,7 +290,10 @@ def describe_step(step: Step, *, pruned: int | None = None, sparsity: float | No
     if pruned is not None:
         done.append(plural(abs(pruned), "entry") + (" restored" if pruned < 0 else " pruned"))
     if sparsity is not None:
-        done.append(f"(now {percent(sparsity)} sparse)")
+        if of is None:
+            targets = step.targets
+            of = targets[0] if len(targets) == 1 else f"its {len(targets)} tensors"
+        done.append(f"(now {percent(sparsity)} of {of} pruned)")
     if done:
         text += ": " + " ".join(done)
     return text
@@ -261,17 +306,21 @@ def describe_change(verb: str, steps: Sequence[Step], zeros_before: Mapping[str,
     one method and amount, one per tensor.
 
     >>> steps = [Step("l1_unstructured", n, amount=0.5) for n in ("a.weight", "b.weight")]
-    >>> describe_change("Applied", steps, {}, {"a.weight": 5, "b.weight": 5},
-    ...                 {"a.weight": 10, "b.weight": 10})
-    'Applied L1 magnitude, 50% of each of 2 tensors: 10 entries pruned (now 50.0% sparse).'
+    >>> text = describe_change("Applied", steps, {}, {"a.weight": 5, "b.weight": 5},
+    ...                        {"a.weight": 10, "b.weight": 10})
+    >>> for part in text.split(": "):
+    ...     print(part)
+    Applied L1 magnitude, 50% of each of 2 tensors
+    10 entries pruned (now 50.0% of these 2 tensors pruned).
     """
     names = list(dict.fromkeys(n for step in steps for n in step.targets))
     after = sum(zeros_after.get(n, 0) for n in names)
     total = sum(numel[n] for n in names)
     pruned = after - sum(zeros_before.get(n, 0) for n in names)
     each = f"each of {plural(len(names), 'tensor')}" if len(steps) > 1 else None
+    of = names[0] if len(names) == 1 else f"these {len(names)} tensors"
     text = describe_step(steps[0], pruned=pruned, sparsity=after / total if total else 0.0,
-                         target=each)
+                         target=each, of=of)
     return f"{verb} {text}."
 
 

@@ -43,6 +43,7 @@ from torch import nn
 
 from prune_explorer.prune.methods import LnStructured, slice_norms
 
+from ..analysis.wording import noun, slice_unit
 from .l1_order import _BITS
 from .order_cache import OrderCache, _state, _still
 from .slice_scores import alive_slices
@@ -69,7 +70,8 @@ class Magnitudes:
     dtype : torch.dtype
         The float dtype the keys are patterns of.
     unit : str
-        ``"entries"`` or ``"channels along dim d"``.
+        ``"entries"`` or the slices (``"kernel rows (dim 2)"``:
+        :func:`~prune_explorer.session.analysis.wording.slice_unit`).
     pruned : int
         Units already pruned (not among the keys).
     norm : str
@@ -161,7 +163,8 @@ def _build(module: nn.Module, name: str, orders: OrderCache | None, n: Any,
     keys = _keys(norms)
     label = f"L{n:g} norm" if isinstance(n, (int, float)) else f"{n} norm"
     return Magnitudes(keys, norms.dtype if norms.dtype in _BITS else torch.float32,
-                      f"channels along dim {dim}", current.shape[dim] - alive_count, label)
+                      noun(2, slice_unit(current.dim(), dim)),
+                      current.shape[dim] - alive_count, label)
 
 
 class MagnitudeCache:

@@ -1,0 +1,145 @@
+"""How much room the browser gives the picture: a zero-height `anywidget`_ that measures.
+
+Python cannot see the page, so :class:`SizeProbe` sits in the picture's column (CSS class
+``pe-size-probe``) and a few lines of JavaScript report, whenever the page or the column is
+resized (a ``ResizeObserver``, throttled):
+
+* ``width``: the column's width in CSS pixels;
+* ``height``: the height of the scrolling area that holds the notebook (JupyterLab's notebook
+  panel, else the window), less what sits above the picture inside its column (the slider and
+  the counts), so slider, counts and picture fit on one screen;
+* ``pixel_ratio``: ``window.devicePixelRatio`` (2 on HiDPI screens, 1.5 at 150 % zoom).
+
+It also caps the picture's CSS height at once (scaled evenly), so a picture that waits to be
+redrawn -- or stays stale while the input is invalid -- never reaches below the screen.
+
+Until a browser reports (tests, scripts, a static render), all three stay 0 and the
+explorer draws at its default size.
+
+.. _anywidget: https://anywidget.dev
+
+Examples
+--------
+>>> probe = SizeProbe()
+>>> probe.room()  # nothing measured yet
+>>> probe.width, probe.height, probe.pixel_ratio = 560, 600, 1.5
+>>> probe.room()
+(560, 600, 1.5)
+"""
+
+from __future__ import annotations
+
+import anywidget
+import traitlets
+
+__all__ = ["SizeProbe"]
+
+_ESM = r"""
+function scroller(node) {
+  // the nearest ancestor that really scrolls vertically (JupyterLab's notebook panel; not a
+  // box that merely could), else null
+  for (let p = node.parentElement; p && p !== document.body; p = p.parentElement) {
+    const style = getComputedStyle(p);
+    if ((style.overflowY === "auto" || style.overflowY === "scroll") && p.clientHeight > 0
+        && p.scrollHeight > p.clientHeight + 1) {
+      return p;
+    }
+  }
+  return null;
+}
+
+function render({ model, el }) {
+  el.style.width = "100%";
+  el.style.height = "0px";
+  let timer = null;
+  const measure = () => {
+    timer = null;
+    const column = el.closest(".pe-explore-picture") || el.parentElement;
+    if (!column || !column.isConnected) { return; }
+    const box = scroller(column);
+    // the visible part of it (it may itself reach below the window)
+    const view = box ? Math.min(box.clientHeight, window.innerHeight
+                                - Math.max(0, box.getBoundingClientRect().top))
+                     : window.innerHeight;
+    // what the column shows above the picture (slider, counts) stays on screen with it
+    const image = column.querySelector(".pe-preview");
+    if (image && !image.dataset.peProbe) {  // each new picture: measure again
+      image.dataset.peProbe = "1";
+      image.addEventListener("load", later);
+    }
+    let above = 0;
+    if (image) {
+      above = Math.max(0, image.getBoundingClientRect().top
+                          - column.getBoundingClientRect().top);
+    }
+    const width = Math.floor(column.clientWidth);
+    const height = Math.floor(view - above - 12);
+    if (image) {
+      // at once, before Python redraws (or while the picture is stale and is not redrawn):
+      // the picture never reaches below the screen; it is scaled, not stretched
+      // (width and height auto within both maxima: the browser keeps the aspect ratio)
+      image.style.maxHeight = Math.max(200, height) + "px";
+      image.style.maxWidth = width + "px";
+      image.style.width = "auto";
+      image.style.height = "auto";
+    }
+    const ratio = Math.round((window.devicePixelRatio || 1) * 100) / 100;
+    if (width !== model.get("width") || height !== model.get("height")
+        || ratio !== model.get("pixel_ratio")) {
+      model.set("width", width);
+      model.set("height", height);
+      model.set("pixel_ratio", ratio);
+      model.save_changes();
+    }
+  };
+  const later = () => { if (timer === null) { timer = setTimeout(measure, 150); } };
+  const observer = new ResizeObserver(later);
+  const start = () => {
+    const column = el.closest(".pe-explore-picture") || el.parentElement;
+    if (column) { observer.observe(column); }
+    const head = column && column.querySelector(".pe-picture-head");
+    if (head) { observer.observe(head); }  // an error or a readout line comes or goes
+    const box = column && scroller(column);
+    if (box) { observer.observe(box); }
+    later();
+  };
+  setTimeout(start, 0);  // once the widget is in the page
+  window.addEventListener("resize", later);
+  return () => {
+    observer.disconnect();
+    window.removeEventListener("resize", later);
+    if (timer !== null) { clearTimeout(timer); }
+  };
+}
+export default { render };
+"""
+
+
+class SizeProbe(anywidget.AnyWidget):
+    """Reports the picture column's room from the browser (see the module docstring).
+
+    Attributes
+    ----------
+    width, height : int
+        CSS pixels (0 until a browser reports).
+    pixel_ratio : float
+        Device pixels per CSS pixel (0 until a browser reports).
+    """
+
+    _esm = _ESM
+    width = traitlets.Int(0).tag(sync=True)
+    height = traitlets.Int(0).tag(sync=True)
+    pixel_ratio = traitlets.Float(0.0).tag(sync=True)
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.add_class("pe-size-probe")
+
+    def room(self) -> tuple[int, int, float] | None:
+        """``(width, height, pixel_ratio)`` as measured, or None before a browser reports."""
+        if self.width <= 0 or self.height <= 0 or self.pixel_ratio <= 0:
+            return None
+        return self.width, self.height, self.pixel_ratio
+
+    def __repr__(self) -> str:
+        return f"SizeProbe({self.width}x{self.height} CSS px, ratio {self.pixel_ratio:g})"
