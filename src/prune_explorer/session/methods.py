@@ -124,7 +124,7 @@ def core_errors(field: str) -> Iterator[None]:
     """Re-raise the core's argument errors as :class:`InvalidStepError` for ``field``."""
     try:
         yield
-    except (TypeError, ValueError, RuntimeError, IndexError) as err:
+    except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as err:
         if isinstance(err, InvalidStepError):
             raise
         raise InvalidStepError(str(err), field) from None
@@ -239,7 +239,7 @@ def check_settings(spec: MethodSpec, settings: Mapping[str, Any], where: str) ->
         if key not in spec.settings:
             allowed = ", ".join(spec.settings) if spec.settings else "none"
             raise InvalidStepError(
-                f"{where}: unexpected setting {key!r} for {spec.name}; "
+                f"{where}: unexpected setting {show_value(key)} for {spec.name}; "
                 f"its settings are: {allowed}",
                 key,
             )
