@@ -203,7 +203,10 @@ class StatusBar:
             self.progress.layout.display = "none"
         self.last_error = None
         if callable(done):
-            done = done(result)
+            try:
+                done = done(result)
+            except Exception:  # the action succeeded; wording its message must not raise
+                done = None
         self.show("ok", done if done is not None else f"{what}: done")
         return result
 
