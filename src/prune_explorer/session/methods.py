@@ -33,6 +33,7 @@ from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_valu
 
 from .errors import InvalidStepError
 from .packed import PackedMask
+from .tensor_kinds import unplain_kind
 
 __all__ = [
     "CLASS_TO_NAME",
@@ -185,6 +186,9 @@ def check_mask(value: Any, where: str) -> PackedMask:
         return value.to("cpu")
     if not isinstance(value, torch.Tensor):
         raise _fail(where, "mask", "must be a torch.Tensor of 0/1 values or a PackedMask", value)
+    kind = unplain_kind(value)
+    if kind is not None:
+        raise _fail(where, "mask", f"must be a dense tensor of 0/1 values, not {kind}", value)
     if value.dtype != torch.bool and (
         value.is_complex() or not bool(((value == 0) | (value == 1)).all())
     ):

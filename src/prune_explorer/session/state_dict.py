@@ -29,9 +29,11 @@ from prune_explorer import prune
 
 from .errors import one_line
 from .hooks import refresh_pruned
+from .tensor_kinds import PRUNABLE_DTYPES, unplain_kind
 
 __all__ = [
     "InvalidMaskError",
+    "InvalidTensorError",
     "StateDictMismatchError",
     "check_masks",
     "load_pruned_state_dict",
@@ -41,12 +43,17 @@ __all__ = [
 MAX_LISTED = 6  # keys shown per kind of mismatch
 
 
-class InvalidMaskError(ValueError):
-    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
+class InvalidTensorError(ValueError):
+    """A tensor of a ``state_dict`` holds no plain data (sparse, nested, quantized, meta,
+    complex: see :mod:`~prune_explorer.session.tensor_kinds`); ``key`` names it."""
 
     def __init__(self, message: str, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class InvalidMaskError(InvalidTensorError):
+    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
 
 
 class StateDictMismatchError(ValueError):
@@ -77,11 +84,13 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def check_masks(state: Mapping[str, torch.Tensor]) -> None:
-    """Check every pruned pair: the mask is floating-point or bool, has the shape of its
-    ``_orig``, and holds only 0 and 1.
+    """Check every tensor holds plain data, and every pruned pair: the mask is floating-point or
+    bool, has the shape of its ``_orig``, and holds only 0 and 1.
 
     Raises
     ------
+    InvalidTensorError
+        A sparse, nested, quantized, meta or complex tensor, naming its key.
     InvalidMaskError
         Naming the mask's key, the rule and the value found.
 
@@ -93,10 +102,16 @@ def check_masks(state: Mapping[str, torch.Tensor]) -> None:
     prune_explorer.session.state_dict.InvalidMaskError: w_mask must hold only 0 and 1 (a \
 pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
     """
+    for key, tensor in state.items():
+        kind = unplain_kind(tensor)
+        if kind is not None:
+            error = InvalidMaskError if key.endswith("_mask") else InvalidTensorError
+            raise error(f"{key} must be a dense tensor holding its values; got a {kind} tensor "
+                        f"of dtype {tensor.dtype}", key)
     for base in pruned_pairs(state):
         key, orig = base + "_mask", state[base + "_orig"]
         mask = state[key]
-        if not (mask.dtype == torch.bool or mask.is_floating_point()):
+        if not (mask.dtype == torch.bool or mask.dtype in PRUNABLE_DTYPES):
             raise InvalidMaskError(
                 f"{key} must be a floating-point or bool tensor (a pruning mask); "
                 f"got dtype {mask.dtype}", key
@@ -163,6 +178,15 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
         f"{k} is {tuple(state[k].shape)} in the file but {tuple(expected[k].shape)} in the model"
         for k in expected
         if k in state and state[k].shape != expected[k].shape
+    ][:MAX_LISTED]
+    floats = "/".join(str(d).removeprefix("torch.") for d in PRUNABLE_DTYPES)
+    problems += [  # load_state_dict would cast them; the pruning API prunes floats only
+        f"{k} is {state[k].dtype} in the file but {expected[k].dtype} in the model (the "
+        f"pruning API prunes {floats} weights; others are refused, not cast)"
+        for k in expected
+        if k in state and expected[k].is_floating_point()
+        and state[k].dtype not in PRUNABLE_DTYPES
+        and k.removesuffix("_mask") not in pairs  # masks: check_masks' rule
     ][:MAX_LISTED]
     if problems:
         raise StateDictMismatchError(problems)

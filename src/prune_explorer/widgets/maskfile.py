@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from prune_explorer.session.tensor_kinds import unplain_kind
+
 from .errors import WidgetInputError
 
 if TYPE_CHECKING:
@@ -107,9 +109,7 @@ def plain_mask(mask: torch.Tensor, where: str, subject: str = "mask must be") ->
     >>> plain_mask(torch.tensor([1, 0], dtype=torch.uint16), "demo")
     tensor([1, 0])
     """
-    kind = ("sparse" if mask.layout != torch.strided else "nested" if mask.is_nested
-            else "quantized" if mask.is_quantized else "meta (no data)" if mask.is_meta
-            else "complex" if mask.is_complex() else None)
+    kind = unplain_kind(mask)
     if kind is not None:
         raise WidgetInputError(
             f"{where}: {subject} a dense tensor of 0/1 values (bool, int or float); got a "
