@@ -132,6 +132,9 @@ EXIT_STATUSES = (
     "128+N ended by signal N"
 )
 
+_FORCE_HELP = ("replace an output file even if it is read-only or owned by another user "
+               "(refused by default)")
+
 _CHECKPOINT_HELP = "state_dict file (.safetensors or .pt; the format is read from the contents)"
 
 
@@ -175,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("output", metavar="OUTPUT", help="file to write, e.g. model.pt")
     demo.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
                       help="which demo model (default: mlp, the quickstart's)")
+    demo.add_argument("--force", action="store_true", help=_FORCE_HELP)
 
     report = commands.add_parser(
         "report",
@@ -190,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--plan", help="JSON plan to apply first (exported by the explorer)")
     report.add_argument("--csv",
                         help="also write the report to this CSV file ('-': standard output)")
+    report.add_argument("--force", action="store_true", help=_FORCE_HELP)
 
     apply = commands.add_parser(
         "apply",
@@ -212,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="remove the channels pruning made dead (Torch-Pruning) and save the "
                        "smaller state_dict plus OUTPUT.shrunk.json, the JSON description of the "
                        "layers to resize before loading it")
+    apply.add_argument("--force", action="store_true", help=_FORCE_HELP)
     apply.add_argument("--input-shape",
                        help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
                        "(the demo models know theirs)")
