@@ -196,3 +196,12 @@ def test_a_legacy_torch_save_file_still_loads(capsys, tmp_path):
     path = tmp_path / "legacy.pt"
     torch.save(STATE, path, _use_new_zipfile_serialization=False)
     assert cli.main(["report", str(path), "--model", "mlp"]) == 0, capsys.readouterr().err
+
+
+def test_a_huge_key_is_quoted_as_an_excerpt(capsys, tmp_path):
+    path = tmp_path / "model.pt"
+    torch.save({**STATE, "k" * 1_000_000: torch.ones(1)}, path)
+    assert cli.main(["report", str(path), "--model", "mlp"]) == 1
+    err = capsys.readouterr().err
+    assert "(1000000 characters)" in err
+    assert len(err) < 600

@@ -239,3 +239,15 @@ def test_fuzz_plan_apply_raises_only_project_errors_and_refuses_whole(text):
         return
     assert len(message) < 1000
     assert_exact_state(before, exact_state(model))
+
+
+@pytest.mark.parametrize("kind", ["sparse", "meta"])
+def test_a_custom_mask_without_plain_data_is_refused_by_the_session(kind):
+    mask = torch.ones(10, 8)
+    mask = mask.to_sparse() if kind == "sparse" else torch.empty(10, 8, device="meta")
+    model = _model()
+    before = exact_state(model)
+    with pytest.raises(InvalidStepError, match=rf"^Session.apply: mask must be a dense tensor "
+                                               rf"of 0/1 values, not {kind}"):
+        Session(model).apply("0.weight", "custom_from_mask", mask=mask)
+    assert_exact_state(before, exact_state(model))

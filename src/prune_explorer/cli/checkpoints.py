@@ -294,11 +294,14 @@ def read_checkpoint(path: Path, what: str) -> Checkpoint:
             f"{what} {str(path)!r} must hold a state_dict (a dict of tensor names to "
             f"tensors); got {type(obj).__name__}"
         )
+    from prune_explorer.prune.validation import show_value
+
     bad = [k for k, v in obj.items() if not (isinstance(k, str) and isinstance(v, torch.Tensor))]
     if bad:
         raise CLIError(
             f"{what} {str(path)!r} must hold a state_dict mapping tensor names to tensors; "
-            f"entry {bad[0]!r} is a {type(obj[bad[0]]).__name__}" + _nested_state_dict_hint(obj)
+            f"entry {show_value(bad[0])} is a {type(obj[bad[0]]).__name__}"
+            + _nested_state_dict_hint(obj)
         )
     spanned = sum(v.numel() * v.element_size() for v in obj.values() if not v.is_nested)
     if spanned > MAX_EXPANSION * size + 2**20:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
+from prune_explorer.prune.validation import excerpt
 
 from .errors import one_line
 from .hooks import refresh_pruned
@@ -134,7 +135,7 @@ pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
 
 
 def _listed(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:MAX_LISTED])
+    shown = ", ".join(excerpt(item) for item in items[:MAX_LISTED])
     more = len(items) - MAX_LISTED
     return shown + (f" and {more} more" if more > 0 else "")
 
