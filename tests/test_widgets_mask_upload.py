@@ -111,7 +111,7 @@ def test_masks_given_from_code_get_the_same_treatment():
     ex.ui.apply.click()
     assert torch.equal(ex.session.model[0].weight_mask != 0, MASK)
     with pytest.raises(WidgetInputError, match=r"mask must be a dense tensor of 0/1 values .*got "
-                                               r"a sparse tensor"):
+                                               r"a sparse \(torch.sparse_coo\) tensor"):
         ex.set_custom_mask("0.weight", MASK.float().to_sparse())
     assert torch.equal(ex.custom_masks["0.weight"] != 0, MASK)
     ex.close()
