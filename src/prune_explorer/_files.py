@@ -9,7 +9,13 @@ What happens depends on what the path names now:
   written, never replaced);
 * ``-`` or a path that is this process's standard output (``/dev/stdout``): written to
   ``sys.stdout``;
-* anything else (a folder, a block device, a socket) or one of the command's inputs: refused.
+* anything else (a folder, a block device, a socket) or one of the command's inputs: refused;
+* a regular file that is read-only (no write bit for anyone) or owned by another user is not
+  replaced unless ``force=True`` (``--force``): root could replace either, and would.
+
+:func:`write_outputs` writes several files as one: each to a temporary file first, then all
+renamed into place; if a rename fails, the files already replaced get their old contents back
+(and new ones are removed), so the outputs are all new or all old.
 
 While the temporary file exists, SIGTERM and SIGHUP raise :class:`Terminated` (a
 ``KeyboardInterrupt``) instead of killing the process, so the temporary file is always removed
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -39,7 +46,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["OutputError", "Terminated", "check_output", "is_stdout", "write_output"]
+__all__ = [
+    "OutputError",
+    "Terminated",
+    "check_output",
+    "is_stdout",
+    "write_output",
+    "write_outputs",
+]
 
 Kind = Literal["atomic", "through", "stdout"]
 STDOUT = "-"
@@ -92,11 +106,14 @@ def check_output(
     path: str | os.PathLike[str],
     what: str,
     inputs: Sequence[tuple[str, str | os.PathLike[str]]] = (),
+    *,
+    force: bool = False,
 ) -> Kind:
     """How ``path`` will be written; raises :class:`OutputError` if it must not be.
 
     ``what`` names the option in messages (``"-o/--output"``); ``inputs`` are the command's
-    input files as ``(option, path)``: an output that is one of them is refused.
+    input files as ``(option, path)``: an output that is one of them is refused. A read-only
+    file or one of another user is refused unless ``force``.
 
     Examples
     --------
@@ -125,6 +142,8 @@ def check_output(
         folder = Path(os.path.realpath(path)).parent
         if not folder.is_dir():
             raise OutputError(f"{what} {shown}: folder {str(folder)!r} does not exist")
+        if target is not None and not force:
+            _check_replaceable(target, what, shown)
         return "atomic"
     if stat.S_ISCHR(target.st_mode) or stat.S_ISFIFO(target.st_mode):
         return "through"
@@ -134,6 +153,16 @@ def check_output(
         f"{what} {shown} must be a regular file, a new path, a character device, a FIFO or "
         "'-' (standard output); it is a block device or a socket"
     )
+
+
+def _check_replaceable(target: os.stat_result, what: str, shown: str) -> None:
+    if not target.st_mode & 0o222:
+        raise OutputError(f"{what} {shown} is read-only (mode {stat.filemode(target.st_mode)}); "
+                          "refusing to replace it: pass --force to replace it anyway")
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if uid is not None and target.st_uid != uid:
+        raise OutputError(f"{what} {shown} belongs to another user (uid {target.st_uid}); "
+                          "refusing to replace it: pass --force to replace it anyway")
 
 
 @contextlib.contextmanager
@@ -155,22 +184,67 @@ def _termination_raises() -> Iterator[None]:
             signal.signal(signum, old)
 
 
+def _temporary(target: Path, suffix: str = "tmp") -> Path:
+    return target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.{suffix}"
+
+
+def _write_temporary(target: Path, tmp: Path, data: bytes) -> None:
+    old = _stat(target)
+    with open(tmp, "xb") as file:  # plain open: a new file's mode follows the umask
+        if old is not None:
+            os.chmod(file.fileno(), stat.S_IMODE(old.st_mode))
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
 def _write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(os.path.realpath(path))  # through symlinks: the link itself stays
-    old = _stat(target)
-    tmp = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+    tmp = _temporary(target)
     with _termination_raises():
         try:
-            with open(tmp, "xb") as file:  # plain open: a new file's mode follows the umask
-                if old is not None:
-                    os.chmod(file.fileno(), stat.S_IMODE(old.st_mode))
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
+            _write_temporary(target, tmp, data)
             os.replace(tmp, target)
         finally:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+def _keep_old(target: Path) -> Path | None:
+    """A copy of ``target``'s current contents beside it (a hard link where the file system
+    has them), or None when there is no file."""
+    if _stat(target) is None:
+        return None
+    backup = _temporary(target, "old")
+    try:
+        os.link(target, backup)
+    except OSError:
+        shutil.copy2(target, backup)
+    return backup
+
+
+def _replace_all(targets: list[Path], tmps: list[Path]) -> None:
+    """Rename each temporary file over its target; on any failure put the old ones back."""
+    backups: list[Path | None] = []
+    done = 0
+    try:
+        for target, tmp in zip(targets, tmps, strict=True):
+            backups.append(_keep_old(target))
+            os.replace(tmp, target)
+            done += 1
+    except BaseException:
+        for target, backup in zip(targets[:done], backups[:done], strict=True):
+            with contextlib.suppress(OSError):
+                if backup is None:
+                    target.unlink()
+                else:
+                    os.replace(backup, target)
+        raise
+    finally:
+        for backup in backups:
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    backup.unlink()
 
 
 def write_output(
@@ -178,6 +252,8 @@ def write_output(
     data: bytes,
     what: str,
     inputs: Sequence[tuple[str, str | os.PathLike[str]]] = (),
+    *,
+    force: bool = False,
 ) -> None:
     """Write ``data`` to ``path`` by the rules of the module docstring.
 
@@ -189,7 +265,7 @@ def write_output(
     Terminated
         SIGTERM/SIGHUP arrived during an atomic write (the old file is unchanged).
     """
-    kind = check_output(path, what, inputs)
+    kind = check_output(path, what, inputs, force=force)
     sys.stdout.flush()  # what was printed before comes first on a shared terminal or pipe
     try:
         if kind == "stdout":
@@ -203,3 +279,50 @@ def write_output(
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise OutputError(f"{what} {os.fspath(path)!r} cannot be written ({reason})") from None
+
+
+def write_outputs(
+    outputs: Sequence[tuple[str | os.PathLike[str], bytes, str]],
+    inputs: Sequence[tuple[str, str | os.PathLike[str]]] = (),
+    *,
+    force: bool = False,
+) -> None:
+    """Write each ``(path, data, what)`` of ``outputs`` so that they are all new or all old.
+
+    Every path must be a regular file or a new path (see :func:`check_output`): all are written
+    to temporary files, then renamed into place; if a rename fails (or SIGTERM/SIGHUP/Ctrl-C
+    arrives), the files already replaced get their old contents back.
+
+    Raises
+    ------
+    OutputError
+        A path is refused or cannot be written; every path is then as it was.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> write_outputs([(folder / "a", b"1", "OUT"), (folder / "b", b"2", "OUT.json")])
+    >>> (folder / "a").read_bytes() + (folder / "b").read_bytes()
+    b'12'
+    """
+    for path, _, what in outputs:
+        if check_output(path, what, inputs, force=force) != "atomic":
+            raise OutputError(f"{what} {os.fspath(path)!r} must be a regular file or a new path "
+                              "(it is written together with the other outputs)")
+    targets = [Path(os.path.realpath(path)) for path, _, _ in outputs]
+    tmps = [_temporary(target) for target in targets]
+    with _termination_raises():
+        try:
+            for target, tmp, (_, data, _) in zip(targets, tmps, outputs, strict=True):
+                _write_temporary(target, tmp, data)
+            _replace_all(targets, tmps)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            shown = ", ".join(repr(os.fspath(path)) for path, _, _ in outputs)
+            raise OutputError(f"{shown} cannot be written ({reason}); all are as they were") \
+                from None
+        finally:
+            for tmp in tmps:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()

@@ -155,8 +155,8 @@ STEP_ERRORS = [
     (0, _set("amount", True), "amount", r"amount must be .*; got True"),
     (0, _set("amount", None), "amount", r"amount must be .*; got None"),
     (0, _set("amount", "__import__('os').system('true')"), "amount", r"amount must be"),
-    (1, _set("n", "l2"), "n", r"n must be a number \(int, float, inf or -inf, not nan\), 'fro' "
-     r"or 'nuc'; got 'l2'"),
+    (1, _set("n", "l2"), "n", r"n must be a number \(int, float, inf or -inf, not nan, within "
+     r"the range of a float\), 'fro' or 'nuc'; got 'l2'"),
     (1, _set("n", [2]), "n", r"n must be .*; got \[2\]"),
     (1, _set("dim", 0.0), "dim", r"dim must be an int; got 0.0"),
     (1, _set("dim", "0"), "dim", r"dim must be an int; got '0'"),
@@ -319,7 +319,7 @@ def _with_raw(field, raw):
 
 RAW_ERRORS = [
     ("deep-lists", "[" * 200_000, None, None, r"nested too deeply to be read"),
-    ("deep-objects", '{"a": ' * 200_000, None, None, r"nested too deeply to be read"),
+    ("deep-objects", '{"a": ' * 200_000, None, "a", r"nested too deeply to be read"),
     ("deep-in-step", _with_raw("amount", "[" * 40 + "]" * 40), 1, "amount",
      r"steps\[1\]: the document is nested more than 16 levels deep"),
     ("not-utf8", b'{"format": "prune-explorer-plan", "\xff": 1}', None, None,

@@ -41,8 +41,8 @@ CASES = [
     ("apply", (W, "l1_unstructured"), {"amount": 0.5, "dim": 0},
      "Session.apply: unexpected setting 'dim' for l1_unstructured; its settings are: amount"),
     ("apply", (W, "ln_structured"), {"amount": 0.5, "n": float("nan"), "dim": 0},
-     "Session.apply: n must be a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'; "
-     "got nan"),
+     "Session.apply: n must be a number (int, float, inf or -inf, not nan, within the range "
+     "of a float), 'fro' or 'nuc'; got nan"),
     ("apply", (W, "ln_structured"), {"amount": 0.5, "n": 2, "dim": 4},
      "Session.apply: dim must be in [-4, 3] for 'features.2.weight' of shape (6, 4, 3, 3); "
      "got 4"),

@@ -28,9 +28,13 @@ The package has one module per job: ``lab`` (JupyterLab), ``checkpoints`` (file 
 ``model`` (the architecture and loading the weights), ``plans``, ``report``, ``apply``,
 ``demo`` (``demo-checkpoint``), ``files`` (outputs) and ``errors``.
 
-Errors in the input (missing, corrupt or mismatched files, bad arguments) print one line
-``prune-explorer <command>: error: <message>`` on stderr and exit with status 1; usage errors
-caught by the argument parser exit with status 2.
+Errors in the input (missing, corrupt, crafted or mismatched files, bad arguments) print one
+line ``prune-explorer <command>: error: <message>`` on stderr and exit with status 1; usage
+errors caught by the argument parser exit with status 2. The statuses (:data:`EXIT_STATUSES`,
+also in ``--help``):
+
+0 success; 1 bad input (one line on stderr; no output written); 2 usage error; 3 internal error
+(a bug: one line, please report it); 130 interrupted (Ctrl-C); 128+N ended by signal N.
 
 Examples
 --------
@@ -75,6 +79,7 @@ from .report import cmd_report
 
 __all__ = [
     "DEFAULT_LAB_DIR",
+    "EXIT_STATUSES",
     "QUICKSTART",
     "CLIError",
     "build_parser",
@@ -119,6 +124,17 @@ _MODEL_HELP = (
 )
 
 
+#: Exit statuses of every command, as ``--help`` lists them.
+EXIT_STATUSES = (
+    "0 success; 1 bad input: a missing, malformed, crafted or mismatched checkpoint or plan, or "
+    "an output it must not replace (one line on stderr, no output written); 2 usage error; "
+    "3 internal error (a bug: one line, please report it); 130 interrupted (Ctrl-C); "
+    "128+N ended by signal N"
+)
+
+_FORCE_HELP = ("replace an output file even if it is read-only or owned by another user "
+               "(refused by default)")
+
 _CHECKPOINT_HELP = "state_dict file (.safetensors or .pt; the format is read from the contents)"
 
 
@@ -129,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Explore, teach and plan neural-network pruning in PyTorch.",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -152,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo-checkpoint",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
         help="save the trained demo model's state_dict, to try report and apply on",
         description="Write the state_dict of a trained demo model (the one the notebooks use) "
         "to OUTPUT: .safetensors or .pt by its suffix, else torch.save format; '-' for "
@@ -160,9 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("output", metavar="OUTPUT", help="file to write, e.g. model.pt")
     demo.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
                       help="which demo model (default: mlp, the quickstart's)")
+    demo.add_argument("--force", action="store_true", help=_FORCE_HELP)
 
     report = commands.add_parser(
         "report",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
         help="print the sparsity report of a saved state_dict",
         description="Print one row per tensor (shape, zeros, sparsity, fully pruned channels, "
         "methods) of a state_dict saved with torch.save(model.state_dict(), path), after "
@@ -174,9 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--plan", help="JSON plan to apply first (exported by the explorer)")
     report.add_argument("--csv",
                         help="also write the report to this CSV file ('-': standard output)")
+    report.add_argument("--force", action="store_true", help=_FORCE_HELP)
 
     apply = commands.add_parser(
         "apply",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
         help="apply a JSON plan to a saved state_dict and save the result",
         description="Apply a JSON plan to the model in CHECKPOINT and save its state_dict to "
         "OUTPUT. Without --commit pruned tensors are saved as <name>_orig + <name>_mask (as "
@@ -195,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="remove the channels pruning made dead (Torch-Pruning) and save the "
                        "smaller state_dict plus OUTPUT.shrunk.json, the JSON description of the "
                        "layers to resize before loading it")
+    apply.add_argument("--force", action="store_true", help=_FORCE_HELP)
     apply.add_argument("--input-shape",
                        help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
                        "(the demo models know theirs)")
@@ -213,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``prune-explorer`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
     0 on success, 1 when the input is wrong (message on stderr, no output file written),
-    2 for usage errors reported by the argument parser.
+    2 for usage errors reported by the argument parser; see :data:`EXIT_STATUSES`.
     """
     parser = build_parser()
     try:
@@ -234,3 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug, not the input: still one line, and a status of its own
+        from .errors import one_line
+
+        print(f"{PROG} {args.command}: internal error: {one_line(exc)} (please report it)",
+              file=sys.stderr)
+        return 3

@@ -24,7 +24,8 @@ def cmd_apply(args: argparse.Namespace, out: IO[str]) -> int:
     """Run ``prune-explorer apply``."""
     checkpoint, plan_path, output = Path(args.checkpoint), Path(args.plan), Path(args.output)
     inputs = [("CHECKPOINT", checkpoint), ("PLAN", plan_path)]
-    files.check(output, "-o/--output", inputs)
+    force = getattr(args, "force", False)
+    files.check(output, "-o/--output", inputs, force=force)
     if files.is_stdout(output):
         out = sys.stderr  # standard output carries the checkpoint alone
     loaded = load_checkpoint(checkpoint, args.model)
@@ -40,7 +41,8 @@ def cmd_apply(args: argparse.Namespace, out: IO[str]) -> int:
 
         write_shrunk(args, session.model, output, fmt, inputs, out)
         return 0
-    files.write(output, checkpoint_bytes(loaded.model.state_dict(), fmt), "-o/--output", inputs)
+    files.write(output, checkpoint_bytes(loaded.model.state_dict(), fmt), "-o/--output", inputs,
+                force=force)
     steps = len(plan)
     print(f"Applied {steps} step{'s' * (steps != 1)} of {plan_path} to {checkpoint}; "
           f"model: {loaded.described}.", file=out)

@@ -5,6 +5,14 @@
 * PyTorch (``torch.save``, ``.pt``): read with ``torch.load(weights_only=True)``, which refuses
   pickled classes and functions; written with ``torch.save`` of plain tensors.
 
+Memory: a checkpoint costs at most a small multiple of its size. Before anything is loaded,
+the sizes the file declares are checked against the file's own size (a ``torch.save`` zip must
+store its entries uncompressed, as ``torch.save`` does: a deflated entry of 1 MB could unpack to
+1 GB; a legacy ``torch.save`` file declares each storage's size before its bytes, and torch
+allocates that size first). After loading, the tensors together may span at most
+:data:`MAX_EXPANSION` times the file's size (a view repeating one stored value, saved with a
+large shape, would otherwise cost its full size in every later operation).
+
 The format of a file is read from its contents, not its name: safetensors starts with the
 8-byte little-endian length of a JSON header that opens with ``{``; a ``torch.save`` file is a
 zip archive (``PK\\x03\\x04``) or, from old versions, a bare pickle read by the same weights-only
@@ -28,6 +36,7 @@ import pickle
 import re
 import struct
 import warnings
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +47,18 @@ from .errors import CLIError, check_input_file, one_line
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Checkpoint", "checkpoint_bytes", "detect_format", "output_format", "read_checkpoint"]
+__all__ = [
+    "MAX_EXPANSION",
+    "Checkpoint",
+    "checkpoint_bytes",
+    "detect_format",
+    "output_format",
+    "read_checkpoint",
+]
+
+#: The tensors of a checkpoint may span at most this many times the file's size (plus 1 MiB):
+#: weights shared by several names (tied embeddings) count once per name.
+MAX_EXPANSION = 4
 
 Format = Literal["safetensors", "torch"]
 SUFFIXES: dict[str, Format] = {
@@ -100,6 +120,97 @@ def _refuse_pickled_objects(path: Path, what: str, global_name: str) -> CLIError
         "torch.save(model.state_dict(), 'model.pt') and pass the architecture with "
         "--model package.module:factory (a function returning the nn.Module) or a demo name"
     )
+
+
+def _too_big(path: Path, what: str, declared: int, size: int, how: str) -> CLIError:
+    return CLIError(
+        f"{what} {str(path)!r} declares {declared:,} bytes of tensor data {how}, more than the "
+        f"file holds ({size:,} bytes); is it corrupt or crafted?"
+    )
+
+
+def _check_zip(file: Any, path: Path, what: str, size: int) -> None:
+    """A ``torch.save`` zip: entries stored, not compressed, and no bigger than the file."""
+    try:
+        entries = zipfile.ZipFile(file).infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CLIError(
+            f"{what} {str(path)!r} is not a readable PyTorch checkpoint ({one_line(exc)}); "
+            "is the file truncated, corrupt or not a torch.save file?"
+        ) from None
+    finally:
+        file.seek(0)
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED:
+            raise CLIError(
+                f"{what} {str(path)!r} has a compressed entry {entry.filename!r}; torch.save "
+                "stores its entries uncompressed, and a compressed one could unpack to far "
+                "more memory than the file's size"
+            )
+    declared = sum(entry.file_size for entry in entries)
+    if declared > size:
+        raise _too_big(path, what, declared, size, "in its zip entries")
+
+
+class _Stub:
+    """What every global and call becomes while :func:`_legacy_bytes` reads a pickle: nothing
+    is imported, constructed or run."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Stub:
+        return _Stub()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def append(self, value: Any) -> None:
+        pass
+
+    def extend(self, values: Any) -> None:
+        pass
+
+
+_ELEMENT_BYTES = {"Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4,
+                  "Short": 2, "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8,
+                  "ComplexDouble": 16, "Untyped": 1}
+
+
+class _SizeReader(pickle.Unpickler):
+    """Reads a legacy ``torch.save`` pickle for the storage sizes it declares, and nothing
+    else: ``find_class`` imports nothing."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file)
+        self.storages: dict[Any, int] = {}
+
+    def find_class(self, module: str, name: str) -> Any:
+        return _Stub(name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        # ("storage", storage type, root key, location, numel, view metadata)
+        if isinstance(pid, tuple) and len(pid) == 6 and isinstance(pid[4], int):
+            kind = getattr(pid[1], "name", "").removesuffix("Storage")
+            self.storages[str(pid[2])] = pid[4] * _ELEMENT_BYTES.get(kind, 8)
+        return _Stub()
+
+
+def _legacy_bytes(data: bytes) -> int:
+    """Bytes of storage a legacy (non-zip) ``torch.save`` file declares: torch allocates them
+    before reading them. Unreadable: 0 (torch's own loader then says why)."""
+    stream = io.BytesIO(data)
+    try:
+        for _ in range(3):  # magic number, protocol version, system info
+            _SizeReader(stream).load()
+        reader = _SizeReader(stream)
+        reader.load()
+    except Exception:
+        return 0
+    return sum(reader.storages.values())
 
 
 def _load_torch(file: Any, path: Path, what: str) -> Any:
@@ -165,9 +276,17 @@ def read_checkpoint(path: Path, what: str) -> Checkpoint:
             size = file.seek(0, io.SEEK_END)
             file.seek(0)
             fmt = detect_format(head, size)
-            obj = _load_torch(file, path, what) if fmt == "torch" else _load_safetensors(
-                file.read(), path, what
-            )
+            if fmt == "safetensors":  # its loader checks the header against the bytes
+                obj = _load_safetensors(file.read(), path, what)
+            elif head.startswith(_ZIP):
+                _check_zip(file, path, what, size)
+                obj = _load_torch(file, path, what)
+            else:  # a legacy file, read from memory: no read can ask for more than it holds
+                data = file.read()
+                declared = _legacy_bytes(data)
+                if declared > size:
+                    raise _too_big(path, what, declared, size, "in its storages")
+                obj = _load_torch(io.BytesIO(data), path, what)
     except OSError as exc:
         raise CLIError(f"{what} {str(path)!r} cannot be read ({exc.strerror})") from None
     if not isinstance(obj, Mapping):
@@ -175,11 +294,22 @@ def read_checkpoint(path: Path, what: str) -> Checkpoint:
             f"{what} {str(path)!r} must hold a state_dict (a dict of tensor names to "
             f"tensors); got {type(obj).__name__}"
         )
+    from prune_explorer.prune.validation import show_value
+
     bad = [k for k, v in obj.items() if not (isinstance(k, str) and isinstance(v, torch.Tensor))]
     if bad:
         raise CLIError(
             f"{what} {str(path)!r} must hold a state_dict mapping tensor names to tensors; "
-            f"entry {bad[0]!r} is a {type(obj[bad[0]]).__name__}" + _nested_state_dict_hint(obj)
+            f"entry {show_value(bad[0])} is a {type(obj[bad[0]]).__name__}"
+            + _nested_state_dict_hint(obj)
+        )
+    spanned = sum(v.numel() * v.element_size() for v in obj.values() if not v.is_nested)
+    if spanned > MAX_EXPANSION * size + 2**20:
+        raise CLIError(
+            f"{what} {str(path)!r} holds tensors spanning {spanned:,} bytes, more than "
+            f"{MAX_EXPANSION} times the file's size ({size:,} bytes): views that repeat stored "
+            "values (an expanded tensor saved with its large shape); save plain tensors "
+            "(.contiguous()) instead"
         )
     # Keep an OrderedDict's _metadata: the versions load_state_dict may use.
     return Checkpoint(path, obj, fmt)

@@ -23,7 +23,7 @@ __all__ = ["cmd_demo_checkpoint"]
 def cmd_demo_checkpoint(args: argparse.Namespace, out: IO[str]) -> int:
     """Run ``prune-explorer demo-checkpoint``."""
     output = Path(args.output)
-    files.check(output, "OUTPUT", [])
+    files.check(output, "OUTPUT", [], force=getattr(args, "force", False))
     if files.is_stdout(output):
         out = sys.stderr  # standard output carries the checkpoint alone
     from prune_explorer.demo import load_model
@@ -31,7 +31,8 @@ def cmd_demo_checkpoint(args: argparse.Namespace, out: IO[str]) -> int:
     model = load_model(args.model)
     state = model.state_dict()
     fmt = output_format(args.output, "torch")
-    files.write(output, checkpoint_bytes(state, fmt), "OUTPUT", [])
+    files.write(output, checkpoint_bytes(state, fmt), "OUTPUT", [],
+                force=getattr(args, "force", False))
     numel = sum(t.numel() for t in state.values())
     print(f"Wrote {output} ({fmt}): the trained demo model {args.model!r} "
           f"({type(model).__name__}, {len(state)} tensors, {numel:,} values). Try "

@@ -147,7 +147,7 @@ class Loaded:
 def load_checkpoint(path: Path, spec: str | None) -> Loaded:
     """Read CHECKPOINT ``path`` and load it into the model ``spec`` names (see module doc)."""
     from prune_explorer.session.model.state_dict import (
-        InvalidMaskError,
+        InvalidTensorError,
         StateDictMismatchError,
         check_masks,
         load_pruned_state_dict,
@@ -156,7 +156,7 @@ def load_checkpoint(path: Path, spec: str | None) -> Loaded:
     checkpoint = read_checkpoint(path, "CHECKPOINT")
     try:  # before guessing the model: a bad mask must be named, not taken for another model
         check_masks(checkpoint.state)
-    except InvalidMaskError as exc:
+    except InvalidTensorError as exc:
         raise CLIError(f"CHECKPOINT {str(path)!r}: {exc}") from None
     model, described = build_model(spec, checkpoint.state)
     try:

@@ -66,7 +66,7 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
     csv_path = Path(args.csv) if args.csv else None
     inputs = [("CHECKPOINT", checkpoint)] + ([("--plan", plan_path)] if plan_path else [])
     if csv_path is not None:
-        files.check(csv_path, "--csv", inputs)
+        files.check(csv_path, "--csv", inputs, force=getattr(args, "force", False))
         if files.is_stdout(csv_path):
             out = sys.stderr  # standard output carries the CSV alone
     loaded = load_checkpoint(checkpoint, args.model)
@@ -85,7 +85,8 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
               file=out)
     print(printable(session.report(totals=True)).to_string(index=False), file=out)
     if csv_path is not None:
-        files.write(csv_path, csv_bytes(report), "--csv", inputs)
+        files.write(csv_path, csv_bytes(report), "--csv", inputs,
+                    force=getattr(args, "force", False))
         print(f"Wrote {csv_path} ({len(report)} rows, columns {', '.join(report.columns)})",
               file=out)
     return 0

@@ -9,6 +9,9 @@ written through the one safe writer:
 * OUTPUT + ``.shrunk.json`` -- the architecture description of
   :mod:`prune_explorer.session.shrink.description` (JSON): build the original model, call
   ``rebuild(model, json.load(f))``, then ``model.load_state_dict(state_dict)``.
+
+The two are written as a pair: both new or both old (a state_dict loads only with its own
+description).
 """
 
 from __future__ import annotations
@@ -62,14 +65,17 @@ def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
                        "-o/--output must be a file, not '-'")
     shape = input_shape(args.input_shape, model)
     arch = description_path(output)
-    files.check(arch, "-o/--output (.shrunk.json)", inputs)
+    force = getattr(args, "force", False)
+    files.check(arch, "-o/--output (.shrunk.json)", inputs, force=force)
     try:
         report = shrink(model, torch.zeros(shape), repeats=5)
     except ImportError as exc:
         raise CLIError(str(exc)) from None
     description = describe(report.model, model, args.model or "")
-    files.write(output, checkpoint_bytes(report.model.state_dict(), fmt), "-o/--output", inputs)
-    files.write(arch, (json.dumps(description, indent=2) + "\n").encode(), "-o/--output", inputs)
+    files.write_pair([  # both new or both old: a state_dict loads only with its description
+        (output, checkpoint_bytes(report.model.state_dict(), fmt), "-o/--output"),
+        (arch, (json.dumps(description, indent=2) + "\n").encode(), "-o/--output (.shrunk.json)"),
+    ], inputs, force=force)
     print(f"Shrunk:\n{report!r}", file=out)
     removed = sum(report.removed.values())
     print(f"Wrote {output} ({fmt}): the shrunk state_dict ({removed} channels removed), and "

@@ -109,7 +109,8 @@ def _save_atomically(state_dict: Mapping[str, torch.Tensor], path: Path) -> None
     buffer = io.BytesIO()
     torch.save(dict(state_dict), buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_output(path, buffer.getvalue(), "checkpoint")  # the package's one safe writer
+    # the package's one safe writer; the cache is the package's own file, not a user's output
+    write_output(path, buffer.getvalue(), "checkpoint", force=True)
 
 
 def _load_shipped(model: nn.Module, path: Path) -> None:

@@ -54,7 +54,15 @@ from torch import nn
 from ._base import _is_all_ones_view, times_default
 from .layers import DEFAULT_GROUP_DIM, reduction_dim
 from .methods import BasePruningMethod
-from .validation import check, check_dim, count_to_prune, parse_pattern, pattern_counts, problem
+from .validation import (
+    check,
+    check_dim,
+    count_to_prune,
+    parse_pattern,
+    pattern_counts,
+    problem,
+    show_value,
+)
 
 __all__ = [
     "BlockStructured",
@@ -178,7 +186,7 @@ def check_block(t: torch.Tensor, block: Any, where: str) -> tuple[int, ...]:
         if size % b:
             raise ValueError(problem(
                 where, "block", f"sizes that divide the tensor's shape {tuple(t.shape)} "
-                f"(dim {d}: {b} does not divide {size}; blocks are never partial)",
+                f"(dim {d}: {show_value(b)} does not divide {size}; blocks are never partial)",
                 tuple(block)))
     return tuple(int(b) for b in block) + tuple(t.shape[len(block):])
 
@@ -196,6 +204,17 @@ def block_view(x: torch.Tensor, block: tuple[int, ...]) -> torch.Tensor:
     grid = split[0::2]
     return x.reshape(split).permute(*range(0, 2 * rank, 2), *range(1, 2 * rank, 2)).reshape(
         *grid, -1)
+
+
+def live_blocks(mask: torch.Tensor, block: tuple[int, ...]) -> torch.Tensor:
+    """One bool per block (row-major): whether ``mask`` keeps an entry of it, i.e. whether
+    :class:`BlockStructured` may still prune it. ``block`` as :func:`check_block` returns it."""
+    if _is_all_ones_view(mask):  # a fresh tensor: every block is alive
+        count = 1
+        for size, b in zip(mask.shape, block, strict=True):
+            count *= size // b
+        return torch.ones(count, dtype=torch.bool, device=mask.device)
+    return block_view(mask != 0, block).any(dim=-1).reshape(-1)
 
 
 def _block_norm_order(n: Any) -> float:
@@ -243,10 +262,7 @@ class BlockStructured(BasePruningMethod):
         block = check_block(t, self.block, where)
         scores = block_view(t.abs() if t.is_floating_point() else t.abs().float(), block)
         norms = torch.linalg.vector_norm(scores, ord=_block_norm_order(self.n), dim=-1)
-        if _is_all_ones_view(default_mask):  # a fresh tensor: every block is alive
-            live = torch.ones(norms.numel(), dtype=torch.bool, device=t.device)
-        else:
-            live = block_view(default_mask != 0, block).any(dim=-1).reshape(-1)
+        live = live_blocks(default_mask, block)
         n_live = int(live.sum())
         k = count_to_prune(self.amount, n_live, where, "prunable blocks")
         keys = norms.reshape(-1).masked_fill(~live, float("-inf"))

@@ -47,6 +47,7 @@ __all__ = [
     "check_same_shape",
     "check_structured",
     "count_to_prune",
+    "excerpt",
     "is_int",
     "nparams_to_prune",
     "parse_pattern",
@@ -78,11 +79,43 @@ def problem(where: str, argument: str, rule: str, value: Any) -> str:
     return f"{where}: {argument} must be {rule}; got {show_value(value)}"
 
 
+#: Longest ``repr`` an error message quotes in full; longer ones are cut (see :func:`excerpt`).
+SHOWN_CHARS = 80
+
+
+def excerpt(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start, an ellipsis and its
+    length, so that a 10 MB value makes a one-line message.
+
+    Examples
+    --------
+    >>> excerpt("'" + "x" * 100 + "'")
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (102 characters)"
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 16]}... ({len(text)} characters)"
+
+
 def show_value(value: Any) -> str:
-    """How an error message shows a received value: a tensor by shape and dtype, else repr."""
+    """How an error message shows a received value: a tensor by shape and dtype, an integer
+    of many digits by its digit count, anything else by its ``repr`` cut to an excerpt.
+
+    Examples
+    --------
+    >>> show_value(10**400), show_value(-12)
+    ('an integer of 401 digits', '-12')
+    """
     if isinstance(value, torch.Tensor):
         return f"tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
-    return repr(value)
+    if is_int(value) and not -10**20 < value < 10**20:
+        digits = int(value).bit_length() * 0.30103  # log10(2); exact below Python's digit limit
+        try:
+            digits = len(str(abs(int(value))))
+        except ValueError:  # more digits than the interpreter converts to text
+            return f"an integer of about {int(digits) + 1} digits"
+        return f"an integer of {int(digits)} digits"
+    return excerpt(repr(value))
 
 
 def is_int(value: Any) -> bool:
@@ -95,7 +128,10 @@ def _amount_error(value: Any) -> type[Exception] | None:
         return TypeError
     if is_int(value):
         return ValueError if value < 0 else None
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:  # e.g. a Fraction beyond the range of a float: not in [0, 1]
+        return ValueError
     return ValueError if math.isnan(f) or not 0.0 <= f <= 1.0 else None
 
 
@@ -106,7 +142,11 @@ def _n_error(value: Any) -> type[Exception] | None:
         return None if value in ("fro", "nuc") else RuntimeError
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return RuntimeError
-    return RuntimeError if math.isnan(float(value)) else None
+    try:
+        f = float(value)
+    except OverflowError:  # torch.norm raises OverflowError too, with no message of ours
+        return OverflowError
+    return RuntimeError if math.isnan(f) else None
 
 
 _PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
@@ -160,7 +200,8 @@ class Constraint:
 #: Each constrained parameter of the pruning methods, with its rule and test.
 CONSTRAINTS: dict[str, Constraint] = {
     "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
-    "n": Constraint("a number (int, float, inf or -inf, not nan), 'fro' or 'nuc'", _n_error),
+    "n": Constraint("a number (int, float, inf or -inf, not nan, within the range of a float), "
+                    "'fro' or 'nuc'", _n_error),
     "dim": Constraint("an int", lambda v: None if is_int(v) else TypeError),
     "mask": Constraint("a torch.Tensor",
                        lambda v: None if isinstance(v, torch.Tensor) else TypeError),

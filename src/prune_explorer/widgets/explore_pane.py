@@ -165,8 +165,7 @@ class ExplorePane:
     # -- custom masks -----------------------------------------------------------------------------
     def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
         """Keep ``mask`` for the method "custom mask" on ``name``; re-preview if on show."""
-        check_custom(self.ex.session, name, mask, "Explorer.set_custom_mask")
-        self._custom[name] = mask.detach()
+        self._custom[name] = check_custom(self.ex.session, name, mask, "Explorer.set_custom_mask")
         self.update_custom_note()
         if name == self.ex.tensor and self.controls.method.value == "custom_from_mask":
             self.request_preview()
@@ -187,7 +186,16 @@ class ExplorePane:
         mask = read_mask_file(filename, data, where)
         check_custom(self.ex.session, name, mask, where)
         self.ex.session.preview(name, "custom_from_mask", mask=mask)  # the session's checks
-        self.set_custom_mask(name, mask)
+        previous = self._custom.get(name)
+        try:
+            self.set_custom_mask(name, mask)
+        except BaseException:  # a refused upload is not kept
+            if previous is None:
+                self._custom.pop(name, None)
+            else:
+                self._custom[name] = previous
+            self.update_custom_note()
+            raise
         return mask
 
     def _on_upload(self, change: dict[str, Any]) -> None:

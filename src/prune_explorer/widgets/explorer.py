@@ -140,7 +140,7 @@ class Explorer:
                              "a different model")
         masks = dict(custom_masks or {})
         for name, mask in masks.items():
-            check_custom(session, name, mask, "Explorer")
+            masks[name] = check_custom(session, name, mask, "Explorer")
         self.session = session
         self.debounce = debounce
         self._quiet_depth = 0

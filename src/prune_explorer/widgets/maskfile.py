@@ -32,12 +32,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from prune_explorer.session.model.tensor_kinds import unplain_kind
+
 from .errors import WidgetInputError
 
 if TYPE_CHECKING:
     from prune_explorer.session import Session
 
-__all__ = ["MASK_SUFFIXES", "check_custom", "read_mask_file", "uploaded_file"]
+__all__ = ["MASK_SUFFIXES", "check_custom", "plain_mask", "read_mask_file", "uploaded_file"]
 
 #: The mask files the upload accepts.
 MASK_SUFFIXES = (".pt", ".npy")
@@ -83,17 +85,46 @@ def read_mask_file(name: str, data: bytes, where: str = "custom mask upload") ->
             raise WidgetInputError(
                 f"{where}: file {name!r} must hold numbers (0/1 or bools); got an array of "
                 f"dtype {loaded.dtype}")
-        return torch.from_numpy(np.ascontiguousarray(loaded))
+        native = loaded.astype(loaded.dtype.newbyteorder("="), copy=False)  # torch: native only
+        return plain_mask(torch.from_numpy(np.ascontiguousarray(native)), where,
+                          f"file {name!r} must hold")
     if isinstance(loaded, torch.Tensor):
-        return loaded.detach()
+        return plain_mask(loaded.detach(), where, f"file {name!r} must hold")
     raise WidgetInputError(
         f"{where}: file {name!r} must hold one tensor (torch.save(mask, file)); got "
         f"{type(loaded).__name__}")
 
 
-def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
-    """Refuse a custom mask for an unknown tensor or that is not a tensor (the session checks
-    shape and values when it previews or applies it)."""
+#: Dtypes that hold 0/1 exactly but that few torch operations support: read as int64 (a
+#: bijection for the unsigned ones, so a value is 0 or 1 after exactly when it was before).
+_WIDEN = {torch.uint16: torch.int64, torch.uint32: torch.int64, torch.uint64: torch.int64}
+
+
+def plain_mask(mask: torch.Tensor, where: str, subject: str = "mask must be") -> torch.Tensor:
+    """``mask`` as a dense tensor of a dtype every operation supports (same values), or a
+    :class:`WidgetInputError` for a sparse, nested, quantized, meta or complex one.
+
+    Examples
+    --------
+    >>> plain_mask(torch.tensor([1, 0], dtype=torch.uint16), "demo")
+    tensor([1, 0])
+    """
+    kind = unplain_kind(mask)
+    if kind is not None:
+        raise WidgetInputError(
+            f"{where}: {subject} a dense tensor of 0/1 values (bool, int or float); got a "
+            f"{kind} tensor of dtype {mask.dtype}")
+    if mask.dtype in _WIDEN:
+        return mask.to(_WIDEN[mask.dtype])
+    if mask.is_floating_point() and mask.element_size() == 1:  # float8: exact in float32
+        return mask.float()
+    return mask
+
+
+def check_custom(session: Session, name: Any, mask: Any, where: str) -> torch.Tensor:
+    """Refuse a custom mask for an unknown tensor or that is not a dense tensor (the session
+    checks shape and values when it previews or applies it); return it as :func:`plain_mask`
+    does."""
     if name not in session.names:
         raise WidgetInputError(
             f"{where}: name {name!r} is not a prunable tensor of this model; choose one of "
@@ -103,3 +134,4 @@ def check_custom(session: Session, name: Any, mask: Any, where: str) -> None:
         raise WidgetInputError(
             f"{where}: mask must be a torch.Tensor of 0/1 values; got {type(mask).__name__}"
         )
+    return plain_mask(mask.detach(), where)

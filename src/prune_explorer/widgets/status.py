@@ -83,7 +83,12 @@ def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any,
                known: bool = True) -> str:
     # ``known``: the action returned ``result`` (else it was cut short after taking effect).
     if callable(done):
-        return done(result) if known or result is not None else f"{what}: done"
+        if not known and result is None:
+            return f"{what}: done"
+        try:
+            return done(result)
+        except Exception:  # the action succeeded; wording its message must not raise
+            return f"{what}: done"
     return done if done is not None else f"{what}: done"
 
 

@@ -14,6 +14,11 @@ left to break, and prunes exactly the session's entries.
   written at the unpruned positions. The hook then holds an ``L1Unstructured``; the mask is the
   session's.
 
+The ranks are integers, and on a tensor already pruned torch stores the combined mask in the
+dtype of ``importance_scores``; each such call is followed by a line casting the mask back to
+the dtype of ``<name>_orig`` (the model's), which changes no value. (Casting the ranks to the
+model's dtype instead would merge ranks beyond 2**11 in fp16, 2**24 in fp32: new ties.)
+
 Examples
 --------
 >>> from prune_explorer.session import Step
@@ -23,6 +28,8 @@ module = model.get_submodule("fc")
 # |w| ties at the cut: rank ties lowest flat index first, as prune-explorer did
 prune.l1_unstructured(module, "weight", amount=0.5,
                       importance_scores=stable_rank(module.weight.detach().abs(), "lowest"))
+# the ranks are integers: keep the mask in the weight's dtype
+module.weight_mask = module.weight_mask.to(module.weight_orig.dtype)
 """
 
 from __future__ import annotations
@@ -56,6 +63,10 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
     name = q(tensor_name)
     weight = py_attribute("module", tensor_name)
     amount = py_literal(step.settings["amount"])
+    mask = py_attribute("module", tensor_name + "_mask")
+    orig = py_attribute("module", tensor_name + "_orig")
+    keep_dtype = ["# the ranks are integers: keep the mask in the weight's dtype",
+                  f"{mask} = {mask}.to({orig}.dtype)"]
     lines = [f"module = {module}"]
     if step.method == "l1_unstructured":
         lines += [
@@ -63,9 +74,9 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
             f"prune.l1_unstructured(module, {name}, amount={amount},",
             f"                      importance_scores=stable_rank({weight}.detach().abs(), "
             f"{ties}))",
+            *keep_dtype,
         ]
         return lines
-    mask = py_attribute("module", tensor_name + "_mask")
     lines += [
         "# random_unstructured draws one number per unpruned entry and prunes the largest; the",
         f"# draws tie at the cut, and prune-explorer pruned the tied ones {step.ties} flat index",
@@ -78,6 +89,7 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
         "scores = torch.zeros(alive.shape, dtype=torch.long, device=alive.device)",
         f"scores[alive] = stable_rank(-draws, {ties})",
         f"prune.l1_unstructured(module, {name}, amount={amount}, importance_scores=scores)",
+        *keep_dtype,
     ]
     return lines
 
@@ -127,5 +139,8 @@ def global_lines(step: Step, module_expr: Callable[[str], str]) -> list[str]:
         f"    amount={py_literal(step.settings['amount'])},",
         "    importance_scores=importance,",
         ")",
+        "# the ranks are integers: keep the masks in the weights' dtypes",
+        "for m, n in parameters:",
+        '    setattr(m, n + "_mask", getattr(m, n + "_mask").to(getattr(m, n + "_orig").dtype))',
     ]
     return lines

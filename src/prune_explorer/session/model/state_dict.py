@@ -31,13 +31,16 @@ import torch
 from torch import nn
 
 from prune_explorer import prune
+from prune_explorer.prune.validation import excerpt
 
 from ..errors import one_line
 from .aliases import share_pruning
 from .hooks import refresh_pruned
+from .tensor_kinds import PRUNABLE_DTYPES, unplain_kind
 
 __all__ = [
     "InvalidMaskError",
+    "InvalidTensorError",
     "StateDictMismatchError",
     "check_masks",
     "load_pruned_state_dict",
@@ -47,12 +50,17 @@ __all__ = [
 MAX_LISTED = 6  # keys shown per kind of mismatch
 
 
-class InvalidMaskError(ValueError):
-    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
+class InvalidTensorError(ValueError):
+    """A tensor of a ``state_dict`` holds no plain data (sparse, nested, quantized, meta,
+    complex: see :mod:`~prune_explorer.session.model.tensor_kinds`); ``key`` names it."""
 
     def __init__(self, message: str, key: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+class InvalidMaskError(InvalidTensorError):
+    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
 
 
 class StateDictMismatchError(ValueError):
@@ -83,11 +91,13 @@ def _shape(t: torch.Tensor) -> str:
 
 
 def check_masks(state: Mapping[str, torch.Tensor]) -> None:
-    """Check every pruned pair: the mask is floating-point or bool, has the shape of its
-    ``_orig``, and holds only 0 and 1.
+    """Check every tensor holds plain data, and every pruned pair: the mask is floating-point or
+    bool, has the shape of its ``_orig``, and holds only 0 and 1.
 
     Raises
     ------
+    InvalidTensorError
+        A sparse, nested, quantized, meta or complex tensor, naming its key.
     InvalidMaskError
         Naming the mask's key, the rule and the value found.
 
@@ -99,10 +109,16 @@ def check_masks(state: Mapping[str, torch.Tensor]) -> None:
     prune_explorer.session.model.state_dict.InvalidMaskError: w_mask must hold only 0 and 1 (a \
 pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
     """
+    for key, tensor in state.items():
+        kind = unplain_kind(tensor)
+        if kind is not None:
+            error = InvalidMaskError if key.endswith("_mask") else InvalidTensorError
+            raise error(f"{key} must be a dense tensor holding its values; got a {kind} tensor "
+                        f"of dtype {tensor.dtype}", key)
     for base in pruned_pairs(state):
         key, orig = base + "_mask", state[base + "_orig"]
         mask = state[key]
-        if not (mask.dtype == torch.bool or mask.is_floating_point()):
+        if not (mask.dtype == torch.bool or mask.dtype in PRUNABLE_DTYPES):
             raise InvalidMaskError(
                 f"{key} must be a floating-point or bool tensor (a pruning mask); "
                 f"got dtype {mask.dtype}", key
@@ -125,7 +141,7 @@ pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
 
 
 def _listed(items: Sequence[str]) -> str:
-    shown = ", ".join(items[:MAX_LISTED])
+    shown = ", ".join(excerpt(item) for item in items[:MAX_LISTED])
     more = len(items) - MAX_LISTED
     return shown + (f" and {more} more" if more > 0 else "")
 
@@ -182,6 +198,15 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
         f"{k} is {tuple(state[k].shape)} in the file but {tuple(expected[k].shape)} in the model"
         for k in expected
         if k in state and state[k].shape != expected[k].shape
+    ][:MAX_LISTED]
+    floats = "/".join(str(d).removeprefix("torch.") for d in PRUNABLE_DTYPES)
+    problems += [  # load_state_dict would cast them; the pruning API prunes floats only
+        f"{k} is {state[k].dtype} in the file but {expected[k].dtype} in the model (the "
+        f"pruning API prunes {floats} weights; others are refused, not cast)"
+        for k in expected
+        if k in state and expected[k].is_floating_point()
+        and state[k].dtype not in PRUNABLE_DTYPES
+        and k.removesuffix("_mask") not in pairs  # masks: check_masks' rule
     ][:MAX_LISTED]
     if problems:
         raise StateDictMismatchError(problems)

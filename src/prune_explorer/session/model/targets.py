@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
+from prune_explorer.prune.validation import show_value
+
 from ..errors import InvalidStepError
 from .hooks import find_hook
 
@@ -136,14 +138,15 @@ def alias_map(known: dict[str, TensorInfo]) -> dict[str, str]:
 def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: str = "target"
                    ) -> InvalidStepError:
     """The error for an address that is not in ``known``, with close matches when there are any."""
-    close = difflib.get_close_matches(name, list(known), n=3)
+    # no close matches for a name longer than any address (a pasted blob): difflib is slow there
+    close = difflib.get_close_matches(name, list(known), n=3) if len(name) <= 1000 else []
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
         if name.endswith(suffix) and name[: -len(suffix)] in known:
             hint = (f"; it is the {role} of the pruned tensor {name[:-len(suffix)]!r}: prune "
                     f"{name[:-len(suffix)]!r} itself to prune it further")
     return InvalidStepError(
-        f"{where}: {field} {name!r} is not a prunable tensor of this model{hint} "
+        f"{where}: {field} {show_value(name)} is not a prunable tensor of this model{hint} "
         f"(Session.names lists all {len(known)})",
         field,
     )

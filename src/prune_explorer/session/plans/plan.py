@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
+from prune_explorer.prune.validation import show_value
+
 from ..codegen.snippet import to_snippet
 from ..errors import InvalidStepError
 from ..steps.step import Step
@@ -171,14 +173,14 @@ class Plan:
                 f"{where}: a plan must be a JSON object; got {type(data).__name__}"
             )
         if data.get("format") != PLAN_FORMAT:
-            got = repr(data["format"]) if "format" in data else "no 'format' field"
+            got = show_value(data["format"]) if "format" in data else "no 'format' field"
             raise InvalidPlanError(
                 f"{where}: not a prune-explorer plan: format must be {PLAN_FORMAT!r}; got {got}",
                 "format",
             )
         version = data.get("version")
         if type(version) is not int or version not in READ_VERSIONS:
-            got = repr(version) if "version" in data else "no 'version' field"
+            got = show_value(version) if "version" in data else "no 'version' field"
             readable = " or ".join(str(v) for v in READ_VERSIONS)
             raise InvalidPlanError(
                 f"{where}: version must be the integer {readable}; got {got}", "version"
@@ -186,12 +188,15 @@ class Plan:
         for key in data:
             if key not in ("format", "version", "steps"):
                 raise InvalidPlanError(
-                    f"{where}: unexpected field {key!r}; a plan has: format, version, steps", key
+                    f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
+                    "steps",
+                    key,
                 )
         if "steps" not in data:
             raise InvalidPlanError(f"{where}: missing field 'steps'", "steps")
         if not isinstance(data["steps"], list):
-            raise InvalidPlanError(f"{where}: steps must be a list; got {data['steps']!r}",
+            raise InvalidPlanError(f"{where}: steps must be a list; got "
+                                   f"{show_value(data['steps'])}",
                                    "steps")
         steps = []
         for index, item in enumerate(data["steps"]):

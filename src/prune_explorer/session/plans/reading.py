@@ -37,7 +37,10 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from typing import Any
+
+from prune_explorer.prune.validation import problem, show_value
 
 from ..errors import InvalidStepError
 
@@ -84,10 +87,17 @@ class InvalidPlanStepError(InvalidPlanError, InvalidStepError):
 
 
 class _Refused:
-    """Stands in for a number that ``json`` read but a plan must not hold."""
+    """Stands in for a number that ``json`` read but a plan must not hold, or for the value of
+    a key written twice (``rule`` is then None), until :func:`_check_tree` knows its place."""
 
-    def __init__(self, text: str, rule: str, detail: str = "") -> None:
+    def __init__(self, text: str, rule: str | None, detail: str = "") -> None:
         self.text, self.rule, self.detail = text, rule, detail
+
+    def message(self, place: str, name: str) -> str:
+        if self.rule is None:
+            return f"{place}: field {self.text} appears twice in one object"
+        detail = f", {self.detail}" if self.detail else ""
+        return f"{place}: {name} {self.rule}; got {self.text}{detail}"
 
 
 def _parse_int(text: str) -> int | _Refused:
@@ -115,11 +125,10 @@ def _parse_constant(name: str) -> _Refused:
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # A repeated key is marked here and refused by _check_tree, which knows the step.
     out: dict[str, Any] = {}
     for key, value in pairs:
-        if key in out:
-            raise InvalidPlanError(f"field {key!r} appears twice in one object", key)
-        out[key] = value
+        out[key] = _Refused(show_value(key), None) if key in out else value
     return out
 
 
@@ -139,10 +148,9 @@ def _check_tree(document: Any, where: str) -> None:
         value, path = stack.pop()
         if isinstance(value, _Refused):
             place, field, step = _locate(where, path)
-            detail = f", {value.detail}" if value.detail else ""
             name = field if field is not None else "a number"
             error = InvalidPlanStepError if step is not None else InvalidPlanError
-            raise error(f"{place}: {name} {value.rule}; got {value.text}{detail}", field, step)
+            raise error(value.message(place, name), field, step)
         if isinstance(value, (dict, list)):
             if len(path) >= MAX_DEPTH:
                 place, field, step = _locate(where, path)
@@ -179,14 +187,41 @@ def load_document(data: str | bytes | bytearray, where: str = "Plan.from_json") 
                               parse_float=_parse_float, parse_constant=_parse_constant)
     except json.JSONDecodeError as err:
         raise InvalidPlanError(f"{where}: not valid JSON: {err}") from None
-    except InvalidPlanError as err:
-        raise InvalidPlanError(f"{where}: {err}", err.field) from None
     except RecursionError:
-        raise InvalidPlanError(
-            f"{where}: the document is nested too deeply to be read; a plan needs 5 levels"
-        ) from None
+        place, field, step = _locate(where, _path_at_depth(text, MAX_DEPTH))
+        error = InvalidPlanStepError if step is not None else InvalidPlanError
+        raise error(f"{place}: the document is nested too deeply to be read; a plan needs 5 "
+                    "levels", field, step) from None
     _check_tree(document, where)
     return document
+
+
+# A JSON string (escapes included) or one structural character.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},]')
+
+
+def _path_at_depth(text: str, depth: int) -> list[Any]:
+    """Keys and indexes down to the first array or object nested ``depth`` levels deep in
+    ``text`` (JSON too deep for ``json``), to say which step and field it is in."""
+    stack: list[list[Any]] = []  # [opening character, current index or key]
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            if len(stack) >= depth:
+                break
+            stack.append([token, 0 if token == "[" else None])
+        elif token in "]}":
+            if stack:
+                stack.pop()
+        elif token == ",":
+            if stack:
+                stack[-1][1] = stack[-1][1] + 1 if stack[-1][0] == "[" else None
+        elif stack and stack[-1][0] == "{" and stack[-1][1] is None:  # a key
+            try:
+                stack[-1][1] = json.loads(token)
+            except ValueError:
+                stack[-1][1] = token
+    return [entry[1] for entry in stack]
 
 
 # -- amounts ---------------------------------------------------------------------------------------
@@ -209,17 +244,21 @@ def amount_from_json(value: Any, version: int, where: str) -> Any:
     if version == 1:
         return value
     if not isinstance(value, dict) or len(value) != 1 or not set(value) <= {"fraction", "count"}:
-        raise InvalidStepError(f"{where}: amount {_AMOUNT_RULE}; got {value!r}", "amount")
+        raise InvalidStepError(f"{where}: amount {_AMOUNT_RULE}; got {show_value(value)}",
+                               "amount")
     (kind, number), = value.items()
     if not isinstance(number, numbers.Real) or isinstance(number, bool):
-        raise InvalidStepError(f"{where}: amount.{kind} must be a number; got {number!r}",
-                               "amount")
+        raise InvalidStepError(problem(where, f"amount.{kind}", "a number", number), "amount")
     if kind == "fraction":
-        return float(number)
+        try:
+            return float(number)
+        except OverflowError:  # an int beyond the range of a float: not in [0, 1] either
+            raise InvalidStepError(problem(where, "amount.fraction", "a number in [0, 1]",
+                                           number), "amount") from None
     if isinstance(number, int):
         return number
     as_float = float(number)
     if not as_float.is_integer():
-        raise InvalidStepError(f"{where}: amount.count must be a whole number; got {number!r}",
+        raise InvalidStepError(problem(where, "amount.count", "a whole number", number),
                                "amount")
     return int(as_float)

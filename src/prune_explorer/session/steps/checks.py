@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from prune_explorer.prune import validation
+from prune_explorer.prune.patterns import check_block, check_group_dim, live_blocks
 
 from ..errors import InvalidStepError
 from ..model.hooks import find_hook
@@ -130,6 +131,23 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
             left = unpruned_channels(module, tensor_name, dim)
             _fits(amount, left, where,
                   f"channels of {step.targets[0]!r} along dim {dim} still unpruned")
+        return
+    if step.method == "semi_structured":  # the core's rules: dim fits, M tiles that dim
+        with core_errors("dim"):
+            validation.check_dim(step.settings["dim"], tensor.dim(), where,
+                                 f"{step.target!r} of shape {shape}")
+        _, group = validation.pattern_counts(step.settings["pattern"])
+        with core_errors("pattern"):
+            check_group_dim(tensor, step.settings["dim"], group, where)
+    elif step.method == "block_structured":  # the core's rule: blocks tile the tensor
+        with core_errors("block"):
+            block = check_block(tensor, step.settings["block"], where)
+        if isinstance(amount, int):  # amount counts the blocks still alive
+            mask = getattr(module, tensor_name + "_mask", None)
+            if mask is None or find_hook(module, tensor_name) is None:
+                mask = torch.ones(()).expand(shape)
+            _fits(amount, int(live_blocks(mask, block).sum()), where,
+                  f"blocks of {step.targets[0]!r} still unpruned")
     elif isinstance(amount, int):
         left = unpruned_entries(module, tensor_name)
         _fits(amount, left, where, f"entries of {step.targets[0]!r} still unpruned")

@@ -33,6 +33,7 @@ from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_valu
 
 from ..errors import InvalidStepError
 from ..history.packed import PackedMask
+from ..model.tensor_kinds import unplain_kind
 
 __all__ = [
     "CLASS_TO_NAME",
@@ -124,7 +125,7 @@ def core_errors(field: str) -> Iterator[None]:
     """Re-raise the core's argument errors as :class:`InvalidStepError` for ``field``."""
     try:
         yield
-    except (TypeError, ValueError, RuntimeError, IndexError) as err:
+    except (TypeError, ValueError, RuntimeError, IndexError, OverflowError) as err:
         if isinstance(err, InvalidStepError):
             raise
         raise InvalidStepError(str(err), field) from None
@@ -185,6 +186,9 @@ def check_mask(value: Any, where: str) -> PackedMask:
         return value.to("cpu")
     if not isinstance(value, torch.Tensor):
         raise _fail(where, "mask", "must be a torch.Tensor of 0/1 values or a PackedMask", value)
+    kind = unplain_kind(value)
+    if kind is not None:
+        raise _fail(where, "mask", f"must be a dense tensor of 0/1 values, not {kind}", value)
     if value.dtype != torch.bool and (
         value.is_complex() or not bool(((value == 0) | (value == 1)).all())
     ):
@@ -239,7 +243,7 @@ def check_settings(spec: MethodSpec, settings: Mapping[str, Any], where: str) ->
         if key not in spec.settings:
             allowed = ", ".join(spec.settings) if spec.settings else "none"
             raise InvalidStepError(
-                f"{where}: unexpected setting {key!r} for {spec.name}; "
+                f"{where}: unexpected setting {show_value(key)} for {spec.name}; "
                 f"its settings are: {allowed}",
                 key,
             )

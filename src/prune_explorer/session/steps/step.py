@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from prune_explorer.prune.validation import excerpt, show_value
+
 from ..errors import InvalidStepError
 from ..history.packed import PackedMask
 from ..plans.reading import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
@@ -45,7 +47,7 @@ def check_address(value: Any, where: str, field: str = "target") -> str:
     """Validate the syntax of a tensor address (existence is checked against a model later)."""
     rule = "must be a tensor address such as 'features.0.weight' (dot-separated, no empty parts)"
     if not isinstance(value, str) or not value or any(not part for part in value.split(".")):
-        raise InvalidStepError(f"{where}: {field} {rule}; got {value!r}", field)
+        raise InvalidStepError(f"{where}: {field} {rule}; got {show_value(value)}", field)
     return value
 
 
@@ -55,7 +57,7 @@ def _check_targets(spec: MethodSpec, target: Any, where: str) -> str | tuple[str
     if isinstance(target, str) or not isinstance(target, Sequence) or not target:
         raise InvalidStepError(
             f"{where}: targets must be a non-empty list of tensor addresses for "
-            f"global_unstructured; got {target!r}",
+            f"global_unstructured; got {show_value(target)}",
             "targets",
         )
     names = tuple(check_address(t, where, "targets") for t in target)
@@ -63,7 +65,8 @@ def _check_targets(spec: MethodSpec, target: Any, where: str) -> str | tuple[str
     for name in names:
         if name in seen:
             raise InvalidStepError(
-                f"{where}: targets must not repeat a tensor; {name!r} appears twice", "targets"
+                f"{where}: targets must not repeat a tensor; {show_value(name)} appears twice",
+                "targets",
             )
         seen.add(name)
     return names
@@ -131,7 +134,7 @@ class Step:
         elif seed is not None:
             raise InvalidStepError(
                 f"{where}: seed must be None for {spec.name}, which draws no random numbers; "
-                f"got {seed!r}",
+                f"got {show_value(seed)}",
                 "seed",
             )
         self._method = spec.name
@@ -247,7 +250,7 @@ class Step:
         for key in data:
             if key not in fields and key != "seed":
                 raise InvalidStepError(
-                    f"{where}: unexpected field {key!r} for {spec.name}; "
+                    f"{where}: unexpected field {show_value(key)} for {spec.name}; "
                     f"its fields are: {', '.join(fields)}",
                     key,
                 )
@@ -269,7 +272,8 @@ class Step:
             settings["amount"] = amount_from_json(settings["amount"], version, where)
         if target_key == "targets" and not isinstance(data["targets"], list):
             raise InvalidStepError(
-                f"{where}: targets must be a list of tensor addresses; got {data['targets']!r}",
+                f"{where}: targets must be a list of tensor addresses; got "
+                f"{show_value(data['targets'])}",
                 "targets",
             )
         step = cls._build(where, spec.name, data[target_key], settings, data.get("seed"))
@@ -325,18 +329,21 @@ class Step:
 def _mask_from_json(value: Any, where: str) -> PackedMask:
     rule = "must be an object {'shape': [ints], 'bits': base64 string}"
     if not isinstance(value, dict) or set(value) != {"shape", "bits"}:
-        raise InvalidStepError(f"{where}: mask {rule}; got {value!r}", "mask")
+        raise InvalidStepError(f"{where}: mask {rule}; got {show_value(value)}", "mask")
     shape, bits = value["shape"], value["bits"]
     if not isinstance(shape, list) or not all(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
     ):
-        raise InvalidStepError(f"{where}: mask.shape must be a list of ints >= 0; got {shape!r}",
+        raise InvalidStepError(f"{where}: mask.shape must be a list of ints >= 0; got "
+                               f"{show_value(shape)}",
                                "mask")
     if not isinstance(bits, str):
-        raise InvalidStepError(f"{where}: mask.bits must be a base64 string; got {bits!r}", "mask")
+        raise InvalidStepError(f"{where}: mask.bits must be a base64 string; got "
+                               f"{show_value(bits)}", "mask")
     try:
         raw = base64.b64decode(bits.encode("ascii"), validate=True)
         return PackedMask.from_bytes(shape, raw)
     except (binascii.Error, UnicodeEncodeError, ValueError) as err:
-        raise InvalidStepError(f"{where}: mask.bits is not a valid packed mask: {err}",
+        raise InvalidStepError(f"{where}: mask.bits is not a valid packed mask: "
+                               f"{excerpt(str(err))}",
                                "mask") from None
