@@ -527,7 +527,7 @@ class MaskPreview:
         columns: in (dim 1); ticks 0, 1, 2, 3, 4, 5
         """
         lines = [self.ax.get_title()]
-        if self.view is not None:  # how big an entry is drawn, in CSS pixels
+        if self.view is not None and min(self.view.shape) > 0:  # an entry's size, CSS pixels
             ratio = 1.0 if self._frame is None else self._frame[2]
             box = self.ax.get_window_extent()
             rows, cols = self.view.shape
