@@ -48,6 +48,7 @@ from prune_explorer.session.steps.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
 from .html import esc
+from .sizeprobe import MIN_HEIGHT
 
 __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
 
@@ -450,12 +451,13 @@ class PreviewPane:
     def fit(self) -> None:
         """Size the picture for :attr:`room` (before its cells are computed): the column's
         width, at most the height that keeps slider, counts and picture on one screen;
-        never smaller than 240 x 200. Call on the drawing thread, before :meth:`draw`."""
+        never smaller than 240 x :data:`~.sizeprobe.MIN_HEIGHT`. Call on the drawing thread,
+        before :meth:`draw`."""
         if self.room is None:
             return
         width, height, ratio = self.room
         width = max(240, min(width, 1400))
-        height = max(200, min(height, 1400))
+        height = max(MIN_HEIGHT, min(height, 1400))
         target = (width, height, max(ratio, self.pixel_ratio), self.presentation)
         if target != self._sized:
             self.picture.resize(width, height, pixel_ratio=min(target[2], 4.0),

@@ -34,6 +34,10 @@ import traitlets
 
 __all__ = ["SizeProbe"]
 
+#: The least height (CSS px) the picture gets, whatever the room: small enough that the slider,
+#: counts, an input error and the picture share a 1024x768 screen at 150% zoom (512 CSS px).
+MIN_HEIGHT = 160
+
 _ESM = r"""
 function scroller(node) {
   // the nearest ancestor that really scrolls vertically (JupyterLab's notebook panel; not a
@@ -78,7 +82,7 @@ function render({ model, el }) {
       // at once, before Python redraws (or while the picture is stale and is not redrawn):
       // the picture never reaches below the screen; it is scaled, not stretched
       // (width and height auto within both maxima: the browser keeps the aspect ratio)
-      image.style.maxHeight = Math.max(200, height) + "px";
+      image.style.maxHeight = Math.max(__MIN_HEIGHT__, height) + "px";
       image.style.maxWidth = width + "px";
       image.style.width = "auto";
       image.style.height = "auto";
@@ -112,7 +116,7 @@ function render({ model, el }) {
   };
 }
 export default { render };
-"""
+""".replace("__MIN_HEIGHT__", str(MIN_HEIGHT))
 
 
 class SizeProbe(anywidget.AnyWidget):
