@@ -279,17 +279,21 @@ def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
     flat ``x`` (``1 <= k <= x.numel()``), ties at the cut lowest flat index first -- with no
     host read and a fixed number of launches.
 
-    ``topk`` (unsorted) finds the k smallest keys; their largest is the cut; every key below
-    it is taken, and of those equal to it the first ``k - below`` in flat order (a running
-    count). NaN is one key above inf, as in :func:`sortable`. ``scratch`` as in
-    :func:`locate_cut` (one tensor). Extra memory: the ``k`` values and indices ``topk``
-    returns, two bools and one int32 per entry.
+    ``topk`` (unsorted) finds the k smallest keys (or the ``n - k + 1`` largest, if fewer);
+    their largest (smallest) is the cut; every key below it is taken, and of those equal to
+    it the first ``k - below`` in flat order (a running count). NaN is one key above inf, as in :func:`sortable`. ``scratch`` as in
+    :func:`locate_cut` (one tensor). Extra memory: the values and indices ``topk`` returns
+    (at most half the entries, plus one), two bools and one int32 per entry.
     """
     out = None
     if scratch is not None and scratch.element_size() == x.element_size():
         out = scratch.reshape(-1).view(_INT_OF[x.element_size()])
     keys = sortable(x.reshape(-1), magnitude, largest, out)
-    cut = torch.topk(keys, k, largest=False, sorted=False).values.max()
+    above = keys.numel() - k + 1  # the cut is also the smallest of this many largest keys
+    if k <= above:
+        cut = torch.topk(keys, k, largest=False, sorted=False).values.max()
+    else:  # the shorter topk
+        cut = torch.topk(keys, above, largest=True, sorted=False).values.min()
     taken = keys < cut
     need = k - taken.sum()
     tied = keys == cut
