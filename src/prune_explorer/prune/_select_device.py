@@ -281,9 +281,10 @@ def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
 
     ``topk`` (unsorted) finds the k smallest keys (or the ``n - k + 1`` largest, if fewer);
     their largest (smallest) is the cut; every key below it is taken, and of those equal to
-    it the first ``k - below`` in flat order (a running count). NaN is one key above inf, as in :func:`sortable`. ``scratch`` as in
-    :func:`locate_cut` (one tensor). Extra memory: the values and indices ``topk`` returns
-    (at most half the entries, plus one), two bools and one int32 per entry.
+    it the first ``k - below`` in flat order (a running count). NaN is one key above inf, as
+    in :func:`sortable`. ``scratch`` as in :func:`locate_cut` (one tensor). Extra memory: the
+    values and indices ``topk`` returns (at most half the entries, plus one), two bools and
+    one int32 per entry.
     """
     out = None
     if scratch is not None and scratch.element_size() == x.element_size():
