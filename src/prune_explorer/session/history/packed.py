@@ -130,8 +130,8 @@ class PackedMask:
         >>> import torch
         >>> from prune_explorer.session import PackedMask
         >>> a, b = PackedMask.from_tensors([torch.tensor([1.0, 0.0]), torch.ones(3)])
-        >>> (a.kept, b.kept, b.data is None)
-        (1, 3, True)
+        >>> (a.kept, a.pruned, b.kept, b.pruned)
+        (1, 1, 3, 0)
         """
         packed: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for mask in masks:
