@@ -98,9 +98,17 @@ def _pairs(model: nn.Module) -> list[tuple[nn.Module, str]]:
 # --- one tie rule: the device path's masks are the CPU path's, bit for bit -------------------
 
 
+@pytest.fixture(params=["direct", "bracket"])
+def route(request, monkeypatch):
+    """Single tensors on the device path: the topk route (no host read) or the bracket."""
+    if request.param == "bracket":
+        monkeypatch.setattr(_select_device, "DIRECT_MAX", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["plain", "grid", "coarse", "nan"])
-def test_l1_masks_equal_the_cpu_path(dtype, kind):
+def test_l1_masks_equal_the_cpu_path(dtype, kind, route):
     w = weights(400_003, dtype, kind)
     for amount in (1, 0.1, 0.5, 0.77, 0.95, 400_002, 400_003):
         cpu, device = both(lambda a=amount: l1(w, a))
@@ -140,7 +148,7 @@ def test_global_unstructured_installs_the_cpu_paths_masks():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_seeded_random_methods_equal_the_cpu_path(dtype):
+def test_seeded_random_methods_equal_the_cpu_path(dtype, route):
     """Given the same draws (same seed, same device), the device path picks the same entries."""
     w = weights(300_000, dtype, "plain")
     model = _model(dtype, "plain")
@@ -202,9 +210,10 @@ def test_nth_true_finds_every_position():
             assert _select_device._nth_true(flags, n) == int(where[n - 1]), (size, n)
 
 
-def test_a_bracket_the_sample_misses_is_still_exact():
+def test_a_bracket_the_sample_misses_is_still_exact(monkeypatch):
     """Every strided-sample entry equal, the rest spread: the bracket misses, is widened and
     at last covers everything -- same masks, a bounded number of host reads."""
+    monkeypatch.setattr(_select_device, "DIRECT_MAX", 0)  # a single tensor: the bracket
     n = 1 << 20
     stride = n // _select_device._SAMPLE
     w = torch.linspace(0.001, 1.0, n)
@@ -221,13 +230,34 @@ def test_a_bracket_the_sample_misses_is_still_exact():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["plain", "grid", "coarse"])
-def test_l1_op_count_does_not_grow_with_the_tensor(dtype, kind):
+def test_l1_op_count_does_not_grow_with_the_tensor(dtype, kind, route):
     small, large = weights(200_000, dtype, kind), weights(2_000_000, dtype, kind)
     ops_small, reads_small = counted(lambda: l1(small, 0.5))
     ops_large, reads_large = counted(lambda: l1(large, 0.5))
     assert ops_small == ops_large
-    assert reads_small == reads_large <= 3
+    assert reads_small == reads_large <= (0 if route == "direct" else 3)
     assert not SYNC_OPS & set(ops_large), SYNC_OPS & set(ops_large)
+
+
+@pytest.mark.parametrize("method", ["l1", "random"])
+def test_fresh_tensors_below_direct_max_make_no_host_read(method):
+    """A fresh tensor up to DIRECT_MAX entries: its mask in a fixed, small number of aten
+    ops, none of them a sync, no host read -- and the route is the one taken (the bracket
+    reads twice)."""
+    w = weights(1_000_000, torch.float32, "grid")
+
+    def run():
+        if method == "l1":
+            return l1(w, 0.4)
+        return prune.RandomUnstructured(0.4).compute_mask(w, torch.ones_like(w))
+
+    ops, reads = counted(run)
+    assert reads == 0
+    assert not SYNC_OPS & set(ops)
+    assert "topk" in ops
+    assert "cumsum" in ops
+    assert sum(ops.values()) <= 40, ops
+    assert w.numel() <= _select_device.DIRECT_MAX
 
 
 def test_the_cpu_path_does_grow_with_the_tensor():
@@ -283,6 +313,7 @@ def test_random_unstructured_op_count_does_not_grow():
 
 
 def test_cpu_tensors_take_the_cpu_path_unless_forced(monkeypatch):
+    monkeypatch.setattr(_select_device, "DIRECT_MAX", 0)
     w = weights(300_000, torch.float32, "plain")
     calls = []
     real = _select_device.locate_cut
@@ -337,3 +368,74 @@ def test_session_preview_equals_apply_on_the_device_path(dtype):
         reference.apply_global(targets, amount=0.6)
     for t in targets:
         assert torch.equal(s.mask(t), reference.mask(t)), t
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_session_apply_global_host_reads_do_not_grow_with_targets(dtype):
+    """A fresh session's apply_global on the device path: no per-target sync (no histogram of
+    small targets, the history's kept counts and the tie check's extremes each read once for
+    all targets) -- the same host reads for 6 targets as for 12, and no syncing aten op."""
+    def run(n):
+        model = nn.Sequential(*[nn.Linear(200, 300) for _ in range(n)])
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                p.copy_(weights(p.numel(), torch.float32, "plain", seed=i).view_as(p))
+        model = model.to(dtype)
+        with _select_device.forced():
+            s = Session(model)
+        targets = [f"{i}.weight" for i in range(n)]
+        ops, reads = counted(lambda: s.apply_global(targets, amount=0.5))
+        return ops, reads, s
+
+    ops6, reads6, _ = run(6)
+    ops12, reads12, s = run(12)
+    assert not SYNC_OPS & (set(ops6) | set(ops12)), SYNC_OPS & (set(ops6) | set(ops12))
+    # the core's cut (2), the history's kept counts (1), the tie check's extremes (1) and,
+    # where a tie straddles the cut (bf16 here), where the tied entries were split (1)
+    assert reads6 == reads12 <= 5
+    pruned = sum(int((s.mask(f"{i}.weight") == 0).sum()) for i in range(12))
+    assert pruned == 12 * 300 * 200 // 2
+
+
+def test_split_flags_is_the_gathered_split():
+    """The tie split read off first/last positions equals the split of the gathered flags."""
+    from prune_explorer.session.codegen import tie_split
+
+    g = torch.Generator().manual_seed(5)
+    seen = set()
+    for trial in range(300):
+        sizes = [int(x) for x in torch.randint(0, 6, (3,), generator=g)]
+        tied = [torch.rand(n, generator=g) < 0.6 for n in sizes]
+        pruned = [torch.rand(n, generator=g) < 0.5 for n in sizes]
+        if trial % 3 == 0:  # a prefix / suffix of the tied entries pruned
+            flat = torch.cat(tied)
+            order = torch.cumsum(flat.int(), 0)
+            cut = int(flat.sum()) // 2
+            prefix = (order <= cut) if trial % 2 else (order > cut)
+            pruned = list(prefix.split(sizes))
+        gathered = torch.cat([p[t] for t, p in zip(tied, pruned, strict=True)])
+        if not gathered.numel():
+            continue
+        expected = tie_split._split(gathered)
+        seen.add(expected)
+        assert tie_split._split_flags(tied, pruned) == expected, (tied, pruned)
+    assert seen == {"lowest", "highest", "other"}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, float("inf"), "fro"])
+def test_slice_norms_on_a_device_are_the_cpu_norms(monkeypatch, n):
+    """On a non-CPU device bf16 slice norms are accumulated in float64 and rounded once; that
+    is what torch's CPU bf16 norm gives (the CPU path keeps it), so CPU and CUDA agree. Checked
+    here by sending a CPU tensor down the device branch."""
+    from prune_explorer.prune import methods
+
+    g = torch.Generator().manual_seed(11)
+    w = (torch.randn(640, 700, generator=g) * 0.02).to(torch.bfloat16)
+    cpu = [methods.slice_norms(w, n, d) for d in (0, 1)]
+    monkeypatch.setattr(methods, "_exact_norms_wanted", lambda t: True)
+    device = [methods.slice_norms(w, n, d) for d in (0, 1)]
+    for a, b, d in zip(cpu, device, (0, 1), strict=True):
+        assert a.dtype == b.dtype == torch.bfloat16
+        assert torch.equal(a, b), (n, d)
+        assert torch.equal(b, torch.linalg.vector_norm(w.double(), ord=2 if n == "fro" else n,
+                                                       dim=1 - d).to(torch.bfloat16))

@@ -92,9 +92,9 @@ def test_restricting_by_a_known_cut_is_restricting_by_the_mask(dtype, quantised)
 def test_the_next_steps_snapshot_reuses_the_historys_bits(monkeypatch):
     s = Session(_model())
     packs = []
-    real = packed.PackedMask.from_tensor.__func__
-    monkeypatch.setattr(packed.PackedMask, "from_tensor",
-                        classmethod(lambda cls, m: packs.append(m.shape) or real(cls, m)))
+    real = packed.PackedMask.from_tensors.__func__  # every packing goes through it
+    monkeypatch.setattr(packed.PackedMask, "from_tensors", classmethod(
+        lambda cls, ms: packs.extend(m.shape for m in ms) or real(cls, ms)))
     s.apply("0.weight", "l1_unstructured", amount=0.3)
     assert len(packs) == 1  # the history's bits (no mask to snapshot yet)
     first = s.mask("0.weight").clone()
@@ -239,9 +239,9 @@ def test_the_history_packs_the_bool_mask_the_order_gave(monkeypatch):
     # installed float mask compared with 0 again; the bits are the same.
     s = Session(_model(torch.bfloat16))
     packed_from = []
-    real = packed.PackedMask.from_tensor.__func__
-    monkeypatch.setattr(packed.PackedMask, "from_tensor",
-                        classmethod(lambda cls, m: packed_from.append(m.dtype) or real(cls, m)))
+    real = packed.PackedMask.from_tensors.__func__  # every packing goes through it
+    monkeypatch.setattr(packed.PackedMask, "from_tensors", classmethod(
+        lambda cls, ms: packed_from.extend(m.dtype for m in ms) or real(cls, ms)))
     s.apply("0.weight", "l1_unstructured", amount=0.3)  # nothing previewed: the core's mask
     s.preview("0.weight", "l1_unstructured", amount=0.3)
     s.apply("0.weight", "l1_unstructured", amount=0.3)  # from the order

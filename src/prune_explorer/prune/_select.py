@@ -306,6 +306,11 @@ def select(
                              magnitude=magnitude)
         # the cut (value, last taken tie per key tensor); None: the sorting reference decides
         found: tuple[torch.Tensor, tuple[int, ...] | None] | None
+        if device_path and len(keys) == 1 and ties == "index" and total <= \
+                _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX)
+            return Selection(largest, picks=(_select_device.direct_flags(
+                keys[0], k, largest=largest, magnitude=magnitude,
+                scratch=None if scratch is None else scratch[0]),))
         if device_path and len({x.device for x in keys}) == 1:
             found = _select_device.locate_cut(keys, k, largest=largest, magnitude=magnitude,
                                               scratch=scratch)

@@ -44,6 +44,7 @@ from ._radix import (
     row_slabs,
 )
 from ._select import SMALL, select
+from ._select_device import to_host
 from ._select_device import wanted as device_path
 from ._sharded import local_draws
 
@@ -72,6 +73,7 @@ __all__ = [
     "row_slabs",
     "select",
     "snapshot",
+    "to_host",
     "transaction",
 ]
 

@@ -301,10 +301,24 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
         return super().apply(module, name, amount=amount, dim=dim, generator=generator)
 
 
+def _exact_norms_wanted(t: torch.Tensor) -> bool:
+    """Whether :func:`slice_norms` accumulates ``t`` in float64: 2-byte floats off the CPU
+    (devices whose own bf16/fp16 reductions round in their own order). On the CPU, torch's
+    norm already gives the correctly rounded norm in the tested cases
+    (tests/prune/test_prune_device_path.py) and a float64 pass there is ~50x slower."""
+    return t.device.type != "cpu" and t.element_size() == 2 and t.is_floating_point()
+
+
 def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
     """The ``n``-norm of each slice of ``t`` along ``dim`` (over all other dims), as torch.norm
-    computes it."""
+    computes it. On a non-CPU device, 2-byte floats are accumulated in float64 and rounded to
+    ``t``'s dtype once: the norms the CPU's torch.norm gives, not the device's own rounding
+    (one tie rule on every device)."""
     others = [d for d in range(t.dim()) if d != dim]
+    if _exact_norms_wanted(t) and n != "nuc":
+        order = 2 if n == "fro" else n
+        return torch.linalg.vector_norm(t, ord=order, dim=others,
+                                        dtype=torch.float64).to(t.dtype)
     return torch.norm(t, p=n, dim=others)
 
 

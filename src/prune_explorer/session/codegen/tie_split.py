@@ -73,19 +73,20 @@ def _cut(keys: list[torch.Tensor], pruned: list[torch.Tensor],
 
     Masked reductions, no gathers: a few passes over each tensor.
     """
-    if any(bool(torch.isnan(k).any()) for k in keys):
+    reductions = []  # per key tensor: any NaN, largest pruned, smallest kept (read at once)
+    for k, p, m in zip(keys, pruned, kept, strict=True):
+        if k.numel():
+            reductions += [torch.isnan(k).any(), torch.where(p, k, float("-inf")).amax(),
+                           torch.where(m, k, float("inf")).amin()]
+    if not reductions:
+        return None
+    read = engine.to_host(reductions)
+    if any(read[0::3]):
         return None  # NaN keys: the core leaves those cuts to torch's topk
-    tops = [torch.where(p, k, float("-inf")).amax() for k, p in zip(keys, pruned, strict=True)
-            if k.numel()]
-    bottoms = [torch.where(m, k, float("inf")).amin() for k, m in zip(keys, kept, strict=True)
-               if k.numel()]
-    if not tops:
+    top, bottom = max(read[1::3]), min(read[2::3])
+    if not math.isfinite(top) or not math.isfinite(bottom) or top < bottom:
         return None
-    top = torch.stack([t.double().cpu() for t in tops]).amax()
-    bottom = torch.stack([b.double().cpu() for b in bottoms]).amin()
-    if not bool(torch.isfinite(top)) or not bool(torch.isfinite(bottom)) or bool(top < bottom):
-        return None
-    return tops[0].new_tensor(float(top)).cpu()
+    return keys[0].new_tensor(top, device="cpu")
 
 
 def _split(taken: torch.Tensor) -> str:
@@ -94,6 +95,36 @@ def _split(taken: torch.Tensor) -> str:
     if bool(taken[:count].all()):
         return "lowest"
     if bool(taken[taken.numel() - count:].all()):
+        return "highest"
+    return "other"
+
+
+def _split_flags(tied: Sequence[torch.Tensor], pruned: Sequence[torch.Tensor]) -> str:
+    """:func:`_split` of the tied entries (``tied`` flags per flat tensor, read in order as
+    one vector) where ``pruned`` flags which were pruned -- without gathering them: where the
+    first and last pruned and kept tied entries lie, every tensor's read back at once."""
+    ends = []  # per tensor, per side (pruned, kept): any, first, last flat position
+    for t, p in zip(tied, pruned, strict=True):
+        for flags in (t & p, t & ~p):
+            if flags.numel():
+                ends += [flags.any(), flags.int().argmax(), flags.numel() - 1 -
+                         flags.flip(0).int().argmax()]
+            else:
+                ends += [flags.new_zeros(()), flags.new_zeros(()), flags.new_zeros(())]
+    read = iter(engine.to_host(ends))
+    firsts: dict[bool, list[float]] = {True: [], False: []}
+    lasts: dict[bool, list[float]] = {True: [], False: []}
+    offset = 0
+    for t in tied:
+        for side in (True, False):
+            some, first, last = next(read), next(read), next(read)
+            if some:
+                firsts[side].append(offset + first)
+                lasts[side].append(offset + last)
+        offset += t.numel()
+    if not firsts[False] or not firsts[True] or max(lasts[True]) < min(firsts[False]):
+        return "lowest"
+    if max(lasts[False]) < min(firsts[True]):
         return "highest"
     return "other"
 
@@ -143,11 +174,8 @@ def note_ties(
         top = _cut(keys, newly, [kept for _, kept in masks])
         if top is None:
             return None
-        taken = []
-        for k, n, (was, _) in zip(keys, newly, masks, strict=True):
-            tied = torch.nonzero((k == top.to(k.device)) & was).reshape(-1)
-            taken.append(n[tied].cpu())
-        split = _split(torch.cat(taken))
+        tied = [(k == top.to(k.device)) & was for k, (was, _) in zip(keys, masks, strict=True)]
+        split = _split_flags(tied, newly)
     else:
         flags = torch.cat([(~kept)[was].cpu() for was, kept in masks])
         first = importance[step.targets[0]]

@@ -442,16 +442,19 @@ class Transactional:
             note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
             step = action.step = step._noted(note)
-        for name, module, tensor_name in located:
+        packed: dict[str, PackedMask] = {}
+        if kind != "commit":  # every target's bits at once: one host read for their counts
+            buffers = {name: getattr(module, tensor_name + "_mask")
+                       for name, module, tensor_name in located}
+            sources = [kept[name] if masks is not None and name in kept
+                       and buffers[name] is masks.get(name) else buffers[name]
+                       for name, _, _ in located]
+            packed = dict(zip(buffers, PackedMask.from_tensors(sources), strict=True))
+            for name, buffer in buffers.items():
+                self._bits.remember(buffer, packed[name])  # the next step's snapshot reuses it
+        for name, _, _ in located:
             history = self._histories[name]
-            if kind == "commit":
-                mask = history[-1].mask
-            else:
-                buffer = getattr(module, tensor_name + "_mask")
-                installed = masks is not None and buffer is masks.get(name)
-                mask = PackedMask.from_tensor(kept[name] if installed and name in kept
-                                              else buffer)
-                self._bits.remember(buffer, mask)  # the next step's snapshot reuses it
+            mask = history[-1].mask if kind == "commit" else packed[name]
             history.append(HistoryEntry(len(history), step, mask))
         self._resee(step.targets)
         return step

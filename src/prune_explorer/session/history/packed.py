@@ -118,21 +118,47 @@ class PackedMask:
         :class:`~prune_explorer.session.model.sharded.ShardedMask` of this rank's shard (a
         collective: its kept count is all-reduced).
         """
-        if is_sharded(mask):
-            from ..model.sharded import ShardedMask
+        return cls.from_tensors([mask])[0]
 
-            return ShardedMask.of(mask)
-        flat = mask.detach().reshape(-1)
-        step = _piece()
-        data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
-        count = 0
-        for i, piece in enumerate(flat.split(step)):  # a chunk at a time
-            kept = piece if piece.dtype == torch.bool else piece != 0
-            count += int(torch.count_nonzero(kept))
-            data[i * step // 8:(i * step + piece.numel() + 7) // 8] = _pack(kept)
-        if count == flat.numel():
-            return cls(mask.shape, None, count, flat.device)
-        return cls(mask.shape, data, count)
+    @classmethod
+    def from_tensors(cls, masks: Sequence[torch.Tensor]) -> list[PackedMask]:
+        """:meth:`from_tensor` of each of ``masks``, their kept counts read back to the host
+        at once (one sync for all the masks on one device, not one per mask or chunk).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer.session import PackedMask
+        >>> a, b = PackedMask.from_tensors([torch.tensor([1.0, 0.0]), torch.ones(3)])
+        >>> (a.kept, a.pruned, b.kept, b.pruned)
+        (1, 1, 3, 0)
+        """
+        packed: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for mask in masks:
+            if is_sharded(mask):
+                continue
+            flat = mask.detach().reshape(-1)
+            step = _piece()
+            data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
+            count = torch.zeros((), dtype=torch.int64, device=flat.device)
+            for i, piece in enumerate(flat.split(step)):  # a chunk at a time
+                kept = piece if piece.dtype == torch.bool else piece != 0
+                count += torch.count_nonzero(kept)  # stays on the device: read below
+                data[i * step // 8:(i * step + piece.numel() + 7) // 8] = _pack(kept)
+            packed.append((flat, data, count))
+        counts = [int(n) for n in engine.to_host([c for _, _, c in packed])]  # one read
+        found = iter(zip(packed, counts, strict=True))
+        out: list[PackedMask] = []
+        for mask in masks:
+            if is_sharded(mask):
+                from ..model.sharded import ShardedMask
+
+                out.append(ShardedMask.of(mask))
+                continue
+            (flat, data, _), n_kept = next(found)
+            out.append(cls(mask.shape, None, n_kept, flat.device) if n_kept == flat.numel()
+                       else cls(mask.shape, data, n_kept))
+        return out
 
     @classmethod
     def ones(cls, shape: Sequence[int], device: torch.device | str | None = None) -> PackedMask:

@@ -150,15 +150,17 @@ class OrderCache:
         found = self._get(module, name, spec, build=build, method=method)
         return found if isinstance(found, SliceScores) else None
 
-    def histogram(self, module: nn.Module, name: str, build: bool = True) -> KeyHistogram | None:
+    def histogram(self, module: nn.Module, name: str, build: bool = True, *,
+                  fresh_small: bool = True) -> KeyHistogram | None:
         """The key histogram of ``module.name`` as it is now (None: not a floating tensor, a
         DTensor, the cache is off, or ``build=False`` and none is cached). Tensors of at most
-        ``SMALL`` entries get a fresh one, not kept (it would outweigh them)."""
+        ``SMALL`` entries get a fresh one, not kept (it would outweigh them), unless
+        ``fresh_small`` is False and ``build`` too (then None: nothing new is built)."""
         current = tensor_of(module, name)
         if self.budget <= 0 or current.dtype not in _FLOATS or is_sharded(current):
             return None
         if current.numel() <= SMALL:
-            return KeyHistogram(module, name)
+            return KeyHistogram(module, name) if build or fresh_small else None
         key = (id(module), name)
         now = _state(module, name)
         found = self._hists.get(key)

@@ -321,10 +321,13 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
+        fresh_small = True
         if build_global and engine.device_path(tensor_of(*pairs[0])):
             # on a GPU the core's device path beats building histograms: use them if cached
-            build_global = False
-        cut = _global_cut(pairs, step, orders, build=build_global, sort=False)
+            # (a small tensor's is never cached: building it costs a host read per target)
+            build_global = fresh_small = False
+        cut = _global_cut(pairs, step, orders, build=build_global, sort=False,
+                          fresh_small=fresh_small)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None
     if step.method not in ("l1_unstructured", "random_unstructured") or (
@@ -337,10 +340,12 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
 
 
 def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
-                build: bool = True, sort: bool = True) -> GlobalCut | None:
+                build: bool = True, sort: bool = True, fresh_small: bool = True
+                ) -> GlobalCut | None:
     """The cut of the global L1 step from the targets' key histograms (None: not every target
-    has one, or the core must decide; ``sort``: as :func:`global_cut`'s)."""
-    hists = [orders.histogram(m, n, build) for m, n in pairs]
+    has one, or the core must decide; ``sort``: as :func:`global_cut`'s; ``fresh_small``: as
+    :meth:`OrderCache.histogram`'s)."""
+    hists = [orders.histogram(m, n, build, fresh_small=fresh_small) for m, n in pairs]
     ready = [h for h in hists if h is not None]
     if len(ready) != len(hists):
         return None
