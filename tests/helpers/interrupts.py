@@ -189,6 +189,8 @@ def state_of(session: Any, labels: Labels, events: list[Any],
         },
         "in_sync": in_sync,
         "lock_free": lock_is_free(session.lock),
+        # the thread's autograd mode is the user's too: an action never leaves it switched off
+        "grad_enabled": torch.is_grad_enabled(),
         "events": [(e.kind, e.names, e.steps) for e in events],
         "status": None if explorer is None else (explorer.status.kind, explorer.status.text),
     }

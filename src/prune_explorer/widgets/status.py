@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import ipywidgets as widgets
+import torch
 
 from prune_explorer.session.errors import InterruptedAfterCommit
 from prune_explorer.session.history.interrupts import held_interrupts
@@ -215,14 +216,17 @@ class StatusBar:
         with held_interrupts() as gate:
             self.show("working", f"{what}: working...")
             self.set_progress(0, 1)
+            grad = torch.is_grad_enabled()  # the user's autograd mode, whatever cuts us short
             try:
                 with gate.open(), self.working(what):
                     result = action(self.set_progress)
             except InterruptedAfterCommit as err:
+                torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
                 self.last_error = None
                 self.show("ok", _done_text(what, done, getattr(err, "result", None), False))
                 raise  # the cell still stops
             except BaseException as err:
+                torch.set_grad_enabled(grad)
                 self.error(err, what, source)
                 if not isinstance(err, Exception):
                     raise  # an interrupt still stops the cell; the message says what happened

@@ -352,12 +352,14 @@ class Transactional:
                 gate.check()
             try:
                 point = journal.begin()
+                grad = torch.is_grad_enabled()  # the thread's autograd mode is the user's too
                 try:
                     with gate.open():
                         yield self
                         if dry_run:
                             raise _DryRun
                 except BaseException as err:
+                    torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
                     self._resee(journal.rollback(point))
                     if not isinstance(err, _DryRun):
                         raise
