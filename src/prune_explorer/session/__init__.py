@@ -14,15 +14,20 @@ Examples
 prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 """
 
+from .analysis.conformance import pattern_report
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.commits import CommitResult, CommitReview
 from .history.packed import PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .model.state_dict import InvalidMaskError, StateDictMismatchError, load_pruned_state_dict
 from .model.targets import TensorInfo
 from .model.watch import ModelChangedError
 from .plans.plan import InvalidPlanError, Plan
 from .session import Session
+from .shrink.description import InvalidDescriptionError
+from .shrink.description import describe as describe_shrunk
+from .shrink.description import rebuild as rebuild_shrunk
 from .steps.step import Step
 
 __all__ = [
@@ -30,6 +35,8 @@ __all__ = [
     "CommitReview",
     "HistoryEntry",
     "InterruptedAfterCommit",
+    "InvalidDescriptionError",
+    "InvalidMaskError",
     "InvalidPlanError",
     "InvalidStepError",
     "ModelChangedError",
@@ -38,7 +45,12 @@ __all__ = [
     "Plan",
     "Session",
     "SessionEvent",
+    "StateDictMismatchError",
     "Step",
     "TensorHistory",
     "TensorInfo",
+    "describe_shrunk",
+    "load_pruned_state_dict",
+    "pattern_report",
+    "rebuild_shrunk",
 ]
