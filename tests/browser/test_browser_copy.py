@@ -1,4 +1,4 @@
-"""The Export tab's Copy button writes the snippet to the browser's clipboard (issue 12, item 10).
+"""The Export tab's Copy button writes the snippet to the browser's clipboard.
 
 A small notebook opens the explorer on a one-layer model with one step applied and shows the
 Export tab; Chromium (headless, clipboard permissions granted for the JupyterLab origin) clicks

@@ -1,4 +1,4 @@
-"""Pictures that never lie (issue 12, items 1-3), in a real browser at 1024x768 and 1400x1000.
+"""Pictures that never lie, in a real browser at 1024x768 and 1400x1000.
 
 A one-cell notebook opens the explorer on the demo CNN's ``features.3.weight`` in the kernels
 view. Each picture comes with its description in words, off screen for screen readers (its

@@ -1,4 +1,4 @@
-"""The Zoom panel (issue 12, item 15) in a real browser: JupyterLab, headless Chromium, 1024x768.
+"""The Zoom panel in a real browser: JupyterLab, headless Chromium, 1024x768.
 
 A one-cell notebook shows the explorer on a 512 x 512 linear layer with a 50% L1 step. The test
 opens the Zoom panel, sees the ipympl canvas draw the window entry by entry (kept dark blue and

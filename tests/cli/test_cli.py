@@ -337,7 +337,7 @@ def test_missing_plan(capsys, tmp_path, mlp_ckpt):
             {"method": "l1_unstructured", "target": "fc1.weight", "amount": 1.5}]}).encode(),
          ["is not a valid plan", "steps[0]", "amount must be a float in [0, 1]", "1.5"]),
         (b'{"format": "other", "version": 1, "steps": []}', ["format must be"]),
-        # issue 9, item 5: raw Python errors become one-line plan errors
+        # raw Python errors become one-line plan errors
         (b"[" * 200_000, ["is not a valid plan", "nested too deeply"]),
         (json.dumps({"format": "prune-explorer-plan", "version": 1, "steps": [
             {"method": "l1_unstructured", "target": "fc1.weight", "amount": 1}]}).encode()

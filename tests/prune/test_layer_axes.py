@@ -12,7 +12,7 @@ from prune_explorer import Session, prune
 from prune_explorer.prune.layers import layer_axes, out_dim, reduction_dim
 from prune_explorer.session.analysis.wording import slice_unit
 from prune_explorer.viz.views import channel_view, tensor_view
-from prune_explorer.widgets.controls import PruningControls
+from prune_explorer.widgets.tabs.explore.controls import PruningControls
 
 
 def _conv1d(n_in: int = 8, n_out: int = 12) -> Conv1D:

@@ -302,7 +302,7 @@ def test_steps_after_the_last_remove_of_an_applied_plan_stay_undoable():
         s.undo()
 
 
-# -- issue 9, item 5: no raw Python error from a plan document, and a file format that keeps
+# -- no raw Python error from a plan document, and a file format that keeps
 # -- the meaning of an amount --------------------------------------------------------------------
 def _v1_step(**fields):
     step = {"method": "l1_unstructured", "target": "classifier.weight", "amount": 0.5}

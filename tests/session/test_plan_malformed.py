@@ -1,4 +1,4 @@
-"""Malformed plans (issue 23, must-hold 2): every refusal is the project's own error, names the
+"""Malformed plans: every refusal is the project's own error, names the
 step and the field, quotes a value as a short excerpt, and leaves the model as it was.
 
 The last two tests fuzz the parser and ``Plan.apply`` with hypothesis (derandomized, a bounded

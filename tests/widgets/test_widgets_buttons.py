@@ -89,7 +89,7 @@ def test_commit_review_is_off_until_something_is_pruned():
 
 
 def test_every_control_has_a_tooltip_so_no_label_reads_null():
-    from prune_explorer.widgets.controls import PruningControls
+    from prune_explorer.widgets.tabs.explore.controls import PruningControls
 
     c = PruningControls()
     for name in ("method", "amount_mode", "amount", "count", "n", "dim", "global_method",

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from prune_explorer.widgets import explore
-from prune_explorer.widgets.preview import MaskSummary, kept_slices
+from prune_explorer.widgets.tabs.explore.preview import MaskSummary, kept_slices
 
 METHODS = ("l1_unstructured", "random_unstructured", "ln_structured", "random_structured",
            "identity")

@@ -602,7 +602,7 @@ def test_apply_undo_reset_buttons(ex):
     ex.ui.tensor.value = "2.weight"
     ex.ui.apply.click()
     ex.ui.reset.click()
-    ex.ui.reset_confirm.click()  # Reset asks first (see test_widgets_promises)
+    ex.ui.reset_confirm.click()  # Reset asks first (see test_widgets_controls)
     assert ex.status.text == "Reset: the model is back to how the session found it."
     assert ex.session.steps == ()
     assert_same_state(model, original)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import prune_explorer.widgets.history as history_module
+import prune_explorer.widgets.tabs.history as history_module
 from helpers.widgets import mlp
 from prune_explorer.session import PackedMask, Session
 from prune_explorer.widgets import Explorer

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from test_widgets_promises import npy, pt, upload
+from test_widgets_controls import npy, pt, upload
 
 from helpers.widgets import assert_same_state, mlp, state
 from prune_explorer.widgets import Explorer

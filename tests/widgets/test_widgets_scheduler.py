@@ -172,8 +172,9 @@ def test_a_drag_draws_stale_pictures_at_a_bounded_interval(monkeypatch):
     # While a newer request waits, a finished preview is stale. The explorer skips it only if a
     # picture was drawn less than FRAME_INTERVAL_S ago, so a long drag still animates.
     from helpers.widgets import mlp
-    from prune_explorer.widgets import Explorer, explore_pane
-    from prune_explorer.widgets.scheduler import LatestOnly
+    from prune_explorer.widgets import Explorer
+    from prune_explorer.widgets.parts.scheduler import LatestOnly
+    from prune_explorer.widgets.tabs.explore import pane as explore_pane
 
     ex = Explorer(mlp(), debounce=None)
     monkeypatch.setattr(LatestOnly, "pending", property(lambda self: True))  # always superseded

@@ -19,7 +19,7 @@ from prune_explorer.session.slider import slice_scores as slice_order
 from prune_explorer.viz import pool_view, tensor_view
 from prune_explorer.viz import views as views_module
 from prune_explorer.widgets import Explorer
-from prune_explorer.widgets.preview import PreviewStats
+from prune_explorer.widgets.tabs.explore.preview import PreviewStats
 
 # Large enough for the session's caches (more than 2**17 entries), tie-heavy in bfloat16.
 SHAPES = [(400, 600), (600, 400), (400, 600)]

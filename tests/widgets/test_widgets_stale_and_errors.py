@@ -78,7 +78,7 @@ def test_a_pending_evaluation_says_computing():
 
 def test_the_demo_evaluate_names_itself_test_accuracy():
     from prune_explorer.demo import evaluate
-    from prune_explorer.widgets.metric import metric_label
+    from prune_explorer.widgets.tabs.explore.metric import metric_label
 
     assert metric_label(evaluate) == "test accuracy"
 

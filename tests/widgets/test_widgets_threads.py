@@ -15,7 +15,7 @@ import torch
 from helpers.widgets import mlp
 from prune_explorer.session import Session
 from prune_explorer.session.slider import previewing as session_module
-from prune_explorer.widgets.status import StatusBar
+from prune_explorer.widgets.parts.status import StatusBar
 
 
 def test_apply_from_the_main_thread_waits_for_a_preview_running_on_another_thread(monkeypatch):

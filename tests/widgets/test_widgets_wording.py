@@ -1,5 +1,4 @@
-"""The explorer speaks to people: status lines, counts and tables without developer notation
-(issue 12, item 9)."""
+"""The explorer speaks to people: status lines, counts and tables without developer notation."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from torch import nn
 from helpers.widgets import mlp
 from prune_explorer.session import InvalidStepError
 from prune_explorer.widgets import Explorer
-from prune_explorer.widgets.status import StatusBar, human_error
-from prune_explorer.widgets.tabs import COMPARE_TAB, HISTORY_TAB
+from prune_explorer.widgets.parts.status import StatusBar, human_error
+from prune_explorer.widgets.tabs.titles import COMPARE_TAB, HISTORY_TAB
 
 DEVELOPER_NOTATION = ("Step(", "(s)", "Session.", "_unstructured", "_structured", "nan",
                       "e+0", "True", "False")

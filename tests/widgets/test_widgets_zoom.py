@@ -1,4 +1,4 @@
-"""The Zoom panel (issue 12, item 15): a window of the shown tensor, down to single entries.
+"""The Zoom panel: a window of the shown tensor, down to single entries.
 
 Driven as a user would (toggle, region boxes, buttons, the ipympl toolbar's limits and mouse
 events) with synchronous previews. The oracle for what each entry is: the session's own mask
@@ -318,7 +318,7 @@ def test_the_canvas_draws_under_the_plots_lock(ex):
 def test_opening_the_zoom_leaves_the_matplotlib_backend_alone():
     code = ("import matplotlib; matplotlib.use('agg'); import matplotlib.pyplot as plt\n"
             "from matplotlib.figure import Figure\n"
-            "from prune_explorer.widgets.zoom import ipympl_canvas\n"
+            "from prune_explorer.widgets.tabs.explore.zoom import ipympl_canvas\n"
             "ipympl_canvas(Figure())\n"
             "print(matplotlib.get_backend(), type(plt.figure().canvas).__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -19,9 +19,9 @@ Examples
 
 from prune_explorer.widgets.errors import WidgetInputError
 from prune_explorer.widgets.explorer import UI, Explorer, explore
-from prune_explorer.widgets.preview import PreviewRequest, PreviewStats
-from prune_explorer.widgets.scheduler import LatestOnly
-from prune_explorer.widgets.tabs import TAB_TITLES
+from prune_explorer.widgets.parts.scheduler import LatestOnly
+from prune_explorer.widgets.tabs.explore.preview import PreviewRequest, PreviewStats
+from prune_explorer.widgets.tabs.titles import TAB_TITLES
 
 __all__ = [
     "TAB_TITLES",

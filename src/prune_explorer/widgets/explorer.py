@@ -1,9 +1,9 @@
 """``Explorer``: the whole tool in one notebook widget, bound to a :class:`Session`.
 
 The explorer holds no pruning logic. Controls become a
-:class:`~prune_explorer.widgets.preview.PreviewRequest`; the session computes the preview and
-performs Apply/Undo/Reset/Commit/Import; the explorer redraws whenever the session reports a
-change (:meth:`Session.on_change`), also when you drive the session from code.
+:class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; the session computes the
+preview and performs Apply/Undo/Reset/Commit/Import; the explorer redraws whenever the session
+reports a change (:meth:`Session.on_change`), also when you drive the session from code.
 
 Layout: a tensor picker, device and summary on top; tabs *Explore* (controls, live preview,
 Apply/Undo/Reset), *History*, *Global vs local*, *Commit* and *Export*; a status line and a
@@ -43,21 +43,21 @@ from torch import nn
 from prune_explorer.session import InterruptedAfterCommit, Session, SessionEvent, Step
 from prune_explorer.session.analysis.wording import describe_change, percent, plural, shape_text
 
-from .commit import CommitPane
-from .compare import ComparePane
 from .errors import WidgetInputError
-from .explore_pane import ExplorePane
-from .export import ExportPane
-from .history import HistoryPane
-from .html import esc
-from .maskfile import check_custom
-from .metric import Evaluate, MetricReadout
-from .preview import MaskSummary, PreviewRequest
-from .shrink import ShrinkPane
-from .status import Progress, StatusBar
-from .stylesheet import stylesheet
-from .tabs import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
-from .ui import UI, add_header, model_device
+from .parts.html import esc
+from .parts.status import Progress, StatusBar
+from .parts.stylesheet import stylesheet
+from .parts.ui import UI, add_header, model_device
+from .tabs.commit import CommitPane
+from .tabs.compare import ComparePane
+from .tabs.explore.maskfile import check_custom
+from .tabs.explore.metric import Evaluate, MetricReadout
+from .tabs.explore.pane import ExplorePane
+from .tabs.explore.preview import MaskSummary, PreviewRequest
+from .tabs.export import ExportPane
+from .tabs.history import HistoryPane
+from .tabs.shrink import ShrinkPane
+from .tabs.titles import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
 
 __all__ = ["UI", "Explorer", "explore"]
 

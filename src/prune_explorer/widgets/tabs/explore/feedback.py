@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...parts.html import esc, message
+from ...parts.status import human_error
 from .controls import PruningControls
-from .html import esc, message
-from .status import human_error
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ...explorer import Explorer
 
 __all__ = ["refresh_buttons", "show_input_error"]
 

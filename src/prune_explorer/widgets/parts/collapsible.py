@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["Collapsible"]
 

@@ -30,14 +30,14 @@ import pandas as pd
 from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
 from prune_explorer.viz.charts import GlobalLocalPlot
 
-from .errors import WidgetInputError
-from .html import collapse_warning, esc, frame_table, message
-from .scheduler import LatestOnly
-from .status import Progress, human_error
-from .tabs import COMPARE_TAB
+from ..errors import WidgetInputError
+from ..parts.html import collapse_warning, esc, frame_table, message
+from ..parts.scheduler import LatestOnly
+from ..parts.status import Progress, human_error
+from .titles import COMPARE_TAB
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["ComparePane"]
 

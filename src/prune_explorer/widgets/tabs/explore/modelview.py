@@ -39,12 +39,12 @@ import torch
 
 from prune_explorer.viz.style import KEPT_COLOR, NEW_PRUNED_COLOR, PRUNED_COLOR
 
-from .collapsible import Collapsible
-from .html import percent
+from ...parts.collapsible import Collapsible
+from ...parts.html import percent
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ...explorer import Explorer
 
 __all__ = ["LayerSparsity", "ModelView"]
 

@@ -45,11 +45,11 @@ from matplotlib.figure import Figure
 
 from prune_explorer.viz.zoom import Window, ZoomPlot
 
-from .html import esc
+from ...parts.html import esc
 
 if TYPE_CHECKING:
-    from .explore_pane import ExplorePane
-    from .explorer import Explorer
+    from ...explorer import Explorer
+    from .pane import ExplorePane
 
 __all__ = ["ZoomPane", "ipympl_canvas"]
 

@@ -26,7 +26,7 @@ from .modelview import ModelView
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ...explorer import Explorer
 
 __all__ = ["ExplorePanels"]
 

@@ -39,13 +39,13 @@ from prune_explorer.session.slider.previews import kept_count
 from prune_explorer.viz import make_figure, plot_mask, render_png
 from prune_explorer.viz.histogram import HistogramSVG
 
-from .collapsible import Collapsible
-from .html import esc
+from ...parts.collapsible import Collapsible
+from ...parts.html import esc
+from ...parts.scheduler import LatestOnly
 from .preview import PreviewRequest, PreviewStats
-from .scheduler import LatestOnly
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ...explorer import Explorer
 
 __all__ = ["HEATMAP_QUIET_S", "MagnitudePanel", "WeightHeatmap"]
 

@@ -34,7 +34,7 @@ import traitlets
 from prune_explorer.session.analysis.wording import noun, plural, slice_unit
 from prune_explorer.session.steps.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
-from .errors import WidgetInputError
+from ...errors import WidgetInputError
 
 __all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "CountText",
            "PruningControls", "n_choices", "parse_block", "parse_count", "parse_n"]

@@ -37,9 +37,9 @@ from torch import nn
 from prune_explorer.session import Session
 from prune_explorer.session.model.trial import trial_copy
 
-from .html import esc
-from .scheduler import LatestOnly
-from .status import describe_error
+from ...parts.html import esc
+from ...parts.scheduler import LatestOnly
+from ...parts.status import describe_error
 
 __all__ = ["MetricReadout"]
 

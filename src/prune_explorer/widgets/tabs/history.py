@@ -45,12 +45,12 @@ from prune_explorer.viz import (
 )
 from prune_explorer.viz.diffs import DiffPlot
 
-from .html import esc, frame_table
-from .scheduler import LatestOnly
-from .tabs import HISTORY_TAB
+from ..parts.html import esc, frame_table
+from ..parts.scheduler import LatestOnly
+from .titles import HISTORY_TAB
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["HistoryPane"]
 

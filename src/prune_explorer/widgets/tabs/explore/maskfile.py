@@ -34,7 +34,7 @@ import torch
 
 from prune_explorer.session.model.tensor_kinds import unplain_kind
 
-from .errors import WidgetInputError
+from ...errors import WidgetInputError
 
 if TYPE_CHECKING:
     from prune_explorer.session import Session

@@ -47,7 +47,7 @@ from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.session.steps.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
-from .html import esc
+from ...parts.html import esc
 from .sizeprobe import MIN_HEIGHT
 
 __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]

@@ -27,10 +27,10 @@ import ipywidgets as widgets
 
 from prune_explorer.session.analysis.wording import plural
 
-from .errors import WidgetInputError
+from ..errors import WidgetInputError
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["ShrinkPane", "example_inputs_for"]
 

@@ -1,4 +1,4 @@
-"""Controls do what they promise (issue 12, item 10): a custom mask can be given in the explorer,
+"""Controls do what they promise: a custom mask can be given in the explorer,
 ``n`` offers only norms that work, Reset asks first, a count is a whole number, and the Explore
 tab warns about layer collapse as Global vs local does.
 
@@ -18,7 +18,7 @@ from torch import nn
 from helpers.widgets import assert_same_state, cnn, mlp, state
 from prune_explorer.session import Session
 from prune_explorer.widgets import Explorer
-from prune_explorer.widgets.controls import N_CHOICES
+from prune_explorer.widgets.tabs.explore.controls import N_CHOICES
 
 COMPARE = 2
 CALLED: list[str] = []

@@ -39,15 +39,15 @@ from prune_explorer.session import InvalidPlanError, Plan
 from prune_explorer.session.analysis.wording import plural
 from prune_explorer.session.plans.reading import plan_text
 
-from .copybutton import CopyButton
-from .errors import WidgetInputError
-from .html import download_link, message
-from .maskfile import uploaded_file
-from .status import Progress
-from .tabs import EXPORT_TAB
+from ..errors import WidgetInputError
+from ..parts.copybutton import CopyButton
+from ..parts.html import download_link, message
+from ..parts.status import Progress
+from .explore.maskfile import uploaded_file
+from .titles import EXPORT_TAB
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["ExportPane"]
 

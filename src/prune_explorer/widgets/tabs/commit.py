@@ -29,11 +29,11 @@ import ipywidgets as widgets
 
 from prune_explorer.session.analysis.wording import plural
 
-from .errors import WidgetInputError
-from .html import esc, human_bytes, message
+from ..errors import WidgetInputError
+from ..parts.html import esc, human_bytes, message
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ..explorer import Explorer
 
 __all__ = ["ALL", "CommitPane"]
 

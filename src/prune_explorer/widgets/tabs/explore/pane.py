@@ -5,10 +5,10 @@ history, so it cannot be undone); any change to the session cancels the question
 would leave a layer (almost) empty says so (``pe-collapse-warning``) before you apply it, by the
 rule of the Global vs local tab.
 
-Controls become a :class:`~prune_explorer.widgets.preview.PreviewRequest`; the session computes
-its preview (on a background thread unless ``debounce`` is None, under the session's lock) and,
-on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the counts
-of the current masks that the controls need (entries and channels still unpruned).
+Controls become a :class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; the session
+computes its preview (on a background thread unless ``debounce`` is None, under the session's
+lock) and, on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the
+counts of the current masks that the controls need (entries and channels still unpruned).
 
 Examples
 --------
@@ -37,20 +37,20 @@ from prune_explorer.session.slider.previews import kept_count, slices_pruned, wi
 from prune_explorer.viz import shape_only
 from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
+from ...errors import WidgetInputError
+from ...parts.html import collapse_warning, custom_note, message
+from ...parts.scheduler import LatestOnly
+from ...parts.status import describe_error
 from .controls import PruningControls, parse_count
-from .errors import WidgetInputError
 from .feedback import refresh_buttons, show_input_error
-from .html import collapse_warning, custom_note, message
 from .maskfile import check_custom, read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
-from .scheduler import LatestOnly
 from .sizeprobe import SizeProbe
-from .status import describe_error
 from .zoom import ZoomPane
 
 if TYPE_CHECKING:
-    from .explorer import Explorer
+    from ...explorer import Explorer
 
 __all__ = ["ExplorePane"]
 
