@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 
 from ..history.packed import PackedMask
+from ..model.aliases import tied_step
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
 from . import alias_lines
@@ -136,10 +137,12 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     Every name and address in it goes through
     :func:`~prune_explorer.session.codegen.pysource.py_str`, comments included, so no name can run
     as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
-    call that gives the aliases the same pruning.
+    call that gives the aliases the same pruning; a step naming an alias acts on the tensor's
+    listed address, each tensor once, as a session applies it.
     """
-    steps = list(steps)
     tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
+    listed = {alias: name for name, aliases in tied.items() for alias in aliases}
+    steps = [tied_step(step, {}, listed, "to_snippet") for step in steps]
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"

@@ -408,7 +408,7 @@ class Transactional:
     def _run(self, step: Step, where: str) -> Step:
         # One step inside the current transaction: check, snapshot, run, record. Returns the
         # step as recorded: with a note of how it split a tie at its cut (Step.ties), if it did.
-        step = tied_step(step, self._known, self._aliases, where)
+        step = tied_step(step, self._known, self._aliases, where, self._model)
         check_step(self._model, self._known, step, where)
         self._check_in_sync(step.targets, where)
         located = [(name, *self._locate(name)) for name in step.targets]
