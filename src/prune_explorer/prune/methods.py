@@ -327,7 +327,10 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
 
     ``n`` is any order ``torch.norm`` takes: a number (``inf``, ``-inf`` included), ``'fro'``,
     or ``'nuc'`` for 3-D tensors. The norm of each slice is computed over all other dims. The
-    slices kept are exactly torch's (``topk`` of the norms), ties included.
+    slices kept are torch's (the ``topk`` of the norms) wherever no two norms tie across the cut;
+    where they do, the same number is kept, the tied slices of lowest index first, on every
+    device (torch's ``topk`` picks among tied norms differently on a CPU and a GPU). Inside
+    ``prune.tie_break("torch")``: torch's own ``topk`` choice on the tensor's device.
 
     Examples
     --------
@@ -354,13 +357,21 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         if k == 0:
             return default_mask
         norms = slice_norms(t, self.n, dim)
-        return self._mask(t, dim, self.keep_slices(norms, k), default_mask)
+        return self._mask(t, dim, self.keep_slices(norms, k, resolve_ties(None)), default_mask)
 
     @staticmethod
-    def keep_slices(norms: torch.Tensor, k: int) -> torch.Tensor:
-        """Which slices stay (bool) when the ``k`` with the smallest ``norms`` are pruned:
-        ``torch.topk``'s choice of the largest, ties included."""
-        return select([norms], norms.numel() - k, largest=True, ties="torch").selected(norms)
+    def keep_slices(norms: torch.Tensor, k: int, ties: str = "index") -> torch.Tensor:
+        """Which slices stay (bool) when the ``k`` with the smallest ``norms`` are pruned.
+
+        The ``norms.numel() - k`` largest norms are kept (NaN counts as the largest, as in
+        ``torch.topk``); among norms tied at the cut, the lowest slice indices are kept first
+        (``ties="index"``: one answer on every device), or torch's own ``topk`` choice
+        (``ties="torch"``, which differs between a CPU and a GPU).
+
+        >>> LnStructured.keep_slices(torch.tensor([2.0, 1.0, 2.0, 2.0, 3.0]), 2).tolist()
+        [True, False, True, False, True]
+        """
+        return select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}
