@@ -5,11 +5,10 @@ torch's ``topk`` picks among the tied slices in an order of its own that differs
 a GPU (an H200 gave another bf16 mask than the CPU). Ours keeps the tied slices of lowest index
 first on every device, and is torch's wherever no tie straddles the cut.
 
-The weights here tie by construction: every slice is a permutation of one short row of quarters
-(sums of their squares are exact in every dtype, in any order), times 1, 2 or 4 (exact too), so
-the norms take three values, or one for ``n=0``. Without a GPU, the device path runs on CPU
-tensors inside ``_select_device.forced()``, and a GPU's ``topk`` is stood in for by a valid
-``topk`` that takes tied entries highest index first (:func:`other_device_topk`).
+The weights tie by construction (``helpers.structured_ties.tied_slices``: norms take three
+values, one for ``n=0``). Without a GPU, the device path runs on CPU tensors inside
+``_select_device.forced()``, with a valid ``topk`` that takes tied entries highest index first
+standing in for a GPU's (``helpers.structured_ties.other_device_topk``).
 """
 
 from __future__ import annotations
@@ -22,71 +21,19 @@ import pytest
 import torch
 import torch.nn.utils.prune as theirs
 
+from helpers.structured_ties import (
+    kept_slices,
+    lowest_index_kept,
+    norms_of,
+    on_both_paths,
+    straddles,
+    tied_slices,
+)
 from prune_explorer import prune
 from prune_explorer.prune import _select, _select_device
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 NORMS = [1, 2, math.inf, 0]
-
-
-def tied_slices(count: int, width: int, dim: int, dtype: torch.dtype, seed: int = 0
-                ) -> torch.Tensor:
-    """``count`` slices along ``dim`` (0 or 1) of ``width`` entries each, every slice a
-    permutation of one row of quarters in [-1, 1], scaled by 1, 2 or 4."""
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randint(-4, 5, (width,), generator=g).float() / 4
-    base[0] = 1.0  # no all-zero slice
-    order = torch.argsort(torch.rand(count, width, generator=g), dim=1)
-    level = 2.0 ** torch.randint(0, 3, (count, 1), generator=g).float()
-    rows = base[order] * level
-    return (rows if dim == 0 else rows.T.contiguous()).to(dtype)
-
-
-def norms_of(t: torch.Tensor, n: Any, dim: int) -> list[float]:
-    """Each slice's norm as torch ranks them (``torch.norm`` over the other dims)."""
-    return torch.norm(t, p=n, dim=[d for d in range(t.dim()) if d != dim]).double().tolist()
-
-
-def lowest_index_kept(norms: list[float], k: int) -> torch.Tensor:
-    """The rule from its definition: keep the ``len - k`` largest norms, equal norms lowest
-    index first (NaN above every number)."""
-    order = sorted(range(len(norms)), key=lambda i: (not math.isnan(norms[i]),
-                                                     -norms[i] if not math.isnan(norms[i])
-                                                     else 0.0, i))
-    keep = torch.zeros(len(norms), dtype=torch.bool)
-    keep[order[:len(norms) - k]] = True
-    return keep
-
-
-def straddles(norms: list[float], k: int) -> bool:
-    """Whether a tie straddles the cut that prunes ``k`` slices."""
-    ranked = sorted(norms)
-    return 0 < k < len(norms) and ranked[k - 1] == ranked[k]
-
-
-def kept_slices(mask: torch.Tensor, dim: int) -> torch.Tensor:
-    return mask.sum(dim=[d for d in range(mask.dim()) if d != dim]) != 0
-
-
-def other_device_topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True,
-                      **_: Any) -> Any:
-    """A valid ``torch.topk`` (sorted) that takes tied entries highest index first: how
-    another device's ``topk`` may split a tie."""
-    size = x.shape[dim]
-    order = torch.sort(x.flip(dim), dim=dim, descending=largest, stable=True).indices
-    idx = (size - 1 - order).narrow(dim, 0, k)
-    return torch.return_types.topk((x.gather(dim, idx), idx))
-
-
-def on_both_paths(fn: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """``fn()`` on the CPU path with torch's topk, and on the device path with
-    :func:`other_device_topk` standing in for the device's own."""
-    with _select_device.forced(False):
-        cpu = fn()
-    with monkeypatch.context() as patched, _select_device.forced():
-        patched.setattr(torch, "topk", other_device_topk)
-        device = fn()
-    return cpu, device
 
 
 def cases() -> Iterator[Any]:
