@@ -18,10 +18,11 @@ For ``"lowest"``/``"highest"`` the snippet passes a stable rank of the keys as
 
 Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random methods the
 seeded draws (the largest are pruned), drawn again from the step's seed exactly as the core drew
-them. ``ln_structured`` ranks the slices still alive by their norms (the core's
-:func:`~prune_explorer.prune.methods.slice_norms`); the core keeps the tied slices of lowest index,
-so a tie that straddles its cut is noted ``"highest"`` (the tied slices cut are those of highest
-index), and the snippet ranks the norms that way (``tie_lines.SLICE_HELPER``).
+them. ``ln_structured`` ranks the slices still alive by their norms and keeps the tied slices of
+lowest index, so a tie that straddles its cut is noted ``"highest"`` (the tied slices cut are
+those of highest index), read off the slice cut the core records while it runs the step (no
+second pass over the weights, sharded or not); the snippet ranks the norms that way
+(``tie_lines.SLICE_HELPER``).
 ``random_structured`` needs no note: it prunes every slice whose draw is at most the cut draw, as
 torch does, whatever the order.
 
@@ -47,13 +48,11 @@ from torch import nn
 
 from prune_explorer.prune import engine
 from prune_explorer.prune.engine import Layout, local_draws
-from prune_explorer.prune.methods import slice_norms
 
 from ..history.packed import PackedMask
 from ..model.sharded import count_alive, is_dtensor, reduce_extremes, shard_of
 from ..slider.global_cut import GlobalCut
 from ..slider.order_cache import TensorOrder
-from ..slider.slice_scores import alive_slices
 from ..steps.seeding import draws_for, generator_for
 from ..steps.step import Step, split_address
 
@@ -151,21 +150,24 @@ def note_ties(
         The model after the step.
     step
         The step; only unstructured L1/random steps (local or global) and ``ln_structured``
-        steps (not on a sharded tensor) can get a note.
+        steps can get a note.
     before
         The kept-masks of the step's targets before it ran, by address.
     importance
         The targets' values as the step found them (what L1 ranks), by address.
     cuts
-        The cuts the core's sharded path found while running the step
-        (:func:`~prune_explorer.prune.engine.cuts_found`), if any.
+        The cuts the core found while running the step
+        (:func:`~prune_explorer.prune.engine.cuts_found`): its sharded path's, and
+        ``ln_structured``'s slice cut on any tensor.
     """
     if step.is_global:
         inner = step.settings["pruning_method"]
     elif step.method in ("l1_unstructured", "random_unstructured"):
         inner = step.method
-    elif step.method == "ln_structured" and not is_dtensor(importance[step.targets[0]]):
-        return _note_structured(model, step, before[step.targets[0]], importance[step.targets[0]])
+    elif step.method == "ln_structured":
+        # read off the core's own slice cut (LnStructured.keep_slices records it, sharded or
+        # not): the tied slices it kept are the lowest-index ones, so those it cut the highest
+        return "highest" if any(c.last is not None for c in cuts) else None
     else:
         return None
     if is_dtensor(importance[step.targets[0]]):
@@ -193,26 +195,6 @@ def note_ties(
         draws = draws_for(step.seed, flags.numel(), dtype, first.device)  # type: ignore[arg-type]
         # the largest draws are pruned: the smallest negated ones
         split = split_of(draws.neg().cpu(), flags)
-    return split if split in ("lowest", "highest") else None
-
-
-def _note_structured(model: nn.Module, step: Step, before: PackedMask,
-                     found: torch.Tensor) -> str | None:
-    """:func:`note_ties` of an ``ln_structured`` step: the norms of the slices alive before it,
-    as the core ranked them (``found``: the values as the step found them; ``before``: the
-    kept mask), split by which of those slices the step cut."""
-    module_name, tensor_name = split_address(step.targets[0])
-    current = found.detach()
-    dim = step.settings["dim"] % current.dim()
-    was = None if before.pruned == 0 else before.unpack(device=current.device)
-    lines, rest = alive_slices(current, was, dim)
-    norms = slice_norms(rest, step.settings["n"], dim)
-    after = getattr(model.get_submodule(module_name), tensor_name + "_mask") != 0
-    cut = after.sum(dim=[d for d in range(after.dim()) if d != dim]) == 0
-    if lines is not None:
-        cut = cut[lines]
-    # NaN norms are kept before any number (as inf is): only which finite tie straddles matters
-    split = split_of(torch.nan_to_num(norms.cpu(), nan=math.inf), cut.cpu())
     return split if split in ("lowest", "highest") else None
 
 
