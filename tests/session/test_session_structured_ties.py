@@ -104,6 +104,22 @@ def test_only_a_step_that_split_a_tie_gets_ranks_in_the_snippet():
     assert source.count("slice_ranks(module.weight.detach()") == 1
 
 
+def conv1d() -> nn.Module:
+    """A rank-3 weight (``'nuc'`` is defined there) of 12 filters, one pattern times 1, 2, 4."""
+    model = nn.Sequential(nn.Conv1d(4, 12, 5))
+    base = torch.randint(-4, 5, (4, 5), generator=torch.Generator().manual_seed(3)) / 4
+    with torch.no_grad():
+        model[0].weight.copy_(torch.stack([base * 2.0 ** (i % 3) for i in range(12)]))
+        model[0].bias.zero_()
+    return model
+
+
+def conv1d_steps(s: Session) -> None:
+    s.apply("0.weight", "ln_structured", amount=5, n="nuc", dim=0)
+    s.apply("0.weight", "ln_structured", amount=2, n=-math.inf, dim=1)
+    s.apply("0.weight", "ln_structured", amount=1, n=0.5, dim=0)
+
+
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
     sessions, cases = {}, {}
@@ -111,6 +127,10 @@ def replayed(tmp_path_factory):
         s, _ = run(dtype)
         sessions[name] = s
         cases[name] = (build(dtype), s.plan.to_snippet())
+    s = Session(conv1d())
+    conv1d_steps(s)
+    sessions["conv1d"] = s
+    cases["conv1d"] = (conv1d(), s.plan.to_snippet())
     replay = replay_on_stock_torch(tmp_path_factory.mktemp("structured_ties"), cases)
     assert not replay.errors, replay.errors
     return sessions, replay.results
@@ -131,6 +151,13 @@ def test_snippet_reproduces_tied_structured_masks_on_stock_torch(replayed, case)
     for key, value in expected.items():
         assert got[key].dtype == value.dtype, key
         assert torch.equal(got[key], value), key
+
+
+def test_snippet_reproduces_nuc_minus_inf_and_fractional_norms(replayed):
+    sessions, results = replayed
+    assert [step.ties for step in sessions["conv1d"].steps] == ["highest"] * 3
+    for key, value in sessions["conv1d"].model.state_dict().items():
+        assert torch.equal(results["conv1d"][key], value), key
 
 
 @pytest.mark.parametrize("off_cpu", [False, True])
