@@ -3,8 +3,9 @@
 The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable named ``model``.
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
 is how the session itself ran them, so the masks come out identical. Steps whose cut split a tie
-the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (see
-:mod:`prune_explorer.session.codegen.tie_lines`); every other step is the plain call.
+the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (of the entries,
+or of the slices for ``ln_structured``; see :mod:`prune_explorer.session.codegen.tie_lines`);
+every other step is the plain call.
 
 Names come from models and plan files and may hold anything, so every name and address -- in a
 string literal or shown in a comment -- is written through
@@ -53,7 +54,7 @@ from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
-from .tie_lines import HELPER, global_lines, local_lines
+from .tie_lines import HELPER, SLICE_HELPER, global_lines, local_lines
 
 __all__ = ["MAX_LISTED", "to_snippet"]
 
@@ -157,6 +158,8 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     ]
     if any(step.ties for step in steps):
         lines += HELPER
+    if any(step.ties and step.method == "ln_structured" for step in steps):
+        lines += SLICE_HELPER
     if any(name in tied for step in steps for name in step.targets):
         lines += alias_lines.HELPER
     for index, step in enumerate(steps, start=1):

@@ -432,7 +432,7 @@ class Transactional:
         self._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
-        with engine.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
+        with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
             run_step(self._model, step, masks)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
