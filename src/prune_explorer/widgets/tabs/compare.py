@@ -108,8 +108,16 @@ class ComparePane:
         """Settings or session changed: the buttons follow the session's answers; recompute
         the comparison if on show."""
         self.refresh_buttons()
-        if self.visible:
+        if self.visible:  # a first comparison may take a while: say so before it starts
+            for widget in (self.table, self.chart):
+                widget.add_class("pe-stale")
+            self.warnings.value = message("working", "computing the comparison…")
             self.runner.request((tuple(self.targets.value), float(self.amount.value)))
+
+    @property
+    def stale(self) -> bool:
+        """True while the table and chart on show are not of the current settings."""
+        return "pe-stale" in self.chart._dom_classes
 
     def refresh_buttons(self) -> None:
         """Apply global and Apply local on exactly when the session would do them; the reason
@@ -132,6 +140,10 @@ class ComparePane:
         self.note.value = why_off(lines)
 
     def _render(self, what: tuple[tuple[str, ...], float]) -> None:
+        with self.ex.status.working("comparing global and local"):
+            self._compare(what)
+
+    def _compare(self, what: tuple[tuple[str, ...], float]) -> None:
         names, amount = what
         if not names:
             self._fail(WidgetInputError("Global vs local: choose at least one tensor"))
@@ -165,6 +177,8 @@ class ComparePane:
             if hit:
                 lines.append(collapse_warning(f"{scope} pruning", hit))
         self.warnings.value = "<br>".join(lines) or message("ok", "No layer collapses.")
+        for widget in (self.table, self.chart):
+            widget.remove_class("pe-stale")
         self.frame = frame
         self.ex.status.clear(source="compare")
 
@@ -172,6 +186,7 @@ class ComparePane:
         self.frame = None
         text = esc(human_error(err, "Global vs local"))
         self.table.value = f'<span style="color:#b2182b">{text}</span>'
+        self.table.remove_class("pe-stale")  # the message is current; the chart is not
         self.warnings.value = ""
         self.ex.status.error(err, "Global vs local", source="compare")
 
