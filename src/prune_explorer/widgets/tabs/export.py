@@ -11,7 +11,7 @@ The plan is parsed strictly (``Plan.from_json``) and applied on top of the curre
 session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
 steps already applied are undone exactly, commits included; the error is reported in the
 status line and nothing changes. *Import plan* is on only for a plan the session would apply
-(``Plan.from_json``, then ``Session.plan_blocker``); when it is off, the note beside it
+(``Plan.from_json``, then ``Session.plan_blocker``); when it is off, the note under it
 (``pe-import-note``) says why.
 
 Examples
@@ -109,7 +109,8 @@ class ExportPane:
             self.downloads,
             widgets.HTML("<b>Import a plan</b>"),
             self.import_text,
-            widgets.HBox([self.upload, self.import_button, self.import_note]),
+            widgets.HBox([self.upload, self.import_button]),
+            self.import_note,
         ])
         self.imported: Plan | None = None
         self.import_why: str | None = None
