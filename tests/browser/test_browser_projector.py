@@ -10,7 +10,8 @@ measuring elements:
   1024x768 and 1400x1000.
 
 Tick labels and texts inside the PNG are checked in Python with the renderer's own extents
-(``tests/test_picture_size.py``).
+(``tests/viz/test_picture_size.py``); for a 10x64 and a 4096x11008
+weight, on the very picture the browser shows (``test_browser_tensor_sizes.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ import time
 
 import pytest
 
-from helpers.browser import SHOT_DIR, chromium_page, open_and_run_all, serving
+from helpers.browser import (
+    CRAMMED_JS,
+    CUT_JS,
+    SHOT_DIR,
+    chromium_page,
+    head_to_top,
+    open_and_run_all,
+    serving,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -40,38 +49,6 @@ cnn.ui.method.value = "ln_structured"
 cnn.flush()
 cnn""",
 ]
-
-# Elements that hide what does not fit (overflow hidden or an ellipsis) and do not fit.
-_CUT = """root => [...root.querySelectorAll('*')]
-  .filter(e => e.offsetParent !== null && e.clientWidth > 0)
-  .filter(e => {
-    const s = getComputedStyle(e);
-    const hides = s.overflowX === 'hidden' || s.overflowX === 'clip'
-      || s.textOverflow === 'ellipsis';
-    return hides && e.scrollWidth > e.clientWidth + 1 && e.textContent.trim() !== ''
-      && !e.classList.contains('pe-sr-only') && !e.closest('.pe-sr-only')
-      && e.tagName !== 'SELECT' && !e.closest('select');
-  })
-  .map(e => e.className + ': ' + e.textContent.trim().slice(0, 60))"""
-
-# Table rows whose cells run together: the text of neighbouring cells closer than 6 px.
-_CRAMMED = """root => {
-  const out = [];
-  for (const row of root.querySelectorAll('table tr')) {
-    if (row.offsetParent === null) { continue; }
-    const boxes = [...row.children].map(cell => {
-      const range = document.createRange();
-      range.selectNodeContents(cell);
-      return [range.getBoundingClientRect(), cell.textContent.trim()];
-    }).filter(([box, text]) => text !== '' && box.width > 0);
-    for (let i = 1; i < boxes.length; i++) {
-      if (boxes[i][0].left - boxes[i - 1][0].right < 6) {
-        out.push(boxes[i - 1][1] + ' | ' + boxes[i][1]);
-      }
-    }
-  }
-  return out;
-}"""
 
 # The notebook's scrolling area (JupyterLab's windowed panel), as the size probe finds it.
 _VIEWPORT = """el => {
@@ -96,31 +73,6 @@ def lab(tmp_path_factory):
 def _shot(page, name: str) -> None:
     SHOT_DIR.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOT_DIR / name))
-
-
-def _sized(explorer, timeout: float = 60.0) -> None:
-    """Wait until the picture is drawn for its column: its CSS width is the column's."""
-    image = explorer.locator(".pe-preview").first
-    column = explorer.locator(".pe-explore-picture").first
-    deadline = time.monotonic() + timeout
-    while True:
-        shown = image.evaluate("i => [i.complete && i.naturalWidth > 0, i.clientWidth, "
-                               "i.classList.contains('pe-stale')]")
-        width = column.evaluate("c => c.clientWidth")
-        if shown[0] and width > 0 and (abs(shown[1] - width) <= 12 or shown[2]):
-            return  # drawn for the column (a stale picture is only scaled until valid)
-        assert time.monotonic() < deadline, f"picture {shown[1]} px in a {width} px column"
-        time.sleep(0.3)
-
-
-def _head_to_top(explorer) -> None:
-    explorer.locator(".pe-picture-head").first.evaluate(
-        "e => e.scrollIntoView({block: 'start'})")
-    time.sleep(0.8)  # the probe measures (throttled), the kernel redraws, the image loads
-    _sized(explorer)
-    explorer.locator(".pe-picture-head").first.evaluate(
-        "e => e.scrollIntoView({block: 'start'})")
-    time.sleep(0.3)
 
 
 def _inside(explorer, selectors: list[str]) -> dict[str, tuple[float, float, float]]:
@@ -148,7 +100,7 @@ def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
         mlp = page.locator(".jp-OutputArea .pe-explorer").first
         expect(mlp.locator(".pe-preview").first).to_have_attribute(
             "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
-        _head_to_top(mlp)
+        head_to_top(mlp)
         picture = mlp.locator(".pe-preview").first.bounding_box()
         column = mlp.locator(".pe-explore-picture").first.bounding_box()
         assert picture["width"] >= column["width"] - 12, (picture, column)
@@ -170,7 +122,7 @@ def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
         expect(mlp.locator(".pe-preview").first).to_have_class(re.compile(r"\bpe-stale\b"))
         expect(mlp.locator(".pe-apply").first).to_be_disabled()
         expect(mlp.locator(".pe-button-note").first).to_contain_text("Apply is off")
-        _head_to_top(mlp)
+        head_to_top(mlp)
         _inside(mlp, [".pe-amount", ".pe-input-error", ".pe-count-line", ".pe-preview"])
         _shot(page, f"projector_error_{size[0]}x{size[1]}@{scale:g}.png")
         n.fill("2")
@@ -181,7 +133,7 @@ def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
             cnn = page.locator(".jp-OutputArea .pe-explorer").nth(1)
             expect(cnn.locator(".pe-preview").first).to_have_attribute(
                 "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
-            _head_to_top(cnn)
+            head_to_top(cnn)
             words = cnn.locator(".pe-picture-text").first.text_content() or ""
             cell = re.search(r"cell size: ([0-9.]+) x ([0-9.]+) px", words)
             assert cell is not None, words
@@ -204,17 +156,17 @@ def test_nothing_is_cut_in_any_tab(lab, size):
             explorer = page.locator(".jp-OutputArea .pe-explorer").nth(index)
             expect(explorer.locator(".pe-preview").first).to_have_attribute(
                 "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
-            _head_to_top(explorer)
+            head_to_top(explorer)
             if index == 0:  # the Model view and Magnitudes panels too
                 for title in ("Model view", "Magnitudes"):
                     explorer.get_by_text(title, exact=True).first.click()
                 time.sleep(1.5)
-                assert explorer.evaluate(_CUT) == [], ("panels", size)
+                assert explorer.evaluate(CUT_JS) == [], ("panels", size)
             views = ("kernels", "channels", "matrix") if index else ("matrix",)
             for view in views:
                 explorer.locator(".pe-layout select").first.select_option(label=view)
                 time.sleep(1.0)
-                assert explorer.evaluate(_CUT) == [], (view, size)
+                assert explorer.evaluate(CUT_JS) == [], (view, size)
             explorer.locator(".pe-apply").first.click()
             expect(explorer.locator(".pe-status").first).to_contain_text("Applied",
                                                                          timeout=30_000)
@@ -227,8 +179,8 @@ def test_nothing_is_cut_in_any_tab(lab, size):
                     expect(explorer.locator(".pe-commit-confirm").first).to_be_visible(
                         timeout=30_000)
                 where = (tabs.nth(tab).text_content(), size)
-                assert explorer.evaluate(_CUT) == [], where
-                assert explorer.evaluate(_CRAMMED) == [], where
+                assert explorer.evaluate(CUT_JS) == [], where
+                assert explorer.evaluate(CRAMMED_JS) == [], where
                 device = explorer.locator(".pe-device select").first.bounding_box()
                 assert device is not None, where
                 assert device["width"] >= 100, (device, where)

@@ -270,3 +270,64 @@ def serving(scratch: Path, notebooks: dict[str, list[str]] | None = None):
         yield server
     finally:
         server.stop()
+
+
+# -- measuring the explorer in the page (Playwright locators of a ``.pe-explorer``) -------------
+# Elements that hide what does not fit (overflow hidden or an ellipsis) and do not fit.
+CUT_JS = """root => [...root.querySelectorAll('*')]
+  .filter(e => e.offsetParent !== null && e.clientWidth > 0)
+  .filter(e => {
+    const s = getComputedStyle(e);
+    const hides = s.overflowX === 'hidden' || s.overflowX === 'clip'
+      || s.textOverflow === 'ellipsis';
+    return hides && e.scrollWidth > e.clientWidth + 1 && e.textContent.trim() !== ''
+      && !e.classList.contains('pe-sr-only') && !e.closest('.pe-sr-only')
+      && e.tagName !== 'SELECT' && !e.closest('select');
+  })
+  .map(e => e.className + ': ' + e.textContent.trim().slice(0, 60))"""
+
+# Table rows whose cells run together: the text of neighbouring cells closer than 6 px.
+CRAMMED_JS = """root => {
+  const out = [];
+  for (const row of root.querySelectorAll('table tr')) {
+    if (row.offsetParent === null) { continue; }
+    const boxes = [...row.children].map(cell => {
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      return [range.getBoundingClientRect(), cell.textContent.trim()];
+    }).filter(([box, text]) => text !== '' && box.width > 0);
+    for (let i = 1; i < boxes.length; i++) {
+      if (boxes[i][0].left - boxes[i - 1][0].right < 6) {
+        out.push(boxes[i - 1][1] + ' | ' + boxes[i][1]);
+      }
+    }
+  }
+  return out;
+}"""
+
+
+def wait_sized(explorer: Any, timeout: float = 60.0) -> None:
+    """Wait until the picture is drawn for its column: its CSS width is the column's."""
+    image = explorer.locator(".pe-preview").first
+    column = explorer.locator(".pe-explore-picture").first
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = image.evaluate("i => [i.complete && i.naturalWidth > 0, i.clientWidth, "
+                               "i.classList.contains('pe-stale')]")
+        width = column.evaluate("c => c.clientWidth")
+        if shown[0] and width > 0 and (abs(shown[1] - width) <= 12 or shown[2]):
+            return  # drawn for the column (a stale picture is only scaled until valid)
+        assert time.monotonic() < deadline, f"picture {shown[1]} px in a {width} px column"
+        time.sleep(0.3)
+
+
+def head_to_top(explorer: Any) -> None:
+    """Scroll the slider's row of ``explorer`` to the top of the notebook; wait until the
+    picture is redrawn for the room it has there."""
+    explorer.locator(".pe-picture-head").first.evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
+    time.sleep(0.8)  # the probe measures (throttled), the kernel redraws, the image loads
+    wait_sized(explorer)
+    explorer.locator(".pe-picture-head").first.evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
+    time.sleep(0.3)

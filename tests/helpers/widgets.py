@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipywidgets as widgets
 import torch
 from torch import nn
 
@@ -33,3 +34,10 @@ def assert_same_state(model: nn.Module, expected: dict[str, torch.Tensor]) -> No
     assert sorted(got) == sorted(expected)
     for key, value in expected.items():
         assert torch.equal(got[key], value), key
+
+
+def press(button: widgets.Button) -> None:
+    """Click ``button`` as a user can: only when it is on (``Button.click`` would run the
+    handlers of a disabled button too, which no browser does)."""
+    assert not button.disabled, f"{button.description!r} is off: a user cannot press it"
+    button.click()

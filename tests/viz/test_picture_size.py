@@ -7,13 +7,11 @@ this PNG, scaled by nothing (the explorer shows it at its CSS size).
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
-from matplotlib.transforms import Bbox
 
+from helpers.pictures import picture_misfits
 from prune_explorer.viz import MaskPreview
 
 SIZES = [(560, 590), (860, 640), (1180, 760), (300, 380), (683 - 60, 360)]
@@ -39,45 +37,10 @@ def _drawn(shape_key: str, size: tuple[int, int], ratio: float = 1.0) -> MaskPre
     return p
 
 
-def _shown(axis) -> list:
-    # tick labels drawn: those whose tick lies inside the axis' view (matplotlib keeps others)
-    low, high = sorted(axis.get_view_interval())
-    return [t for t, loc in zip(axis.get_majorticklabels(), axis.get_majorticklocs(), strict=True)
-            if low - 1e-9 <= loc <= high + 1e-9 and t.get_visible() and t.get_text()]
-
-
-def _boxes(labels, renderer) -> list[Bbox]:
-    return [t.get_window_extent(renderer) for t in labels]
-
-
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("key", list(TENSORS))
 def test_ticks_do_not_overlap_and_text_stays_inside(key, size):
-    p = _drawn(key, size)
-    renderer = p.canvas.get_renderer()
-    figure_box = p.figure.bbox
-    for axis in (p.ax.xaxis, p.ax.yaxis):
-        boxes = _boxes(_shown(axis), renderer)
-        for a, b in itertools.pairwise(boxes):
-            assert not a.overlaps(b), (key, size, [t.get_text() for t in axis.get_ticklabels()])
-    texts = [p.ax.title, p.ax.xaxis.label, p.ax.yaxis.label, *p.legend.get_texts(),
-             *_shown(p.ax.xaxis), *_shown(p.ax.yaxis)]
-    if p.colorbar.ax.get_visible():
-        texts += [p.colorbar.ax.yaxis.label, *_shown(p.colorbar.ax.yaxis)]
-    for text in texts:
-        if not text.get_visible() or not text.get_text():
-            continue
-        box = text.get_window_extent(renderer)
-        inside = Bbox.from_extents(figure_box.x0 - 0.5, figure_box.y0 - 0.5,
-                                   figure_box.x1 + 0.5, figure_box.y1 + 0.5)
-        corners = ((box.x0, box.y0), (box.x1, box.y1))
-        assert all(inside.contains(*corner) for corner in corners), (
-            key, size, text.get_text(), box, figure_box)
-    # the title does not run into the axes, the x label not into the legend
-    title = p.ax.title.get_window_extent(renderer)
-    assert title.y0 >= p.ax.get_window_extent(renderer).y1 - 0.5
-    legend = p.legend.get_window_extent(renderer)
-    assert not legend.overlaps(p.ax.xaxis.label.get_window_extent(renderer))
+    assert picture_misfits(_drawn(key, size)) == [], (key, size)
 
 
 def test_the_picture_takes_its_column_and_fonts_grow_with_it():

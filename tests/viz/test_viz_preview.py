@@ -13,7 +13,7 @@ import torch.nn.utils.prune as torch_prune
 from prune_explorer.viz import MaskPreview, auto_cells, block_edges, render_png
 from prune_explorer.viz.figures import _MIN_AUTO_CELLS
 from prune_explorer.viz.pooling import DEFAULT_MAX_CELLS
-from prune_explorer.viz.preview import MAX_STRETCH
+from prune_explorer.viz.preview import _MIN_AXES_PT, MAX_STRETCH
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -193,7 +193,7 @@ def test_tick_labels_after_the_kernel_grid_are_the_new_views_own(layout):
 
 
 @pytest.mark.parametrize(("shape", "layout"), [
-    ((10, 64), "auto"), ((64, 10), "auto"), ((300, 200), "auto"), ((16, 6, 3, 3), "kernels"),
+    ((32, 64), "auto"), ((64, 10), "auto"), ((300, 200), "auto"), ((16, 6, 3, 3), "kernels"),
 ])
 def test_cells_are_square_and_one_per_pixel_whatever_the_shape(shape, layout):
     preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
@@ -207,10 +207,28 @@ def test_cells_are_square_and_one_per_pixel_whatever_the_shape(shape, layout):
 
 
 def test_an_extreme_shape_is_stretched_to_a_bounded_ratio_not_a_sliver():
-    preview = MaskPreview(figsize=(4.8, 4.0), dpi=80)
+    preview = MaskPreview(figsize=(20.0, 6.0), dpi=80)  # wide: the bounded ratio binds
     preview.update(torch.ones(2, 4096, dtype=torch.bool))
     box = preview.ax.get_window_extent()
     assert box.width / box.height == pytest.approx(MAX_STRETCH, rel=0.02)
+
+
+@pytest.mark.parametrize("figsize", [(4.8, 4.0), (8.0, 4.0)])
+def test_a_flat_tensor_is_stretched_until_its_y_label_fits_beside_it(figsize):
+    # 10x64 with square cells would be shorter than its rotated y label, which then ran into
+    # the title: the axes get the least height that holds the label, not less
+    preview = MaskPreview(figsize=figsize, dpi=80)
+    preview.update(torch.ones(10, 64, dtype=torch.bool), name="fc3.weight",
+                   module_type="Linear")
+    preview.png()
+    renderer = preview.canvas.get_renderer()
+    box = preview.ax.get_window_extent(renderer)
+    label = preview.ax.yaxis.label.get_window_extent(renderer)
+    assert box.height == pytest.approx(_MIN_AXES_PT * 80 / 72, abs=1.0)
+    assert box.y0 - 0.5 <= label.y0
+    assert label.y1 <= box.y1 + 0.5
+    assert not label.overlaps(preview.ax.title.get_window_extent(renderer))
+    assert preview.pooled.shape == (10, 64)  # still one cell per entry
 
 
 def test_the_colour_bar_is_only_for_fractions():

@@ -61,6 +61,7 @@ from .model.watch import ModelChangedError, seen
 from .plans.plan import Plan
 from .slider.magnitudes import MagnitudeCache
 from .slider.order_cache import OrderCache
+from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed
 from .steps.step import Step, split_address
 
@@ -302,6 +303,73 @@ class Session(Reporting, Committing):
         True
         """
         return self._reset_blocker(outer=False)
+
+    @locked
+    def global_blocker(self, targets: Sequence[str], method: str = "l1_unstructured", *,
+                       amount: float | int) -> str | None:
+        """Why :meth:`apply_global` with these arguments would refuse now, in words (None: it
+        would apply).
+
+        Examples
+        --------
+        >>> import torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> s.global_blocker([], amount=0.5)
+        'targets must be a non-empty list of tensor addresses for global_unstructured; got []'
+        >>> s.global_blocker(["0.weight", "0.bias"], amount=11)
+        'amount must be at most the number of entries still unpruned in targets (10); got 11'
+        >>> s.global_blocker(["0.weight", "0.bias"], amount=10) is None
+        True
+        """
+        where = "Session.apply_global"
+        return self._first_refusal(where, lambda: [
+            self._global_step(where, targets, method, amount, None, draw=False)], plan=False)
+
+    @locked
+    def plan_blocker(self, steps: Iterable[Step]) -> str | None:
+        """Why :meth:`apply_all` of ``steps`` (a :class:`Plan`, or any iterable of Step) would
+        refuse now, in words (None: it would apply them).
+
+        Every step is checked as :meth:`apply_all` checks it, against the model as it is now.
+        A step on a tensor that an earlier step of ``steps`` changes is checked only for its
+        names: what it may do there (an integer ``amount``) depends on the masks the earlier
+        steps leave, which only running them tells; :meth:`apply_all` still refuses it then,
+        and changes nothing.
+
+        Examples
+        --------
+        >>> import torch
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+        >>> s.plan_blocker([Step("remove", "0.weight")])
+        "steps[0]: target '0.weight' is not pruned, so there is no pruning to make permanent"
+        >>> s.plan_blocker([Step("l1_unstructured", "0.weight", amount=0.5),
+        ...                 Step("remove", "0.weight")]) is None
+        True
+        """
+        return self._first_refusal("Session.apply_all", lambda: list(steps), plan=True)
+
+    def _first_refusal(self, where: str, make: Callable[[], list[Any]], *,
+                       plan: bool) -> str | None:
+        # The checks an action runs before it changes anything (_run's), without running it;
+        # the first refusal in words, without the API location (as undo_blocker words it).
+        touched: set[str] = set()
+        try:
+            for index, step in enumerate(make()):
+                at = f"{where}: steps[{index}]" if plan else where
+                if not isinstance(step, Step):
+                    raise TypeError(f"{at} must be a Step; got {type(step).__name__}")
+                step = tied_step(step, self._known, self._aliases, at)
+                if touched.isdisjoint(step.targets):
+                    check_step(self._model, self._known, step, at)
+                    self._check_in_sync(step.targets, at)
+                else:  # what it may do depends on the earlier steps' masks (see plan_blocker)
+                    for name in step.targets:
+                        self._check_name(name, at)
+                touched.update(step.targets)
+        except (ValueError, TypeError, RuntimeError) as err:
+            text = str(err)
+            return text[len(where) + 2:] if text.startswith(where + ": ") else text
+        return None
 
     def _undo_blocker(self, *, outer: bool) -> str | None:
         # The one rule for undo (Session.undo raises it, the explorer shows it by its button).

@@ -27,6 +27,7 @@ from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 
 from prune_explorer.viz import style
@@ -56,6 +57,10 @@ _TITLE_LEFT = 0.03  # the title's left edge, in figure fractions
 # and its label), top (three title lines) -- and the colour bar's gap and width.
 _MARGIN_PT = (50.0, 60.0, 62.0, 46.0)
 _CBAR_GAP_PT, _CBAR_WIDTH_PT = 8.0, 9.0
+# The axes are at least this tall (points, as the fonts): the rotated y label (up to about 22
+# characters, "out features (dim 0)") stays beside them instead of reaching into the title. A
+# flatter tensor is stretched to it (where the room allows).
+_MIN_AXES_PT = 90.0
 #: Dots per inch of a picture at font scale 1 (:meth:`MaskPreview.resize`).
 BASE_DPI = 80.0
 #: Fonts grow with the picture, from its base size (384 x 320 px) up to this factor.
@@ -356,8 +361,12 @@ class MaskPreview:
         text += "\n" + sparsity  # a line of its own: titles stay within a narrow figure
         # Left-aligned at the figure's left margin, wherever the (square-celled) axes sits.
         left, _, width, _ = self.ax.get_position().bounds
+        # Clear of the top row's tick label, which reaches half its height above the axes
+        ticks = self.ax.yaxis.get_ticklabels()
+        tick_pt = float(ticks[0].get_fontsize()) if ticks else \
+            FontProperties().get_size_in_points()
         self.ax.set_title(text, fontsize="small", horizontalalignment="left",
-                          x=(_TITLE_LEFT - left) / width)
+                          x=(_TITLE_LEFT - left) / width, pad=6.0 + 0.6 * tick_pt)
         self.pooled = pooled
         self.view = view
         return pooled
@@ -396,6 +405,7 @@ class MaskPreview:
             box_w, box_h = room_h / ratio, room_h
         else:
             box_w, box_h = room_w, room_w * ratio
+        box_h = max(box_h, min(room_h, _MIN_AXES_PT * self.figure.dpi / 72.0))
         rect = (left, bottom + height - box_h / fig_h, box_w / fig_w, box_h / fig_h)
         if not self._auto_cells:
             return rect, self.max_cells
@@ -423,7 +433,7 @@ class MaskPreview:
         fig_w = float(self.figure.get_size_inches()[0]) * 72.0  # points
         left, bottom, right, top = _MARGIN_PT
         aspect = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
-        need_pt = (fig_w - left - right) * aspect + bottom + top
+        need_pt = max((fig_w - left - right) * aspect, _MIN_AXES_PT) + bottom + top
         height_in = min(max_height * ratio / dpi, need_pt / 72.0)
         height_in = max(height_in, 160 * ratio / dpi)
         size = self.figure.get_size_inches()

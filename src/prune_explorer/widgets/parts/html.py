@@ -30,7 +30,7 @@ import torch
 from prune_explorer.session.analysis.wording import display_table, human_bytes, percent
 
 __all__ = ["collapse_warning", "custom_note", "download_link", "esc", "frame_table", "human_bytes",
-           "message", "percent"]
+           "message", "percent", "why_off"]
 
 # Colours of the status kinds (Okabe-Ito-like, readable on white and on dark themes' cards).
 _KIND_STYLE = {
@@ -114,3 +114,12 @@ def custom_note(name: str | None, mask: torch.Tensor | None) -> str:
         text = (f"Custom mask for {name!r}: shape {tuple(mask.shape)}, keeps "
                 f"{int(mask.count_nonzero()):,} of {mask.numel():,}.")
     return f'<span class="pe-custom-text">{esc(text)}</span>'
+
+
+def why_off(lines: Sequence[str]) -> str:
+    """The lines saying why buttons are off, for the note under them (class ``pe-button-note``).
+
+    >>> why_off(["Undo is off: nothing to undo."])
+    '<div class="pe-button-why">Undo is off: nothing to undo.</div>'
+    """
+    return "".join(f'<div class="pe-button-why">{esc(line)}</div>' for line in lines)

@@ -4,7 +4,9 @@ Choose tensors (default: ``Session.default_targets()``) and an amount; the tab
 shows ``Session.compare_global_local`` as a table (``pe-compare-table``) beside its bar chart
 (``pe-compare-chart``), warns about layers that would collapse (``pe-compare-warnings``), and
 applies either choice: ``Apply global`` (``Session.apply_global``) or ``Apply local`` (one
-``l1_unstructured`` step per tensor, in one session transaction: all or none).
+``l1_unstructured`` step per tensor, in one session transaction: all or none). Each button is on
+exactly when the session would do it (``Session.global_blocker``, ``Session.plan_blocker``); when
+it is off, the note under the buttons (``pe-compare-note``) says why.
 
 Examples
 --------
@@ -27,11 +29,12 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import pandas as pd
 
+from prune_explorer.session import Step
 from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
 from prune_explorer.viz.charts import GlobalLocalPlot
 
 from ..errors import WidgetInputError
-from ..parts.html import collapse_warning, esc, frame_table, message
+from ..parts.html import collapse_warning, esc, frame_table, message, why_off
 from ..parts.scheduler import LatestOnly
 from ..parts.status import Progress, human_error
 from .titles import COMPARE_TAB
@@ -77,9 +80,11 @@ class ComparePane:
             description="Apply local",
             tooltip="L1 magnitude, this amount of each chosen tensor (l1_unstructured)",
         ))
+        self.note = ui.add("compare_note", widgets.HTML(value=""))  # why a button is off
+        self.note.add_class("pe-button-note")
         self.box = widgets.VBox([
             widgets.HBox([widgets.VBox([self.targets, self.amount]),
-                          widgets.VBox([self.apply_global, self.apply_local])]),
+                          widgets.VBox([self.apply_global, self.apply_local, self.note])]),
             self.warnings,
             # Side by side when the notebook is wide enough, the chart below the table otherwise.
             widgets.HBox([self.table, self.chart],
@@ -100,11 +105,45 @@ class ComparePane:
         return self.ex.selected_tab == COMPARE_TAB
 
     def invalidate(self) -> None:
-        """Settings or session changed: recompute if on show."""
-        if self.visible:
+        """Settings or session changed: the buttons follow the session's answers; recompute
+        the comparison if on show."""
+        self.refresh_buttons()
+        if self.visible:  # a first comparison may take a while: say so before it starts
+            for widget in (self.table, self.chart):
+                widget.add_class("pe-stale")
+            self.warnings.value = message("working", "computing the comparison…")
             self.runner.request((tuple(self.targets.value), float(self.amount.value)))
 
+    @property
+    def stale(self) -> bool:
+        """True while the table and chart on show are not of the current settings."""
+        return "pe-stale" in self.chart._dom_classes
+
+    def refresh_buttons(self) -> None:
+        """Apply global and Apply local on exactly when the session would do them; the reason
+        for each one that is off, under them."""
+        names, amount = list(self.targets.value), float(self.amount.value)
+        session = self.ex.session
+        global_why = session.global_blocker(names, "l1_unstructured", amount=amount)
+        local_why = "no tensor is chosen" if not names else session.plan_blocker(
+            [Step("l1_unstructured", name, amount=amount) for name in names])
+        if not names and global_why is not None:  # the session's words are about the call
+            global_why = local_why
+        self.apply_global.disabled = global_why is not None
+        self.apply_local.disabled = local_why is not None
+        lines = []
+        if global_why is not None and global_why == local_why:
+            lines.append(f"Apply global and Apply local are off: {global_why}.")
+        else:
+            lines += [f"Apply {scope} is off: {why}." for scope, why in
+                      (("global", global_why), ("local", local_why)) if why is not None]
+        self.note.value = why_off(lines)
+
     def _render(self, what: tuple[tuple[str, ...], float]) -> None:
+        with self.ex.status.working("comparing global and local"):
+            self._compare(what)
+
+    def _compare(self, what: tuple[tuple[str, ...], float]) -> None:
         names, amount = what
         if not names:
             self._fail(WidgetInputError("Global vs local: choose at least one tensor"))
@@ -138,6 +177,8 @@ class ComparePane:
             if hit:
                 lines.append(collapse_warning(f"{scope} pruning", hit))
         self.warnings.value = "<br>".join(lines) or message("ok", "No layer collapses.")
+        for widget in (self.table, self.chart):
+            widget.remove_class("pe-stale")
         self.frame = frame
         self.ex.status.clear(source="compare")
 
@@ -145,6 +186,7 @@ class ComparePane:
         self.frame = None
         text = esc(human_error(err, "Global vs local"))
         self.table.value = f'<span style="color:#b2182b">{text}</span>'
+        self.table.remove_class("pe-stale")  # the message is current; the chart is not
         self.warnings.value = ""
         self.ex.status.error(err, "Global vs local", source="compare")
 

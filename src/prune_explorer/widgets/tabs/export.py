@@ -10,7 +10,9 @@ To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
 The plan is parsed strictly (``Plan.from_json``) and applied on top of the current state in one
 session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
 steps already applied are undone exactly, commits included; the error is reported in the
-status line and nothing changes.
+status line and nothing changes. *Import plan* is on only for a plan the session would apply
+(``Plan.from_json``, then ``Session.plan_blocker``); when it is off, the note under it
+(``pe-import-note``) says why.
 
 Examples
 --------
@@ -23,9 +25,10 @@ Examples
 >>> "from torch.nn.utils import prune" in ex.ui.snippet.value
 True
 >>> ex.ui.import_text.value = '{"format": "prune-explorer-plan", "version": 1, "steps": [7]}'
->>> ex.ui.import_plan.click()
->>> print(ex.status.text)
-Import plan failed: steps[0]: a step must be a JSON object; got int
+>>> ex.ui.import_plan.disabled
+True
+>>> print(ex.export_pane.import_why)
+steps[0]: a step must be a JSON object; got int
 >>> ex.close()
 """
 
@@ -41,8 +44,8 @@ from prune_explorer.session.plans.reading import plan_text
 
 from ..errors import WidgetInputError
 from ..parts.copybutton import CopyButton
-from ..parts.html import download_link, message
-from ..parts.status import Progress
+from ..parts.html import download_link, message, why_off
+from ..parts.status import Progress, human_error
 from .explore.maskfile import uploaded_file
 from .titles import EXPORT_TAB
 
@@ -94,6 +97,8 @@ class ExportPane:
         self.import_button = ui.add("import_plan", widgets.Button(
             description="Import plan", button_style="primary",
             tooltip="check the plan, then apply its steps to this model"))
+        self.import_note = ui.add("import_note", widgets.HTML(value=""))  # why Import is off
+        self.import_note.add_class("pe-button-note")
         self.box = widgets.VBox([
             self.note,
             widgets.HBox([widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; "
@@ -105,8 +110,12 @@ class ExportPane:
             widgets.HTML("<b>Import a plan</b>"),
             self.import_text,
             widgets.HBox([self.upload, self.import_button]),
+            self.import_note,
         ])
         self.imported: Plan | None = None
+        self.import_why: str | None = None
+        self.import_text.observe(lambda _: self.refresh_import(), names="value")
+        self.refresh_import()
         self.upload.observe(self._on_upload, names="value")
         for button, what in ((self.copy_snippet, "the Python snippet"),
                              (self.copy_json, "the plan as JSON")):
@@ -125,6 +134,7 @@ class ExportPane:
         The snippet and the download links can be large (custom masks), so they are not built
         for a pane nobody looks at.
         """
+        self.refresh_import()
         if self.visible:
             self.refresh()
             return
@@ -137,11 +147,13 @@ class ExportPane:
         session = self.ex.session
         plan = session.plan
         found = session.found
-        self.note.value = "" if not found else message(
+        self.note.value = message(
             "warning",
             f"The plan starts from the pruning found on the model when the session started "
             f"({', '.join(found)}); replay it on a model in that same state.",
-        )
+        ) if found else "" if len(plan) else message(
+            "info", "The plan has no steps yet: what you apply appears here (copying or "
+            "downloading it now gives a plan that prunes nothing).")
         snippet, text = plan.to_snippet(), plan.to_json()
         self.snippet.value = self.copy_snippet.text = snippet
         self.json.value = self.copy_json.text = text
@@ -150,6 +162,23 @@ class ExportPane:
             + " · "
             + download_link("pruning_plan.json", text, "application/json", "pe-download-json")
         )
+
+    def refresh_import(self) -> None:
+        """*Import plan* on exactly when the plan in the box would be applied: it parses
+        (``Plan.from_json``) and the session would apply it now (``Session.plan_blocker``);
+        else off, with the reason beside it (:attr:`import_why`)."""
+        text = self.import_text.value
+        why = None
+        if not text.strip():
+            why = "the box is empty; paste a plan (JSON) or upload a .json file"
+        else:
+            try:
+                why = self.ex.session.plan_blocker(Plan.from_json(text))
+            except InvalidPlanError as err:
+                why = human_error(err)
+        self.import_why = why
+        self.import_button.disabled = why is not None
+        self.import_note.value = why_off([] if why is None else [f"Import plan is off: {why}"])
 
     def _on_upload(self, change: dict[str, Any]) -> None:
         try:

@@ -4,7 +4,8 @@ The slider (``pe-history``) picks an entry of ``Session.history(name)``: entry 0
 the session found it, entry ``k`` the mask after the ``k``-th step on it (the contents of its
 ``PruningContainer``, in order). The picture (``pe-history-image``) shows entry ``k`` with the
 entries step ``k`` pruned in vermillion, and the table (``pe-history-steps``) lists every step's
-method, settings, seed and counts, the shown row highlighted.
+method, settings, seed and counts, the shown row highlighted. With nothing to walk (no step on
+the tensor yet) the slider is off and the note beside it (``pe-history-note``) says why.
 
 The picture is the Explore tab's kind, a :class:`~prune_explorer.viz.MaskPreview` (one figure,
 the static part rendered once: a first visit of a position costs a pooling and a blit, not a new
@@ -45,7 +46,7 @@ from prune_explorer.viz import (
 )
 from prune_explorer.viz.diffs import DiffPlot
 
-from ..parts.html import esc, frame_table
+from ..parts.html import esc, frame_table, why_off
 from ..parts.scheduler import LatestOnly
 from .titles import HISTORY_TAB
 
@@ -83,11 +84,13 @@ class HistoryPane:
             layout=widgets.Layout(width="420px"),
         ))
         self.label = ui.add("history_label", widgets.HTML(value=""))
+        self.note = ui.add("history_note", widgets.HTML(value=""))  # why the slider is off
+        self.note.add_class("pe-button-note")
         self.image = ui.add("history_image", widgets.Image(
             format="png", layout=widgets.Layout(flex="0 0 auto")))
         self.steps = ui.add("history_steps", widgets.HTML(value=""))
         self.box = widgets.VBox([
-            self.label, self.slider,
+            self.label, widgets.HBox([self.slider, self.note]),
             widgets.HBox([self.image, self.steps],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
@@ -126,9 +129,13 @@ class HistoryPane:
         """The session or the chosen tensor changed: move the slider to the last step, redraw."""
         name = self.ex.tensor
         self._dirty = True
+        last = 0 if name is None else len(self.ex.session.history(name)) - 1
+        self.slider.disabled = last == 0
+        self.note.value = why_off([] if last else [
+            "The step slider is off: " + ("no tensor is chosen." if name is None else
+                                          f"no step has changed {name} yet.")])
         if name is None:
             return
-        last = len(self.ex.session.history(name)) - 1
         with self.ex.quiet():
             self.slider.max = last
             self.slider.value = last

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...parts.html import esc, message
+from ...parts.html import message, why_off
 from ...parts.status import human_error
 from .controls import PruningControls
 
@@ -49,8 +49,7 @@ def refresh_buttons(ex: Explorer) -> None:
             lines.append(f"Undo is off: {undo_why}.")
         if reset_why is not None:
             lines.append(f"Reset is off: {reset_why}.")
-    ui.button_note.value = "".join(
-        f'<div class="pe-button-why">{esc(line)}</div>' for line in lines)
+    ui.button_note.value = why_off(lines)
 
 
 def show_input_error(ex: Explorer, c: PruningControls, err: BaseException | None) -> None:

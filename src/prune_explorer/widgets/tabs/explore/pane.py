@@ -90,6 +90,7 @@ class ExplorePane:
         self.render_count = 0
         self.collapsed: list[str] = []  # layers the previewed step would collapse
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
+        self._asked: tuple[Any, ...] | None = None  # what the last request was, amount aside
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
         self._kept_cache: dict[tuple[str, str, int], MaskSummary] = {}
 
@@ -278,12 +279,21 @@ class ExplorePane:
         )
 
     def request_preview(self) -> None:
-        """Ask for a new preview of the current controls (coalesced)."""
+        """Ask for a new preview of the current controls (coalesced). A preview of something
+        new (not a slider step of the last one, or a changed session) may wait for the session
+        to build its caches (a first global preview): the picture and the readout are marked
+        stale at once, before it starts, until it is drawn."""
         try:
             request = self.current_request()
         except WidgetInputError as err:
             self._failed(err)
             return
+        asked = (self.ex.version, request.beside_amount())
+        if asked != self._asked:
+            self._asked = asked
+            self.preview_pane.mark_stale()
+            if self.ex.metric is not None:
+                self.ex.metric.mark_stale("computing…")
         self.runner.request(request)
 
     def kept(self, name: str) -> MaskSummary:

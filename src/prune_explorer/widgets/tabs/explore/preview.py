@@ -93,6 +93,22 @@ class PreviewRequest:
             return int(self.settings["dim"])
         return None
 
+    def beside_amount(self) -> tuple[Any, ...]:
+        """Everything but the amount, comparable with ``==``: requests with the same value are
+        slider steps of one preview (the session's caches for one serve the next); a new value
+        may have the session build them first (a first global preview, a new tensor).
+
+        >>> from dataclasses import replace
+        >>> a = PreviewRequest("0.weight", "l1_unstructured", {"amount": 0.5})
+        >>> a.beside_amount() == replace(a, settings={"amount": 0.2}).beside_amount()
+        True
+        >>> a.beside_amount() == replace(a, method="random_unstructured").beside_amount()
+        False
+        """
+        settings = tuple(sorted((key, id(value) if isinstance(value, torch.Tensor) else value)
+                                for key, value in self.settings.items() if key != "amount"))
+        return (self.target, self.method, self.targets, self.layout, self.view_dim, settings)
+
     def preview_all(self, session: Session) -> Mapping[str, torch.Tensor]:
         """Masks the step would leave, by address (one entry unless global); for large
         tensors built only when read (``Session.preview_masks``, ``preview_global``)."""

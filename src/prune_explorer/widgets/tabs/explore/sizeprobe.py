@@ -4,7 +4,8 @@ Python cannot see the page, so :class:`SizeProbe` sits in the picture's column (
 ``pe-size-probe``) and a few lines of JavaScript report, whenever the page or the column is
 resized (a ``ResizeObserver``, throttled):
 
-* ``width``: the column's width in CSS pixels;
+* ``width``: the width the picture has in its column, in CSS pixels (the column's content
+  width less the picture's margins);
 * ``height``: the height of the scrolling area that holds the notebook (JupyterLab's notebook
   panel, else the window), less what sits above the picture inside its column (the slider and
   the counts), so slider, counts and picture fit on one screen;
@@ -76,7 +77,12 @@ function render({ model, el }) {
       above = Math.max(0, image.getBoundingClientRect().top
                           - column.getBoundingClientRect().top);
     }
-    const width = Math.floor(column.clientWidth);
+    // the column's content box, less the picture's own margins: the picture fits inside it
+    const inset = (style, a, b) => parseFloat(style[a]) + parseFloat(style[b]) || 0;
+    const columnStyle = getComputedStyle(column);
+    const margins = image ? inset(getComputedStyle(image), "marginLeft", "marginRight") : 0;
+    const width = Math.floor(column.clientWidth
+                             - inset(columnStyle, "paddingLeft", "paddingRight") - margins);
     const height = Math.floor(view - above - 12);
     if (image) {
       // at once, before Python redraws (or while the picture is stale and is not redrawn):
