@@ -48,7 +48,7 @@ from .sizeprobe import SizeProbe
 from .zoom import ZoomPane
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["ExplorePane"]
 
@@ -72,7 +72,7 @@ class ExplorePane:
         Runs previews (coalesced, on a worker thread unless ``debounce`` is None).
     """
 
-    def __init__(self, explorer: Explorer, custom_masks: Mapping[str, torch.Tensor], *,
+    def __init__(self, explorer: ExploreContext, custom_masks: Mapping[str, torch.Tensor], *,
                  figsize: tuple[float, float], dpi: float, pixel_ratio: float = 1.0) -> None:
         self.ex = explorer
         ui = explorer.ui
