@@ -436,16 +436,17 @@ class StepCounts:
         mask is not read. ``module_type`` (the owning layer's class name) names the slices by
         that layer's axes (``Conv1D`` stores (in, out)).
         """
+        where = f"{cls.__name__}.measure"
         numel = before.numel
         kept_before = before.kept_count
         if kept_after is None:
-            kept_after = int(_read(after).count_nonzero())
+            kept_after = int(_read(after, where).count_nonzero())
         amount = request.settings.get("amount")
         dim = request.structured_dim
         if dim is not None:
             left = before.kept_slices[dim]
             units_pruned = (slices_pruned if slices_pruned is not None
-                            else left - kept_slices(_read(after), dim))
+                            else left - kept_slices(_read(after, where), dim))
             unit = slice_unit(len(before.shape), dim, module_type)
         else:
             left = kept_before
@@ -467,10 +468,10 @@ class StepCounts:
                 f"{percent(after)} of {target} pruned")
 
 
-def _read(after: torch.Tensor | None) -> torch.Tensor:
+def _read(after: torch.Tensor | None, where: str) -> torch.Tensor:
     if after is None:
-        raise ValueError("PreviewStats.measure: after is None, so kept_after (and for a "
-                         "structured step slices_pruned) must be given")
+        raise ValueError(f"{where}: after is None, so kept_after (and for a structured step "
+                         "slices_pruned) must be given")
     return after
 
 

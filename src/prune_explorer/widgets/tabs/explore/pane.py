@@ -5,10 +5,13 @@ history, so it cannot be undone); any change to the session cancels the question
 would leave a layer (almost) empty says so (``pe-collapse-warning``) before you apply it, by the
 rule of the Global vs local tab.
 
-Controls become a :class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; the session
-computes its preview (on a background thread unless ``debounce`` is None, under the session's
-lock) and, on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the
-counts of the current masks that the controls need (entries and channels still unpruned).
+Controls become a :class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; one
+session call, :meth:`Session.preview_picture <prune_explorer.session.Session.preview_picture>`
+(on a background thread unless ``debounce`` is None), returns what the picture is drawn from, and
+the pane draws it; on Apply the session performs the same request. The pane keeps the custom
+masks given for "custom mask" and, until the session changes, the counts of the current masks
+that the controls need (entries and channels still unpruned). It reaches the explorer through
+:class:`~prune_explorer.widgets.context.ExploreContext` only.
 
 Examples
 --------
