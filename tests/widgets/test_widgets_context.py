@@ -13,20 +13,31 @@ import pytest
 import torch
 
 from prune_explorer import widgets as widgets_package
+from prune_explorer.session import Session
 from prune_explorer.widgets import Explorer, context
-from prune_explorer.widgets.context import ExploreContext, PaneContext, TabContext, members
+from prune_explorer.widgets.context import (
+    ExploreContext,
+    ExploreSession,
+    PaneContext,
+    TabContext,
+    members,
+)
 
 WIDGETS = Path(widgets_package.__file__).parent
 PANES = [*sorted((WIDGETS / "tabs").rglob("*.py")), WIDGETS / "parts" / "collapsible.py"]
 PROTOCOLS = {"PaneContext": PaneContext, "ExploreContext": ExploreContext,
              "TabContext": TabContext}
+#: What each Protocol's ``session`` may be asked (None: the whole Session).
+SESSIONS = {"ExploreContext": ExploreSession, "TabContext": None}
 
 
 def reaches(source: str) -> list[tuple[str, str]]:
     """(Protocol name, attribute) for every attribute read of an explorer given as a
     Protocol: ``self.ex.X``, ``panel.ex.X`` and ``explorer.X`` / ``ex.X`` where that name is a
     parameter annotated with the Protocol. ``self.ex`` is typed by the class's own
-    annotation, else by the ``explorer`` parameter of its ``__init__``."""
+    annotation, else by the ``explorer`` parameter of its ``__init__``. Reads of its session
+    (``self.ex.session.X``, or ``session.X`` after ``session = self.ex.session``) are reported
+    as ``("<Protocol>.session", X)``."""
     tree = ast.parse(source)
     found = []
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)] + [tree]:
@@ -37,18 +48,47 @@ def reaches(source: str) -> list[tuple[str, str]]:
                 continue  # a method: counted with its class
             params = {a.arg: a.annotation.id for a in func.args.args + func.args.kwonlyargs
                       if isinstance(a.annotation, ast.Name) and a.annotation.id in PROTOCOLS}
+
+            def context_of(node: ast.AST, params=params, own=own) -> str | None:
+                if isinstance(node, ast.Name):
+                    return params.get(node.id)
+                if (isinstance(node, ast.Attribute) and node.attr == "ex"
+                        and isinstance(node.value, ast.Name)):
+                    if node.value.id == "self":
+                        return own
+                    if node.value.id == "panel":  # ExplorePanels: its panels' explorer
+                        return "ExploreContext"
+                return None
+
+            def session_of(node: ast.AST, context_of=context_of) -> str | None:
+                if isinstance(node, ast.Attribute) and node.attr == "session":
+                    return context_of(node.value)
+                return None
+
+            aliases = {}  # local names bound to a context's session
+            for node in ast.walk(func):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        pairs = ([(target, node.value)] if isinstance(target, ast.Name) else
+                                 list(zip(target.elts, node.value.elts, strict=False))
+                                 if isinstance(target, ast.Tuple)
+                                 and isinstance(node.value, ast.Tuple) else [])
+                        for name, value in pairs:
+                            protocol = session_of(value)
+                            if isinstance(name, ast.Name) and protocol is not None:
+                                aliases[name.id] = protocol
             for node in ast.walk(func):
                 if not isinstance(node, ast.Attribute):
                     continue
-                value = node.value
-                if isinstance(value, ast.Name) and value.id in params:
-                    found.append((params[value.id], node.attr))
-                elif (isinstance(value, ast.Attribute) and value.attr == "ex"
-                      and isinstance(value.value, ast.Name)):
-                    if value.value.id == "self" and own is not None:
-                        found.append((own, node.attr))
-                    elif value.value.id == "panel":  # ExplorePanels: its panels' explorer
-                        found.append(("ExploreContext", node.attr))
+                protocol = context_of(node.value)
+                if protocol is not None:
+                    found.append((protocol, node.attr))
+                    continue
+                protocol = session_of(node.value)
+                if protocol is None and isinstance(node.value, ast.Name):
+                    protocol = aliases.get(node.value.id)
+                if protocol is not None:
+                    found.append((protocol + ".session", node.attr))
     return found
 
 
@@ -83,6 +123,11 @@ def test_no_pane_imports_the_explorer():
 @pytest.mark.parametrize("path", PANES, ids=lambda p: p.name)
 def test_each_pane_reaches_only_what_its_protocol_declares(path):
     for protocol, attribute in reaches(path.read_text(encoding="utf-8")):
+        if protocol.endswith(".session"):
+            allowed = SESSIONS[protocol.removesuffix(".session")]
+            assert allowed is None or attribute in members(allowed), (
+                f"{path.name} asks the session {attribute}, which {allowed} does not declare")
+            continue
         assert protocol in PROTOCOLS, f"{path.name}: {protocol} is not a context Protocol"
         assert attribute in members(PROTOCOLS[protocol]), (
             f"{path.name} reaches explorer.{attribute}, which {protocol} does not declare")
@@ -93,6 +138,8 @@ def test_the_check_sees_the_panes_reaches():
     attributes = {attribute for _, attribute in seen}
     assert {"session", "ui", "status", "act", "quiet", "tensor", "select",
             "zeros_snapshot"} <= attributes
+    asked = {attribute for protocol, attribute in seen if protocol == "ExploreContext.session"}
+    assert {"names", "info", "preview_picture", "magnitudes", "tensor", "undo_blocker"} <= asked
     assert len(seen) > 100
 
 
@@ -105,11 +152,15 @@ class Pane:
 
     def draw(self) -> None:
         self.ex.compare_pane.invalidate()
+        session, name = self.ex.session, "0.weight"
+        session.report()
 '''
     found = reaches(source)
     assert ("ExploreContext", "history_pane") in found
     assert ("ExploreContext", "compare_pane") in found
+    assert ("ExploreContext.session", "report") in found
     assert not {"history_pane", "compare_pane"} & members(ExploreContext)
+    assert "report" not in members(ExploreSession)
 
 
 def test_the_explorer_satisfies_every_protocol():
@@ -119,6 +170,9 @@ def test_the_explorer_satisfies_every_protocol():
             assert isinstance(ex, protocol)
             for name in members(protocol):
                 assert hasattr(ex, name), name
+        assert isinstance(ex.session, ExploreSession)
+        assert isinstance(ex.session, Session)
+        assert members(ExploreSession) < set(dir(Session))  # a part of its API
     finally:
         ex.close()
-    assert context.__all__ == ["ExploreContext", "PaneContext", "TabContext", "members"]
+    assert "ExploreSession" in context.__all__

@@ -9,20 +9,22 @@ structurally; mypy checks every pane against the Protocol it names, and
 
 - :class:`PaneContext`: what every tab uses.
 - :class:`ExploreContext`: the Explore tab and its panels (model view, magnitudes, zoom): also
+  the session as far as they ask it (:class:`ExploreSession`, a part of ``Session``'s API),
   the metric readout, choosing a tensor, its zeros, and the Apply/Undo/Reset actions.
 - :class:`TabContext`: the other tabs (History, Global vs local, Commit, Shrink, Export): also
-  which tab is on show, the zeros before an action and the sentence saying what it changed,
-  the model and the example inputs for Shrink.
+  the whole session, which tab is on show, the zeros before an action and the sentence saying
+  what it changed, the model and the example inputs for Shrink.
 
 Examples
 --------
 >>> import torch
 >>> from prune_explorer.widgets import Explorer
 >>> ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 2)), debounce=None)
->>> isinstance(ex, ExploreContext), isinstance(ex, TabContext)
-(True, True)
+>>> isinstance(ex, ExploreContext), isinstance(ex, TabContext), isinstance(ex.session,
+...                                                                        ExploreSession)
+(True, True, True)
 >>> sorted(members(ExploreContext) - members(PaneContext))
-['apply', 'metric', 'reset', 'select', 'undo', 'zeros']
+['apply', 'metric', 'reset', 'select', 'session', 'undo', 'zeros']
 >>> ex.close()
 """
 
@@ -32,25 +34,74 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from prune_explorer.session.slider.picture import CountingSession
+
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from prune_explorer.session import Session, Step
+    from prune_explorer.session.slider.magnitudes import Magnitudes
+    from prune_explorer.session.slider.picture import (
+        CellEdges,
+        MaskSummaries,
+        PreviewPicture,
+        StepRequest,
+    )
 
     from .parts.status import Progress, StatusBar
     from .parts.ui import UI
     from .tabs.explore.metric import MetricReadout
 
-__all__ = ["ExploreContext", "PaneContext", "TabContext", "members"]
+__all__ = ["ExploreContext", "ExploreSession", "PaneContext", "TabContext", "members"]
+
+
+@runtime_checkable
+class ExploreSession(CountingSession, Protocol):
+    """The questions the Explore tab asks the session (a part of ``Session``'s API): the
+    tensors and their facts, the one call a picture is drawn from, what the buttons may do,
+    and for the panels the zeros after a step, the sorted importances and the weights. The
+    summaries of the current masks read :class:`~prune_explorer.session.slider.picture.
+    CountingSession`'s ``mask``, ``alive``, ``kept_count`` and ``info``."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Addresses of the prunable tensors."""
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """Steps applied so far."""
+
+    def default_targets(self) -> list[str]:
+        """The tensors people usually prune."""
+
+    def preview(self, target: str, method: str, *, seed: int | None = None,
+                **settings: Any) -> torch.Tensor:
+        """The mask a step would leave (the custom-mask upload checks a file with it)."""
+
+    def preview_picture(self, request: StepRequest, *, cell_edges: CellEdges | None = None,
+                        summaries: MaskSummaries | None = None) -> PreviewPicture:
+        """Everything one picture of a previewed step is drawn from."""
+
+    def undo_blocker(self) -> str | None:
+        """Why Undo would refuse now, or None."""
+
+    def reset_blocker(self) -> str | None:
+        """Why Reset would refuse now, or None."""
+
+    def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
+        """Zeros of each tensor once ``masks`` are installed."""
+
+    def magnitudes(self, name: str, *, n: Any = None, dim: int | None = None) -> Magnitudes:
+        """The sorted importances of ``name``."""
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """The values of ``name`` as the forward pass sees them."""
 
 
 @runtime_checkable
 class PaneContext(Protocol):
     """What every tab reaches of the explorer."""
-
-    @property
-    def session(self) -> Session:
-        """The session on show."""
 
     @property
     def ui(self) -> UI:
@@ -96,6 +147,10 @@ class ExploreContext(PaneContext, Protocol):
     """What the Explore tab and its panels reach of the explorer."""
 
     @property
+    def session(self) -> ExploreSession:
+        """The session on show, as far as the Explore tab asks it."""
+
+    @property
     def metric(self) -> MetricReadout | None:
         """The metric readout, when the explorer was given ``evaluate``."""
 
@@ -120,6 +175,10 @@ class TabContext(PaneContext, Protocol):
     """What the other tabs reach of the explorer."""
 
     @property
+    def session(self) -> Session:
+        """The session on show."""
+
+    @property
     def selected_tab(self) -> int | None:
         """Index of the tab on show."""
 
@@ -141,5 +200,5 @@ class TabContext(PaneContext, Protocol):
 def members(protocol: type) -> frozenset[str]:
     """The public names a Protocol declares, its bases' included."""
     return frozenset(
-        name for cls in protocol.__mro__ if cls.__module__ == __name__
+        name for cls in protocol.__mro__ if cls.__module__ not in ("typing", "builtins")
         for name in vars(cls) if not name.startswith("_"))

@@ -40,7 +40,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import numpy as np
 import torch
@@ -53,10 +53,12 @@ from ..steps.step import Step
 from .previews import kept_count, slices_pruned, window_reader
 
 if TYPE_CHECKING:
+    from ..model.targets import TensorInfo
     from ..session import Session
 
 __all__ = [
     "CellEdges",
+    "CountingSession",
     "Later",
     "MaskSummaries",
     "MaskSummary",
@@ -295,6 +297,22 @@ class _Slices(Sequence[int]):
         return self._summary.kept_slices[index]
 
 
+class CountingSession(Protocol):
+    """What :class:`MaskSummaries` asks of a session (a part of ``Session``'s API)."""
+
+    def mask(self, name: str) -> torch.Tensor:
+        """The current bool mask of ``name``."""
+
+    def alive(self, name: str, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """What the forward pass keeps of ``name``."""
+
+    def kept_count(self, name: str, *, alive: bool = False) -> int:
+        """Entries of ``name`` its mask keeps (``alive``: and not exactly 0)."""
+
+    def info(self, name: str) -> TensorInfo:
+        """Address, module type, shape and numel of ``name``."""
+
+
 class MaskSummaries:
     """The :class:`MaskSummary` of each tensor's current mask (``kept``) and of what the
     forward pass keeps (``alive``: committed zeros count as pruned), for the current state of
@@ -303,7 +321,7 @@ class MaskSummaries:
 
     Parameters
     ----------
-    session : Session
+    session : Session or CountingSession
     stamp : callable, optional
         Returns a value that changes whenever the session's state does (a view's count of
         change events, say); read at each lookup, and the summaries start again when it
@@ -327,7 +345,8 @@ class MaskSummaries:
     #: Summaries held before the cache starts again (a model's worth of targets, at most).
     LIMIT = 64
 
-    def __init__(self, session: Session, *, stamp: Callable[[], object] | None = None) -> None:
+    def __init__(self, session: CountingSession, *,
+                 stamp: Callable[[], object] | None = None) -> None:
         self._session = session
         self._stamp = stamp
         self._seen: object = None if stamp is None else stamp()
