@@ -397,7 +397,8 @@ class ExplorePane:
         counts = seen.counts(pooled.kept_total)
         stats = None if counts.stats is None else PreviewStats.of(counts.stats)
         self.preview_array = pooled.values
-        self._mask = Later(lambda: seen.before.kept) if seen.mask is None else seen.mask
+        before = seen.before  # the current mask, read if asked (held without the picture)
+        self._mask = Later(lambda: before.kept) if seen.mask is None else seen.mask
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
