@@ -97,3 +97,39 @@ def root_linear(seed: int = 0) -> nn.Module:
 
 
 FACTORIES = {"mlp": mlp, "convnet": convnet, "zoo": zoo, "root_linear": root_linear}
+
+
+class TableHead(nn.Module):
+    """Logits from a table it holds as ``embedding`` (no ``weight``): ``x @ embedding.T``."""
+
+    def __init__(self, table: nn.Parameter) -> None:
+        super().__init__()
+        self.embedding = table
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.embedding.t()
+
+
+class TiedUnderTwoNames(nn.Module):
+    """A tiny language model whose output head is tied to its input embedding under another
+    tensor name: ``embed.weight`` *is* ``head.embedding``. ``head_first`` registers the head
+    first, so ``head.embedding`` comes first in module order (the listed name)."""
+
+    def __init__(self, vocab: int = 40, width: int = 8, head_first: bool = False) -> None:
+        super().__init__()
+        embed = nn.Embedding(vocab, width)
+        if head_first:
+            self.head = TableHead(embed.weight)
+        self.embed = embed
+        self.mid = nn.Linear(width, width)
+        if not head_first:
+            self.head = TableHead(embed.weight)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mid(self.embed(ids))))
+
+
+@_quiet
+def tied_under_two_names(seed: int = 0, head_first: bool = False) -> nn.Module:
+    """:class:`TiedUnderTwoNames` with tie-free weights."""
+    return fill_tie_free(TiedUnderTwoNames(head_first=head_first), seed)

@@ -97,6 +97,8 @@ def check_session(mesh: Any, device: str, tied: bool) -> None:
     assert s.plan.to_json() == ref.plan.to_json(), (s.plan.to_json(), ref.plan.to_json())
     if tied:
         assert any(step.ties == "lowest" for step in s.steps), s.steps
+    assert [step.ties for step in s.steps] == [step.ties for step in ref.steps]
+    assert s.plan.to_snippet() == ref.plan.to_snippet()
     # reports: collective, every rank the same table, equal to one process's
     rows = report_rows(s)
     same_everywhere(rows, "report")
@@ -203,6 +205,33 @@ def check_random_tie_notes(mesh: Any, device: str) -> None:
     assert s.plan.to_snippet() == ref.plan.to_snippet()
 
 
+def check_structured_tie_notes(mesh: Any, device: str) -> None:
+    """ln_structured steps whose slice norms tie at the cut (rows and columns permuted from one
+    row): the sharded session keeps the tied slices lowest index first and notes the split as
+    one process does (read off the core's slice cut), so the snippets are the same."""
+    from helpers.structured_ties import tied_slices
+
+    def make_tied() -> nn.Sequential:
+        model = nn.Sequential(nn.Linear(16, 40), nn.ReLU(), nn.Linear(40, 24))
+        with torch.no_grad():
+            model[0].weight.copy_(tied_slices(40, 16, 0, torch.float32, seed=1))
+            model[2].weight.copy_(tied_slices(40, 24, 1, torch.float32, seed=2))
+            for layer in (model[0], model[2]):
+                layer.bias.zero_()
+        return model
+
+    s, ref = Session(shard(make_tied().to(device), mesh)), Session(make_tied())
+    for session in (s, ref):
+        session.apply("0.weight", "ln_structured", amount=11, n=2, dim=0)  # along the shards
+        session.apply("2.weight", "ln_structured", amount=9, n=1, dim=1)  # across them
+        session.apply("2.weight", "ln_structured", amount=0.3, n=0, dim=1)  # every norm ties
+    masks_equal(s, ref, "tied ln_structured steps")
+    notes = [step.ties for step in ref.steps]
+    assert notes == ["highest"] * 3, notes
+    assert [step.ties for step in s.steps] == notes, ([step.ties for step in s.steps], notes)
+    assert s.plan.to_snippet() == ref.plan.to_snippet()
+
+
 def check_memory(mesh: Any, device: str) -> None:
     """What Session calls allocate on a sharded model beyond the masks: nothing shard-sized.
 
@@ -260,6 +289,7 @@ def main(rank: int, world: int, port: int, backend: str) -> None:
         for tied in (False, True):
             check_session(mesh, device, tied)
         check_random_tie_notes(mesh, device)
+        check_structured_tie_notes(mesh, device)
         check_memory(mesh, device)
         dist.barrier()  # tear gloo down together
     finally:

@@ -186,13 +186,44 @@ def check_structured(mesh: Any) -> None:
             for n in (1, 2, float("inf"), float("-inf"), "fro", 0, "nuc"):
                 m, ref = sharded(w, mesh, shard), Holder(w)
                 ours.ln_structured(m, "weight", amount=0.4, n=n, dim=dim)
-                theirs.ln_structured(ref, "weight", amount=0.4, n=n, dim=dim)
+                # n=0 counts nonzeros: every slice ties, and the tie rule decides, not topk
+                (ours if n == 0 else theirs).ln_structured(ref, "weight", amount=0.4, n=n,
+                                                           dim=dim)
                 equal(m.weight_mask, ref.weight_mask, f"ln n={n} dim={dim} shard={shard}")
             m, ref = sharded(w, mesh, shard), Holder(w)
             for mod, fn in ((m, ours), (ref, theirs)):
                 torch.manual_seed(3)
                 fn.random_structured(mod, "weight", amount=2, dim=dim)
             equal(m.weight_mask, ref.weight_mask, f"random_structured dim={dim} shard={shard}")
+    # norms that tie (sums of quarters' powers are exact in any order, split or not): the tied
+    # slices kept lowest index first, as one process keeps them, also after an earlier step
+    t = tied(12, 8, seed=9)
+    for shard in (0, 1):
+        for dim in (0, 1):
+            for n in (1, 2, float("inf"), 0):
+                m, ref = sharded(t, mesh, shard), Holder(t)
+                for mod in (m, ref):
+                    ours.ln_structured(mod, "weight", amount=3, n=n, dim=dim)
+                    ours.ln_structured(mod, "weight", amount=0.5, n=n, dim=dim)
+                equal(m.weight_mask, ref.weight_mask, f"tied ln n={n} dim={dim} shard={shard}")
+                first = _lowest_index_kept(t, None, n, dim, 3)
+                expect = _lowest_index_kept(t, first, n, dim, round(0.5 * int(first.sum())))
+                view = [1, 1]
+                view[dim] = -1
+                equal(m.weight_mask, expect.float().view(view).expand(t.shape),
+                      f"tied ln rule n={n} dim={dim} shard={shard}")
+
+
+def _lowest_index_kept(w: torch.Tensor, alive: torch.Tensor | None, n: Any, dim: int,
+                       k: int) -> torch.Tensor:
+    """The structured tie rule from its definition: of the ``alive`` slices along ``dim`` of
+    the 2-D ``w``, keep all but the ``k`` of smallest norm, equal norms lowest index first."""
+    alive = torch.ones(w.shape[dim], dtype=torch.bool) if alive is None else alive
+    norms = torch.norm(w, p=n, dim=1 - dim).double().tolist()
+    order = sorted((i for i in range(len(norms)) if alive[i]), key=lambda i: (-norms[i], i))
+    keep = torch.zeros(len(norms), dtype=torch.bool)
+    keep[order[:len(order) - k]] = True
+    return keep
 
 
 def check_global(mesh: Any) -> None:

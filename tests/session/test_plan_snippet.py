@@ -107,6 +107,9 @@ def test_snippet_uses_only_torch_and_torch_prune_on_model(replayed, case):
             imports += [("import", alias.name, alias.asname) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             imports += [("from", node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.FunctionDef):  # the tie helpers (stable_rank, slice_ranks)
+            assigned.add(node.name)
+            assigned.update(a.arg for a in node.args.args)
         elif isinstance(node, ast.Name):
             (assigned if isinstance(node.ctx, ast.Store) else loaded).add(node.id)
     assert imports == [("import", "torch", None), ("from", "torch.nn.utils", "prune")]

@@ -25,6 +25,7 @@ from helpers.session import (
 )
 from helpers.session_models import fill_tie_free
 from helpers.snippet_replay import replay_on_stock_torch
+from helpers.structured_ties import kept_slices, lowest_index_kept, norms_of, tied_slices
 from prune_explorer import prune
 from prune_explorer.session import Session
 
@@ -181,6 +182,43 @@ def test_snippet_replayed_on_stock_torch(device, tmp_path):
     for key, value in want.items():
         assert got[key].device.type == device, key
         assert torch.equal(got[key], value), key
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
+def test_tied_structured_masks_are_the_cpus_and_the_snippets(device, dtype, tmp_path):
+    """Slice norms that tie at the cut (every row a permutation of one row): the tied slices
+    are kept lowest index first on every device, and the snippet replays them on stock torch
+    there (an H200 once kept other bf16 slices than the CPU: torch's topk splits ties by
+    device)."""
+    def tied_model(where: str) -> nn.Module:
+        model = nn.Sequential(nn.Linear(16, 40))
+        with torch.no_grad():
+            model[0].weight.copy_(tied_slices(40, 16, 0, torch.float32, seed=1))
+            model[0].bias.zero_()
+        return model.to(device=where, dtype=dtype)
+
+    model = tied_model(device)
+    fresh = copy.deepcopy(model)
+    s = Session(model)
+    norms = norms_of(model[0].weight.detach().cpu(), 2, 0)
+    for settings in ({"amount": 11, "n": 2, "dim": 0}, {"amount": 0.3, "n": 1, "dim": 0}):
+        preview = s.preview("0.weight", "ln_structured", **settings)
+        s.apply("0.weight", "ln_structured", **settings)
+        assert torch.equal(preview.to(model[0].weight_mask.dtype), model[0].weight_mask)
+    first = s.history("0.weight").mask(1).cpu()
+    assert torch.equal(kept_slices(first, 0), lowest_index_kept(norms, 11))
+    assert all(step.ties == "highest" for step in s.steps)
+    if device != "cpu":
+        on_cpu = Session(tied_model("cpu"))
+        for step in s.steps:
+            on_cpu.apply("0.weight", "ln_structured", **step.settings)
+        assert torch.equal(on_cpu.mask("0.weight"), s.mask("0.weight").cpu())
+    replay = replay_on_stock_torch(tmp_path, {"plan": (fresh, s.plan.to_snippet())})
+    assert replay.errors == {}
+    for key, value in model.state_dict().items():
+        assert replay.results["plan"][key].device.type == device, key
+        assert torch.equal(replay.results["plan"][key], value), key
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -3,8 +3,9 @@
 A drop-in: ``from prune_explorer import prune`` can replace ``import torch.nn.utils.prune as
 prune``. Same names, same semantics, same masks, same ``name_orig``/``name_mask`` state_dict layout.
 Differences (all deliberate, listed in docs/pruning-api.md): fast exact selection instead of a full
-``topk`` (entries tied at the cut: same count, lowest flat index first -- or exactly torch's choice
-with ``ties="torch"`` or inside ``prune.tie_break("torch")``), no concatenated copy of the model in
+``topk`` (entries tied at the cut: same count, lowest flat index first -- ``ln_structured`` keeps
+tied slices lowest index first -- or exactly torch's choice with ``ties="torch"`` or inside
+``prune.tie_break("torch")``), no concatenated copy of the model in
 ``global_unstructured``, masks computed before the module is touched (nothing to roll back), full
 validation with messages naming the call, argument, rule and value, optional ``generator=`` for the
 random methods, and model-wide helpers.

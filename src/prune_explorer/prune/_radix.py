@@ -42,8 +42,8 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "count_alive", "count_alive_runs",
-           "cuts_found", "draw_stream", "find_cut", "histogram", "int_view", "magnitude_keys",
-           "radix_select", "row_slabs", "write_kept"]
+           "cuts_found", "draw_stream", "find_cut", "found", "histogram", "int_view",
+           "magnitude_keys", "radix_select", "recording", "row_slabs", "write_kept"]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -158,7 +158,9 @@ class Cut:
     (all of them when ``last`` is None).
 
     So ``last`` is not None exactly when keys equal to ``value`` straddle the cut (some taken,
-    some not): a tie the rule "lowest global index first" split.
+    some not): a tie the rule "lowest global index first" split. ``ln_structured`` records its
+    slice cut the same way (:meth:`.methods.LnStructured.keep_slices`): the keys are the norms of
+    the slices still alive, largest first, and the taken ones are the slices kept.
     """
 
     value: int
@@ -181,7 +183,13 @@ def cuts_found() -> Iterator[list[Cut]]:
         stack.pop()
 
 
-def _found(cut: Cut) -> Cut:
+def recording() -> bool:
+    """Whether a :func:`cuts_found` block collects the cuts found in this thread."""
+    return bool(getattr(_RECORDING, "stack", None))
+
+
+def found(cut: Cut) -> Cut:
+    """Hand ``cut`` to the innermost :func:`cuts_found` block of this thread, if any."""
     stack = getattr(_RECORDING, "stack", None)
     if stack:
         stack[-1].append(cut)
@@ -284,7 +292,7 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
     value, below, equal = radix_select(value_chunks, k, bits, group, device)
     need = k - below
     if need == equal:
-        return _found(Cut(value, None))
+        return found(Cut(value, None))
 
     def index_chunks() -> Iterator[torch.Tensor]:
         for ks in keysets:
@@ -293,7 +301,7 @@ def find_cut(keysets: Sequence[KeySet], k: int, bits: int, total: int, group: ob
 
     last, _, _ = radix_select(index_chunks, need, max(1, total.bit_length()), group,
                               device)
-    return _found(Cut(value, last))
+    return found(Cut(value, last))
 
 
 def write_kept(ks: KeySet, out: torch.Tensor, cut: Cut) -> torch.Tensor:

@@ -180,6 +180,8 @@ class Selection:
                 else:
                     compare = torch.le if taken else torch.lt
                 compare(flat[start:stop], v, out=out.view(-1)[start:stop])
+            if self.largest and flat.is_floating_point():  # NaN ranks above every number
+                out.view(-1).logical_or_(torch.isnan(flat))
         picks = self._picks(i, keys.device)
         if picks is not None:
             self._set_picks(out.view(-1), picks, True)
@@ -264,7 +266,9 @@ def select(
     ----------
     keys
         One or more 1-D tensors, read in order as if concatenated (they may live on different
-        devices). With ``largest=True`` they must hold no NaN (random draws never do).
+        devices). NaN ranks above every number (:meth:`Selection.selected` takes it first
+        with ``largest=True``); :meth:`Selection.write_kept` with ``largest=True`` assumes
+        there is none (random draws).
     k
         How many entries to select, ``0 <= k <= total``.
     largest

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from . import _radix
 from ._dtensor import Layout, count, structured_dim
+from ._select import get_tie_break
 
 __all__ = ["structured_mask"]
 
@@ -47,8 +48,8 @@ def structured_mask(layout: Layout, method: Any, kind: str, scores: torch.Tensor
     if kind == "ln" and k > 0:
         norms = _slice_norms(layout, scores, default if masked else None, method.n, dim,
                              others)[alive]
-        keep_alive = torch.zeros(n_alive, dtype=torch.bool, device=device)
-        keep_alive[torch.topk(norms, k=n_alive - k, largest=True).indices] = True
+        # the method's own rule (ties lowest slice index first), on the norms every rank holds
+        keep_alive = method.keep_slices(norms, k, get_tie_break())
     elif kind == "random_structured" and k > 0:
         gen = method.generator
         prob = torch.rand(n_alive) if gen is None else torch.rand(

@@ -146,6 +146,8 @@ def ln_structured(
     ``dim`` is a dim of the tensor as stored, whatever the layer: output units are dim 0 of a
     ``Linear`` or convolution weight but dim 1 of a ``transformers`` ``Conv1D`` (stored
     (in, out)) or a transposed convolution (:func:`prune_explorer.prune.layers.out_dim`).
+    Slices whose norms tie across the cut are kept lowest index first, on every device (see
+    :class:`~prune_explorer.prune.LnStructured`).
 
     Examples
     --------

@@ -12,6 +12,7 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
+from . import _radix
 from ._base import BasePruningMethod, PruningContainer, times_default
 from ._select import resolve_ties, select
 from .validation import (
@@ -322,12 +323,30 @@ def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
     return torch.norm(t, p=n, dim=others)
 
 
+def _record_slice_cut(norms: torch.Tensor, keep: torch.Tensor) -> None:
+    """Hand the slice cut of ``keep`` to :func:`._radix.cuts_found`, as a :class:`._radix.Cut`:
+    the key of the smallest kept norm, and where norms equal to it were also cut, the index of
+    the last tied slice kept (NaN norms, always kept first, aside). Nothing when every slice or
+    none is kept."""
+    numbers = ~torch.isnan(norms)
+    kept, cut = keep & numbers, ~keep & numbers
+    if not bool(kept.any()) or not bool(cut.any()):
+        return
+    low = norms[kept].min()
+    last = int(torch.nonzero(kept & (norms == low)).max()) if bool(low == norms[cut].max()) \
+        else None
+    _radix.found(_radix.Cut(int(_radix.magnitude_keys(low.reshape(1))[0][0]), last))
+
+
 class LnStructured(_Structured, _torch_prune.LnStructured):
     """Prune the ``amount`` slices along ``dim`` with the smallest ``n``-norm.
 
     ``n`` is any order ``torch.norm`` takes: a number (``inf``, ``-inf`` included), ``'fro'``,
     or ``'nuc'`` for 3-D tensors. The norm of each slice is computed over all other dims. The
-    slices kept are exactly torch's (``topk`` of the norms), ties included.
+    slices kept are torch's (the ``topk`` of the norms) wherever no two norms tie across the cut;
+    where they do, the same number is kept, the tied slices of lowest index first, on every
+    device (torch's ``topk`` picks among tied norms differently on a CPU and a GPU). Inside
+    ``prune.tie_break("torch")``: torch's own ``topk`` choice on the tensor's device.
 
     Examples
     --------
@@ -354,13 +373,24 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         if k == 0:
             return default_mask
         norms = slice_norms(t, self.n, dim)
-        return self._mask(t, dim, self.keep_slices(norms, k), default_mask)
+        return self._mask(t, dim, self.keep_slices(norms, k, resolve_ties(None)), default_mask)
 
     @staticmethod
-    def keep_slices(norms: torch.Tensor, k: int) -> torch.Tensor:
-        """Which slices stay (bool) when the ``k`` with the smallest ``norms`` are pruned:
-        ``torch.topk``'s choice of the largest, ties included."""
-        return select([norms], norms.numel() - k, largest=True, ties="torch").selected(norms)
+    def keep_slices(norms: torch.Tensor, k: int, ties: str = "index") -> torch.Tensor:
+        """Which slices stay (bool) when the ``k`` with the smallest ``norms`` are pruned.
+
+        The ``norms.numel() - k`` largest norms are kept (NaN counts as the largest, as in
+        ``torch.topk``); among norms tied at the cut, the lowest slice indices are kept first
+        (``ties="index"``: one answer on every device), or torch's own ``topk`` choice
+        (``ties="torch"``, which differs between a CPU and a GPU).
+
+        >>> LnStructured.keep_slices(torch.tensor([2.0, 1.0, 2.0, 2.0, 3.0]), 2).tolist()
+        [True, False, True, False, True]
+        """
+        keep = select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
+        if ties == "index" and _radix.recording():  # for a session's tie note
+            _record_slice_cut(norms, keep)
+        return keep
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}

@@ -52,7 +52,7 @@ from .history.commits import CommitResult, CommitReview, Committing
 from .history.journal import Action, Journal, locked
 from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
-from .model.aliases import unshared
+from .model.aliases import tied_step, unshared
 from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .model.saving import guard_saving
 from .model.sharded import ones_mask, refuse_move, refuse_sharded
@@ -473,6 +473,7 @@ class Session(Reporting, Committing):
 
     def _apply_ready(self, step: Step, where: str) -> Step:
         if step.method == "remove":
+            step = tied_step(step, self._known, self._aliases, where)  # as recorded
             self._commit([step.target], where)
             return step
         step = self._run(step, where)

@@ -84,7 +84,8 @@ def sensitivity(
         ``evaluate(model) -> float``, e.g. accuracy on a held-out split; called under
         ``torch.no_grad()``.
     targets
-        Tensor addresses; default: ``session.default_targets()``.
+        Tensor addresses; default: ``session.default_targets()``. An alias of a tied tensor
+        means that tensor (its rows name the address it is listed under).
     amounts
         Fractions in [0, 1] of what is still unpruned in each target (or across targets).
     method
@@ -112,7 +113,8 @@ def sensitivity(
     if bad or not scopes:
         raise InvalidStepError(f"{where}: scopes must be a non-empty subset of {_SCOPES}; "
                                f"got {tuple(scopes)!r}", "scopes")
-    names = list(session.default_targets() if targets is None else targets)
+    # an alias of a tied tensor means that tensor, listed (and swept) once
+    names = session._canonical(list(session.default_targets() if targets is None else targets))
     if not names:
         raise InvalidStepError(f"{where}: targets must name at least one tensor; got {names!r}",
                                "targets")

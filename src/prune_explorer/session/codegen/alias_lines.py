@@ -31,26 +31,34 @@ def share_pruning(model, address, aliases):
     # given, which unties them: the other modules would keep the unpruned values, and
     # prune.remove would later change them. So every alias gets the same <name>_orig
     # Parameter, <name>_mask buffer and pruning hook (after prune.remove: the same Parameter).
+    # A hook reads <its name>_orig and <its name>_mask, so an alias under another name
+    # (a.weight is b.embedding) gets a copy of the hook acting on that name.
     module_name, _, name = address.rpartition(".")
     module = model.get_submodule(module_name)
     hooks = [hook for hook in module._forward_pre_hooks.values()
              if isinstance(hook, prune.BasePruningMethod) and hook._tensor_name == name]
     for alias in aliases:
-        other = model.get_submodule(alias.rpartition(".")[0])
+        alias_module, _, alias_name = alias.rpartition(".")
+        other = model.get_submodule(alias_module)
         for key, hook in list(other._forward_pre_hooks.items()):
-            if isinstance(hook, prune.BasePruningMethod) and hook._tensor_name == name:
+            if isinstance(hook, prune.BasePruningMethod) and hook._tensor_name == alias_name:
                 del other._forward_pre_hooks[key]
-        for key in (name, name + "_orig"):
+        for key in (alias_name, alias_name + "_orig"):
             other._parameters.pop(key, None)
-        other._buffers.pop(name + "_mask", None)
-        other.__dict__.pop(name, None)
+        other._buffers.pop(alias_name + "_mask", None)
+        other.__dict__.pop(alias_name, None)
         if not hooks:  # not pruned (any more): the very same Parameter again
-            other._parameters[name] = module._parameters[name]
+            other._parameters[alias_name] = module._parameters[name]
             continue
-        other._parameters[name + "_orig"] = module._parameters[name + "_orig"]
-        other._buffers[name + "_mask"] = module._buffers[name + "_mask"]
-        setattr(other, name, getattr(module, name))
-        other.register_forward_pre_hook(hooks[0])'''.splitlines()
+        other._parameters[alias_name + "_orig"] = module._parameters[name + "_orig"]
+        other._buffers[alias_name + "_mask"] = module._buffers[name + "_mask"]
+        setattr(other, alias_name, getattr(module, name))
+        hook = hooks[0]
+        if alias_name != name:
+            import copy
+            hook = copy.copy(hook)
+            hook._tensor_name = alias_name
+        other.register_forward_pre_hook(hook)'''.splitlines()
 
 
 def call_lines(address: str, aliases: Sequence[str]) -> list[str]:

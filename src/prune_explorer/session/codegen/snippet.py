@@ -3,8 +3,9 @@
 The code uses only ``torch`` and ``torch.nn.utils.prune`` and acts on a variable named ``model``.
 Random steps are preceded by ``torch.manual_seed(seed)`` with the seed the session recorded, which
 is how the session itself ran them, so the masks come out identical. Steps whose cut split a tie
-the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (see
-:mod:`prune_explorer.session.codegen.tie_lines`); every other step is the plain call.
+the session's way (:attr:`Step.ties`) get a stable rank as ``importance_scores`` (of the entries,
+or of the slices for ``ln_structured``; see :mod:`prune_explorer.session.codegen.tie_lines`);
+every other step is the plain call.
 
 Names come from models and plan files and may hold anything, so every name and address -- in a
 string literal or shown in a comment -- is written through
@@ -46,13 +47,14 @@ from collections.abc import Iterable, Mapping, Sequence
 import torch
 
 from ..history.packed import PackedMask
+from ..model.aliases import tied_step
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
 from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
-from .tie_lines import HELPER, global_lines, local_lines
+from .tie_lines import HELPER, SLICE_HELPER, global_lines, local_lines
 
 __all__ = ["MAX_LISTED", "to_snippet"]
 
@@ -136,10 +138,12 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     Every name and address in it goes through
     :func:`~prune_explorer.session.codegen.pysource.py_str`, comments included, so no name can run
     as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
-    call that gives the aliases the same pruning.
+    call that gives the aliases the same pruning; a step naming an alias acts on the tensor's
+    listed address, each tensor once, as a session applies it.
     """
-    steps = list(steps)
     tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
+    listed = {alias: name for name, aliases in tied.items() for alias in aliases}
+    steps = [tied_step(step, {}, listed, "to_snippet") for step in steps]
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
@@ -154,6 +158,8 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     ]
     if any(step.ties for step in steps):
         lines += HELPER
+    if any(step.ties and step.method == "ln_structured" for step in steps):
+        lines += SLICE_HELPER
     if any(name in tied for step in steps for name in step.targets):
         lines += alias_lines.HELPER
     for index, step in enumerate(steps, start=1):

@@ -14,6 +14,16 @@ left to break, and prunes exactly the session's entries.
   written at the unpruned positions. The hook then holds an ``L1Unstructured``; the mask is the
   session's.
 
+* ``ln_structured``: the session keeps, among slices whose norms tie at the cut, those of lowest
+  index, on every device; torch's ``topk`` picks among them by its own device-dependent order.
+  A second helper, ``slice_ranks`` (:data:`SLICE_HELPER`), ranks the slices still alive by
+  their norms as the session computed them (torch's ``torch.norm``; 2-byte floats off the CPU
+  summed in float64 and rounded once, as :func:`prune_explorer.prune.methods.slice_norms` does),
+  tied norms highest index first, and gives each slice its rank + 1 in every entry (dead slices
+  0): the ``ln_structured`` call with these as ``importance_scores`` has distinct norms to rank
+  (any ``n`` orders constant slices by their value, but ``n=0``, which counts nonzeros: that
+  call uses ``n=1``).
+
 The ranks are integers, and on a tensor already pruned torch stores the combined mask in the
 dtype of ``importance_scores``; each such call is followed by a line casting the mask back to
 the dtype of ``<name>_orig`` (the model's), which changes no value. (Casting the ranks to the
@@ -39,7 +49,7 @@ from collections.abc import Callable
 from ..steps.step import Step, split_address
 from .pysource import py_attribute, py_literal, py_str
 
-__all__ = ["HELPER", "global_lines", "local_lines"]
+__all__ = ["HELPER", "SLICE_HELPER", "global_lines", "local_lines"]
 
 #: Defined once at the top of a snippet that needs it.
 HELPER = [
@@ -55,9 +65,40 @@ HELPER = [
     '    return (rank if ties == "lowest" else rank.flip(0)).view(keys.shape)',
 ]
 
+#: Defined once, after :data:`HELPER`, in a snippet with an ``ln_structured`` step that split a
+#: tie.
+SLICE_HELPER = [
+    "",
+    "",
+    "def slice_ranks(w, mask, n, dim, ties):",
+    '    """Per entry of `w`, 1 + the rank of its slice along `dim` among the slices `mask` still',
+    "    keeps (all if None) by n-norm, equal norms ranked by `ties` (stable_rank); dead slices 0.",
+    "    The norms are torch.norm's; 2-byte floats off the CPU are summed in float64 and rounded",
+    '    once (as prune-explorer computes them, the same on every device)."""',
+    "    dim = dim % w.dim()",
+    "    others = [d for d in range(w.dim()) if d != dim]",
+    "    if mask is None:",
+    "        alive = torch.ones(w.shape[dim], dtype=torch.bool, device=w.device)",
+    "    else:",
+    "        alive = mask.sum(dim=others) != 0",
+    "    rest = w[(slice(None),) * dim + (alive,)]",
+    '    if w.device.type != "cpu" and w.element_size() == 2 and n != "nuc":',
+    '        order = 2 if n == "fro" else n',
+    "        norms = torch.linalg.vector_norm(rest, ord=order, dim=others,",
+    "                                         dtype=torch.float64).to(w.dtype)",
+    "    else:",
+    "        norms = torch.norm(rest, p=n, dim=others)",
+    "    ranks = torch.zeros(w.shape[dim], dtype=torch.float64, device=w.device)",
+    "    ranks[alive] = stable_rank(norms, ties).to(torch.float64) + 1",
+    "    shape = [1] * w.dim()",
+    "    shape[dim] = -1",
+    "    return ranks.view(shape).expand(w.shape)",
+]
+
 
 def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
-    """Lines for a single-tensor L1/random step whose :attr:`Step.ties` is set."""
+    """Lines for a single-tensor L1/random/``ln_structured`` step whose :attr:`Step.ties` is
+    set."""
     q = py_str
     ties = q(step.ties or "lowest")
     name = q(tensor_name)
@@ -68,6 +109,24 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
     keep_dtype = ["# the ranks are integers: keep the mask in the weight's dtype",
                   f"{mask} = {mask}.to({orig}.dtype)"]
     lines = [f"module = {module}"]
+    if step.method == "ln_structured":
+        n = step.settings["n"]
+        call_n = 1 if n == 0 and not isinstance(n, bool) else n
+        lines += [
+            "# slice norms tie at the cut: prune-explorer kept the tied slices of lowest index",
+            "# (torch's topk picks among them differently on a CPU and a GPU): the slices ranked",
+            "# that way, as importance_scores"
+            + (" (n=1: n=0 would count the ranks' nonzeros)" if call_n != n else ""),
+            f"ranks = slice_ranks({weight}.detach(), getattr(module, "
+            f"{q(tensor_name + '_mask')}, None),",
+            f"                    {py_literal(n)}, {py_literal(step.settings['dim'])}, {ties})",
+            f"prune.ln_structured(module, {name}, amount={amount}, n={py_literal(call_n)}, "
+            f"dim={py_literal(step.settings['dim'])},",
+            "                    importance_scores=ranks)",
+            "# the ranks are float64: keep the mask in the weight's dtype",
+            f"{mask} = {mask}.to({orig}.dtype)",
+        ]
+        return lines
     if step.method == "l1_unstructured":
         lines += [
             f"# |w| ties at the cut: rank ties {step.ties} flat index first, as prune-explorer did",

@@ -18,7 +18,13 @@ For ``"lowest"``/``"highest"`` the snippet passes a stable rank of the keys as
 
 Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random methods the
 seeded draws (the largest are pruned), drawn again from the step's seed exactly as the core drew
-them. Structured methods cut whole channels: their few keys always go through torch's ``topk``.
+them. ``ln_structured`` ranks the slices still alive by their norms and keeps the tied slices of
+lowest index, so a tie that straddles its cut is noted ``"highest"`` (the tied slices cut are
+those of highest index), read off the slice cut the core records while it runs the step (no
+second pass over the weights, sharded or not); the snippet ranks the norms that way
+(``tie_lines.SLICE_HELPER``).
+``random_structured`` needs no note: it prunes every slice whose draw is at most the cut draw, as
+torch does, whatever the order.
 
 Examples
 --------
@@ -143,19 +149,25 @@ def note_ties(
     model
         The model after the step.
     step
-        The step; only unstructured L1/random steps (local or global) can get a note.
+        The step; only unstructured L1/random steps (local or global) and ``ln_structured``
+        steps can get a note.
     before
         The kept-masks of the step's targets before it ran, by address.
     importance
         The targets' values as the step found them (what L1 ranks), by address.
     cuts
-        The cuts the core's sharded path found while running the step
-        (:func:`~prune_explorer.prune.engine.cuts_found`), if any.
+        The cuts the core found while running the step
+        (:func:`~prune_explorer.prune.engine.cuts_found`): its sharded path's, and
+        ``ln_structured``'s slice cut on any tensor.
     """
     if step.is_global:
         inner = step.settings["pruning_method"]
     elif step.method in ("l1_unstructured", "random_unstructured"):
         inner = step.method
+    elif step.method == "ln_structured":
+        # read off the core's own slice cut (LnStructured.keep_slices records it, sharded or
+        # not): the tied slices it kept are the lowest-index ones, so those it cut the highest
+        return "highest" if any(c.last is not None for c in cuts) else None
     else:
         return None
     if is_dtensor(importance[step.targets[0]]):

@@ -408,7 +408,7 @@ class Transactional:
     def _run(self, step: Step, where: str) -> Step:
         # One step inside the current transaction: check, snapshot, run, record. Returns the
         # step as recorded: with a note of how it split a tie at its cut (Step.ties), if it did.
-        step = tied_step(step, self._known, self._aliases, where)
+        step = tied_step(step, self._known, self._aliases, where, self._model)
         check_step(self._model, self._known, step, where)
         self._check_in_sync(step.targets, where)
         located = [(name, *self._locate(name)) for name in step.targets]
@@ -432,7 +432,7 @@ class Transactional:
         self._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
-        with engine.cuts_found() as core_cuts:  # the sharded core's cuts: how it split ties
+        with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
             run_step(self._model, step, masks)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the

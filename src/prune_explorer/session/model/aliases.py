@@ -13,9 +13,14 @@ buffer, pruned copy and hook (or, once committed, the very same parameter). Forw
 ``state_dict`` (``lm_head.weight_orig`` and ``lm_head.weight_mask`` are the same tensors as
 ``wte``'s) and commits all keep the tie, and undo returns to it.
 
-Sharing the hook object works because a pruning hook reads ``<name>_orig`` and ``<name>_mask``
-from the module it is called on; so the alias must use the same tensor name (``weight``), which
-:func:`check_alias_names` checks.
+A pruning hook reads ``<name>_orig`` and ``<name>_mask`` from the module it is called on, so an
+alias under the same tensor name (``weight``) shares the very hook object. An alias under another
+name (module ``a``'s ``weight`` is module ``b``'s ``embedding``) gets a shallow copy of the hook
+acting on its own name (``b.embedding_orig`` and ``b.embedding_mask``, the same tensors as
+``a.weight_orig`` and ``a.weight_mask``), renewed whenever the listed hook changes: the forward
+and the ``state_dict`` keep the tie all the same. Only a sharded (DTensor) parameter, whose
+pruned copy is computed on demand per module and name, is refused such a tie
+(:func:`check_alias_names`).
 
 Examples
 --------
@@ -35,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,6 +51,7 @@ from prune_explorer.prune.engine import HOOK_TYPE
 from ..errors import InvalidStepError
 from ..steps.step import Step, split_address
 from .hooks import find_hook
+from .sharded import is_dtensor
 from .targets import TensorInfo
 
 __all__ = ["check_alias_names", "share_aliases", "share_pruning", "tied_step", "unshared"]
@@ -62,75 +69,131 @@ def _rename(mapping: dict[str, Any], old: str, new: str, value: Any) -> None:
     mapping.update(items)
 
 
-def share_pruning(module: nn.Module, name: str, others: Iterable[nn.Module]) -> None:
-    """Make every module of ``others`` hold the pruning state of ``module.<name>``.
+#: A copied hook's attribute naming the hook it copies (see :func:`share_pruning`).
+_COPY_OF = "_tie_copy_of"
 
-    Pruned: each gets the same ``<name>_orig`` parameter, ``<name>_mask`` buffer, pruned copy
-    ``<name>`` and pruning hook as ``module``. Not pruned (never, undone or committed): each
-    holds the very parameter ``module.<name>`` again, without mask or hook. Only entries for
-    ``name`` change; the others keep their order. Idempotent.
+#: One alias of a tied tensor: its module, or its module and its tensor name when that is not
+#: the listed tensor's.
+Alias = nn.Module | tuple[nn.Module, str]
+
+
+def _hook_for(source: Any, name: str, current: Any) -> Any:
+    """The hook that prunes a tied tensor's alias named ``name``: ``source`` itself (same
+    tensor name), else a shallow copy acting on ``name`` (``current`` if it is one already)."""
+    if source._tensor_name == name:
+        return source
+    if getattr(current, _COPY_OF, None) is source:
+        return current
+    hook = copy.copy(source)
+    hook._tensor_name = name
+    setattr(hook, _COPY_OF, source)
+    return hook
+
+
+def share_pruning(module: nn.Module, name: str, others: Iterable[Alias]) -> None:
+    """Make every alias of ``others`` hold the pruning state of ``module.<name>``.
+
+    An alias is a module holding the parameter under the same name, or a pair ``(module,
+    its name)``. Pruned: each gets the same ``_orig`` parameter, ``_mask`` buffer and pruned
+    copy as ``module``, and its pruning hook (the very object under the same name; a copy
+    acting on its own name under another). Not pruned (never, undone or committed): each holds
+    the very parameter ``module.<name>`` again, without mask or hook. Only entries for the
+    alias's name change; the others keep their order, and a hook is replaced where it was.
+    Idempotent.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> table = torch.nn.Embedding(5, 3)
+    >>> head = torch.nn.Module()
+    >>> head.embedding = table.weight  # tied under another name
+    >>> _ = prune.l1_unstructured(table, "weight", amount=0.4)
+    >>> share_pruning(table, "weight", [(head, "embedding")])
+    >>> head.embedding_orig is table.weight_orig, head.embedding_mask is table.weight_mask
+    (True, True)
+    >>> sorted(head.state_dict())
+    ['embedding_mask', 'embedding_orig']
     """
     found = find_hook(module, name)
-    for other in others:
-        keep = None
+    for alias in others:
+        other, other_name = alias if isinstance(alias, tuple) else (alias, name)
+        place = None  # the key of the alias's hook for its name, where it has one
         for key, hook in list(other._forward_pre_hooks.items()):
-            if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == name:
-                if found is not None and hook is found[1] and keep is None:
-                    keep = key  # already shared: leave it where it is
+            if isinstance(hook, HOOK_TYPE) and getattr(hook, "_tensor_name", None) == other_name:
+                if place is None:
+                    place = key
                 else:
                     del other._forward_pre_hooks[key]
         if found is None:
-            other._buffers.pop(name + "_mask", None)
-            other.__dict__.pop(name, None)
-            _rename(other._parameters, name + "_orig", name, module._parameters[name])
+            if place is not None:
+                del other._forward_pre_hooks[place]
+            other._buffers.pop(other_name + "_mask", None)
+            other.__dict__.pop(other_name, None)
+            _rename(other._parameters, other_name + "_orig", other_name, module._parameters[name])
             continue
-        _rename(other._parameters, name, name + "_orig", module._parameters[name + "_orig"])
-        other._buffers[name + "_mask"] = module._buffers[name + "_mask"]
+        current = None if place is None else other._forward_pre_hooks[place]
+        hook = _hook_for(found[1], other_name, current)
+        _rename(other._parameters, other_name, other_name + "_orig",
+                module._parameters[name + "_orig"])
+        other._buffers[other_name + "_mask"] = module._buffers[name + "_mask"]
         if name in module.__dict__:
-            other.__dict__[name] = module.__dict__[name]
+            other.__dict__[other_name] = module.__dict__[name]
         else:  # sharded tensors compute it on demand
-            other.__dict__.pop(name, None)
-        if keep is None:
-            other.register_forward_pre_hook(found[1])
+            other.__dict__.pop(other_name, None)
+        if place is None:
+            other.register_forward_pre_hook(hook)
+        elif current is not hook:
+            other._forward_pre_hooks[place] = hook
 
 
-def check_alias_names(info: TensorInfo, where: str) -> None:
-    """Refuse to prune a tied tensor whose aliases use another tensor name (``a.weight`` tied
-    to ``b.embedding``): a shared hook could not serve them both.
+def check_alias_names(model: nn.Module, info: TensorInfo, where: str) -> None:
+    """Refuse to prune a sharded (DTensor) tied tensor whose aliases use another tensor name
+    (``a.weight`` tied to ``b.embedding``): its pruned copy is computed on demand by the module
+    and name it was pruned under, which a copied hook under another name does not set up.
 
     Raises
     ------
     InvalidStepError
         Naming the tensor and the alias.
     """
-    for alias in info.aliases:
-        if alias.rpartition(".")[2] != info.tensor_name:
-            raise InvalidStepError(
-                f"{where}: target {info.name!r} is tied to {alias!r}, which holds it under "
-                f"another name; tied tensors can be pruned only where every alias uses the same "
-                f"tensor name ({info.tensor_name!r})",
-                "target",
-            )
+    other = next((a for a in info.aliases if split_address(a)[1] != info.tensor_name), None)
+    module = model.get_submodule(info.module_name)
+    param = module._parameters.get(info.tensor_name + "_orig",
+                                   module._parameters.get(info.tensor_name))
+    if other is not None and is_dtensor(param):
+        raise InvalidStepError(
+            f"{where}: target {info.name!r} is a sharded (DTensor) parameter tied to {other!r}, "
+            f"which holds it under another name; a sharded tied tensor can be pruned only "
+            f"where every alias uses the same tensor name ({info.tensor_name!r})",
+            "target",
+        )
 
 
 def share_aliases(model: nn.Module, info: TensorInfo) -> None:
     """:func:`share_pruning` from the tensor ``info`` describes to the modules of its aliases."""
     if info.aliases:
         share_pruning(model.get_submodule(info.module_name), info.tensor_name,
-                      [model.get_submodule(split_address(a)[0]) for a in info.aliases])
+                      [_alias(model, a) for a in info.aliases])
+
+
+def _alias(model: nn.Module, address: str) -> tuple[nn.Module, str]:
+    module_name, name = split_address(address)
+    return model.get_submodule(module_name), name
 
 
 def tied_step(step: Step, known: Mapping[str, TensorInfo], aliases: Mapping[str, str],
-              where: str) -> Step:
+              where: str, model: nn.Module | None = None) -> Step:
     """``step`` acting on the listed address of each tied tensor it names through an alias
-    (each tensor once), after :func:`check_alias_names`; ``step`` itself when it names none."""
+    (each tensor once), after :func:`check_alias_names` (given ``model``); ``step`` itself
+    when it names none."""
     targets = list(dict.fromkeys(aliases.get(t, t) for t in step.targets))
     if targets != list(step.targets):
         step = Step._build(where, step.method, targets if step.is_global else targets[0],
                            step.settings, step.seed)
     for name in targets:
-        if name in known:
-            check_alias_names(known[name], where)
+        if model is not None and name in known and known[name].aliases:
+            check_alias_names(model, known[name], where)
     return step
 
 

@@ -10,8 +10,7 @@ and what it says:
   Undo snapshots keep the local bits too and give back a DTensor laid out as before.
 * **Reports** are collective: counts of nonzero entries -- per tensor, and per slice along each
   dim for ``channels_pruned`` -- are computed on each shard and all-reduced
-  (:func:`nonzero_summary`),
-  never gathered; every rank gets the same table.
+  (:func:`nonzero_summary`), never gathered; every rank gets the same table.
 * **Previews** use the core's sharded path (the mask is a DTensor; the only traffic is the core's
   histograms), not the order cache, which refuses DTensors.
 * **The plan** is the same on every rank; :meth:`Plan.save <prune_explorer.session.Plan.save>`

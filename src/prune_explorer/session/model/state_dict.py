@@ -223,9 +223,6 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
 
 def _tie_problem(state: Mapping[str, torch.Tensor], pruned: str, alias: str) -> str | None:
     # A tied parameter saved under two names must hold one mask and one set of values there.
-    if alias.rpartition(".")[2] != pruned.rpartition(".")[2]:
-        return (f"{alias} is tied to {pruned} under another tensor name; such a tie cannot "
-                "share its pruning")
     for suffix in ("_mask", "_orig"):
         if not torch.equal(state[alias + suffix], state[pruned + suffix]):
             return (f"{alias}{suffix} differs from {pruned}{suffix}, but {alias} and {pruned} "
@@ -236,5 +233,6 @@ def _tie_problem(state: Mapping[str, torch.Tensor], pruned: str, alias: str) -> 
 def _share(model: nn.Module, shared: Sequence[tuple[str, str]]) -> None:
     for alias, pruned in shared:
         module_name, _, tensor_name = pruned.rpartition(".")
+        alias_module, _, alias_name = alias.rpartition(".")
         share_pruning(model.get_submodule(module_name), tensor_name,
-                      [model.get_submodule(alias.rpartition(".")[0])])
+                      [(model.get_submodule(alias_module), alias_name)])

@@ -72,7 +72,8 @@ class Previewing(Arguments):
         random_unstructured, ln_structured with a numeric ``n``, seeded random_structured)
         this is a ``compute.LocalPreview``: with :meth:`preview_cells` for the picture and
         ``compute.kept_count`` for the counts, a slider step builds no mask at all. The mask,
-        once read, is :meth:`preview`'s bit for bit.
+        once read, is :meth:`preview`'s bit for bit. Keyed by the tensor's listed address; an
+        alias of a tied tensor reads it too (``compute.PreviewMasks``).
 
         Examples
         --------
@@ -100,7 +101,9 @@ class Previewing(Arguments):
         seed: int | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """The masks :meth:`apply_global` would leave, by address (built on first access for
-        large L1 targets: ``compute.GlobalPreview``); nothing changes."""
+        large L1 targets: ``compute.GlobalPreview``); nothing changes. A tied tensor is one
+        entry, under its listed address, which any of its aliases reads too
+        (``compute.PreviewMasks``)."""
         where = "Session.preview_global"
         return self._preview_step(
             self._global_step(where, targets, method, amount, seed, draw=False), where)
@@ -148,7 +151,7 @@ class Previewing(Arguments):
             step = self._make_step(where, method, target, settings, seed, single=True,
                                    draw=False)
         check_step(self._model, self._known, step, where)
-        return cell_counts(self._model, step, target, self._orders,
+        return cell_counts(self._model, step, self._canonical(target), self._orders,
                            np.asarray(row_edges), np.asarray(col_edges), alive)
 
     @locked
@@ -202,7 +205,7 @@ class Previewing(Arguments):
     def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
         if step.is_global:
-            return global_masks(self._model, step, self._orders)
+            return global_masks(self._model, step, self._orders, self._aliases)
         name = step.targets[0]  # a single-tensor step
         module, tensor_name = self._locate(name)
-        return local_masks(module, tensor_name, step, self._orders, name)
+        return local_masks(module, tensor_name, step, self._orders, name, self._aliases)

@@ -48,9 +48,9 @@ from .global_cut import GlobalCut, global_cut
 from .order_cache import OrderCache, TensorOrder
 from .slice_scores import SliceScores
 
-__all__ = ["GlobalPreview", "LocalPreview", "cached_cuts", "cell_counts", "global_masks",
-           "kept_count", "local_mask", "local_masks", "make_method", "slices_pruned",
-           "window_reader"]
+__all__ = ["BuiltPreview", "GlobalPreview", "LocalPreview", "PreviewMasks", "cached_cuts",
+           "cell_counts", "global_masks", "kept_count", "local_mask", "local_masks",
+           "make_method", "slices_pruned", "window_reader"]
 
 
 def make_method(method: str, settings: dict[str, Any], tensor_name: str, device: torch.device,
@@ -69,23 +69,112 @@ def local_mask(module: nn.Module, tensor_name: str, step: Step,
 
 
 def local_masks(module: nn.Module, tensor_name: str, step: Step, orders: OrderCache | None,
-                address: str) -> Mapping[str, torch.Tensor]:
+                address: str, aliases: Mapping[str, str] | None = None) -> PreviewMasks:
     """``{address: the mask of local_mask}``; a :class:`LocalPreview` (built on first access)
-    where the cache holds the tensor's order or slice scores."""
+    where the cache holds the tensor's order or slice scores. ``aliases`` (alias address ->
+    listed address, as the session's) lets an alias of ``address`` read its mask too."""
     order = _local_order(module, tensor_name, step, orders)
     if order is not None:
         return LocalPreview(address, order,
-                            prune._compute_nparams_toprune(step.settings["amount"], order.alive))
+                            prune._compute_nparams_toprune(step.settings["amount"], order.alive),
+                            aliases=aliases)
     found = _slice_cut(module, tensor_name, step, orders)
     if found is not None:
-        return LocalPreview(address, found[0], found[1], _mask_buffer(module, tensor_name))
+        return LocalPreview(address, found[0], found[1], _mask_buffer(module, tensor_name),
+                            aliases=aliases)
     device = tensor_of(module, tensor_name).device
     method = make_method(step.method, dict(step.settings), tensor_name, device, step.seed)
     with torch.no_grad():
-        return {address: prune.preview_mask(module, tensor_name, method)}
+        return BuiltPreview({address: prune.preview_mask(module, tensor_name, method)}, aliases)
 
 
-class LocalPreview(Mapping[str, torch.Tensor]):
+class PreviewMasks(Mapping[str, torch.Tensor]):
+    """A preview's masks by address: the base of :class:`BuiltPreview`, :class:`LocalPreview`
+    and :class:`GlobalPreview`, and the one place where a tied tensor's alias is resolved.
+
+    Iteration and ``len`` give each tensor once, under the address the session lists it by;
+    every lookup (``[]``, ``in``, ``get``, :meth:`kept`, :meth:`window`,
+    :meth:`slices_pruned`) also takes any of its aliases (``aliases``: alias address -> listed
+    address, as ``Session``'s) and means that tensor, as everywhere in the session.
+
+    Examples
+    --------
+    >>> import torch
+    >>> masks = BuiltPreview({"0.weight": torch.tensor([1.0, 0.0])}, {"1.weight": "0.weight"})
+    >>> list(masks), "1.weight" in masks, masks.kept("1.weight"), masks.get("2.weight")
+    (['0.weight'], True, 1, None)
+    """
+
+    def __init__(self, addresses: Sequence[str], aliases: Mapping[str, str] | None) -> None:
+        self._index = {a: i for i, a in enumerate(addresses)}
+        # only the aliases of these tensors: a preview holds no more of the session than it needs
+        self._aliases = {a: n for a, n in (aliases or {}).items() if n in self._index}
+
+    def listed(self, address: object) -> str:
+        """The address ``address`` (or the tensor it is an alias of) is listed under here.
+
+        Raises
+        ------
+        KeyError
+            ``address`` names no tensor of this preview.
+        """
+        if not isinstance(address, str) or self._aliases.get(address, address) not in self._index:
+            raise KeyError(address)
+        return self._aliases.get(address, address)
+
+    def __getitem__(self, address: str) -> torch.Tensor:
+        return self._mask(self.listed(address))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __contains__(self, address: object) -> bool:  # without building a mask
+        return isinstance(address, str) and self._aliases.get(address, address) in self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def kept(self, address: str) -> int:
+        """Entries of ``address`` the step keeps (its mask's count of ones)."""
+        return self._count_kept(self.listed(address))
+
+    def window(self, address: str) -> Callable[[slice, slice], torch.Tensor | None] | None:
+        """A reader of windows of ``address``'s kept mask that builds no whole mask, or None
+        (this preview can give none: see :meth:`LocalPreview.window`)."""
+        self.listed(address)
+        return None
+
+    def slices_pruned(self, address: str) -> int | None:
+        """Alive slices of ``address`` a structured step prunes, when the preview tells
+        without a mask; else None."""
+        self.listed(address)
+        return None
+
+    def _mask(self, address: str) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _count_kept(self, address: str) -> int:
+        mask = self._mask(address)
+        return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
+
+
+class BuiltPreview(PreviewMasks):
+    """Masks computed already (the core's, for small tensors and the other methods), by
+    address; see :class:`PreviewMasks` for aliases."""
+
+    def __init__(self, masks: Mapping[str, torch.Tensor],
+                 aliases: Mapping[str, str] | None = None) -> None:
+        super().__init__(list(masks), aliases)
+        self._masks = dict(masks)
+
+    def _mask(self, address: str) -> torch.Tensor:
+        return self._masks[address]
+
+    def __repr__(self) -> str:
+        return f"BuiltPreview({list(self._masks)})"
+
+
+class LocalPreview(PreviewMasks):
     """The mask of a single-tensor step by its address, built on first access from the
     tensor's cached :class:`~prune_explorer.session.slider.order_cache.TensorOrder` (``pruned``
     first
@@ -114,59 +203,46 @@ class LocalPreview(Mapping[str, torch.Tensor]):
     """
 
     def __init__(self, address: str, source: TensorOrder | SliceScores, pruned: int,
-                 kept: torch.Tensor | None = None) -> None:
+                 kept: torch.Tensor | None = None, *,
+                 aliases: Mapping[str, str] | None = None) -> None:
+        super().__init__((address,), aliases)
         self._address = address
         self._source = source
         self._pruned = pruned
         self._kept = kept
         self._version = None if kept is None else kept._version
         self._generation = source.generation if isinstance(source, TensorOrder) else 0
-        self._mask: torch.Tensor | None = None
+        self._built: torch.Tensor | None = None
 
-    def __getitem__(self, address: str) -> torch.Tensor:
-        if address != self._address:
-            raise KeyError(address)
-        if self._mask is None:
+    def _mask(self, address: str) -> torch.Tensor:
+        if self._built is None:
             if isinstance(self._source, TensorOrder):
                 if self._source.generation != self._generation:
                     raise RuntimeError(
                         f"LocalPreview: {address!r} was pruned as previewed since, and the "
                         "order the preview read became the new state's; preview again")
-                self._mask = self._source.mask(self._pruned)
+                self._built = self._source.mask(self._pruned)
             else:
                 if self._kept is not None and self._kept._version != self._version:
                     raise RuntimeError(
                         f"LocalPreview: the mask of {address!r} was written to after the "
                         f"preview (version {self._version} -> {self._kept._version}); "
                         "preview again")
-                self._mask = self._source.mask(self._pruned, self._kept)
-        return self._mask
+                self._built = self._source.mask(self._pruned, self._kept)
+        return self._built
 
-    def __iter__(self) -> Iterator[str]:
-        return iter((self._address,))
-
-    def __contains__(self, address: object) -> bool:  # without building the mask
-        return address == self._address
-
-    def __len__(self) -> int:
-        return 1
-
-    def kept(self, address: str) -> int:
-        """Entries of ``address`` the step keeps (its mask's count of ones); from the order
-        without a mask, else counted on the mask."""
-        if address != self._address:
-            raise KeyError(address)
+    def _count_kept(self, address: str) -> int:
+        # from the order without a mask, else counted on the mask
         if isinstance(self._source, TensorOrder):
             return self._source.alive - self._pruned
-        return int(self[address].count_nonzero())
+        return int(self._mask(address).count_nonzero())
 
     def window(self, address: str) -> Callable[[slice, slice], torch.Tensor | None] | None:
         """A reader of any window of ``address``'s kept mask in the matrix layout
         (:meth:`TensorOrder.kept_window`: ``read(rows, cols)``, bool), which reads only that
         window's ranks; None where the mask must be built whole (slice scores). The reader
         gives None once an apply has consumed the order (the previewed state is gone)."""
-        if address != self._address:
-            raise KeyError(address)
+        self.listed(address)
         source, pruned = self._source, self._pruned
         if not isinstance(source, TensorOrder):
             return None
@@ -175,12 +251,11 @@ class LocalPreview(Mapping[str, torch.Tensor]):
 
     def slices_pruned(self, address: str) -> int | None:
         """Alive slices of ``address`` a structured step prunes (None: not a structured step)."""
-        if address != self._address:
-            raise KeyError(address)
+        self.listed(address)
         return None if isinstance(self._source, TensorOrder) else self._pruned
 
     def __repr__(self) -> str:
-        built = "built" if self._mask is not None else "not built"
+        built = "built" if self._built is not None else "not built"
         what = "cut" if isinstance(self._source, TensorOrder) else "slices cut"
         return f"LocalPreview({self._address!r}, {self._pruned:,} {what}, mask {built})"
 
@@ -225,42 +300,33 @@ def _slice_cut(module: nn.Module, tensor_name: str, step: Step,
     return scores, prune._compute_nparams_toprune(amount, scores.alive)
 
 
-class GlobalPreview(Mapping[str, torch.Tensor]):
+class GlobalPreview(PreviewMasks):
     """The masks of a global L1 step by address, each built on first access from the step's
     :class:`~prune_explorer.session.slider.global_cut.GlobalCut` (the targets as they were when the
-    preview ran); :meth:`kept` counts without a mask.
+    preview ran); :meth:`kept` counts without a mask. See :class:`PreviewMasks` for aliases.
 
     A global slider step thus costs the cut (a sum of small histograms) and the shown target's
     mask only, and holds no mask it was not asked for.
     """
 
-    def __init__(self, addresses: Sequence[str], cut: GlobalCut) -> None:
-        self._index = {a: i for i, a in enumerate(addresses)}
+    def __init__(self, addresses: Sequence[str], cut: GlobalCut,
+                 aliases: Mapping[str, str] | None = None) -> None:
+        super().__init__(addresses, aliases)
         self._cut = cut
         self._masks: dict[str, torch.Tensor] = {}
 
-    def __getitem__(self, address: str) -> torch.Tensor:
+    def _mask(self, address: str) -> torch.Tensor:
         if address not in self._masks:
             self._masks[address] = self._cut.mask(self._index[address])
         return self._masks[address]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._index)
-
-    def __contains__(self, address: object) -> bool:  # without building a mask
-        return address in self._index
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def kept(self, address: str) -> int:
-        """Entries of ``address`` the step keeps (its mask's count of ones)."""
+    def _count_kept(self, address: str) -> int:
         return self._cut.kept(self._index[address])
 
     def zeros(self, address: str) -> int:
         """Entries of ``address`` that are exactly 0 once the step is applied (``report()``'s
         ``zeros`` after it), without a mask (:meth:`GlobalCut.zeros_after`)."""
-        return self._cut.zeros_after(self._index[address])
+        return self._cut.zeros_after(self._index[self.listed(address)])
 
     def __repr__(self) -> str:
         return f"GlobalPreview({len(self._index)} targets, {len(self._masks)} masks built)"
@@ -268,7 +334,7 @@ class GlobalPreview(Mapping[str, torch.Tensor]):
 
 def kept_count(masks: Mapping[str, torch.Tensor], address: str) -> int:
     """Entries of ``address`` kept by a preview's masks, without building a lazy one."""
-    if isinstance(masks, (GlobalPreview, LocalPreview)):
+    if isinstance(masks, PreviewMasks):
         return masks.kept(address)
     mask = masks[address]
     return nonzero_summary(mask)[0] if is_dtensor(mask) else int(mask.count_nonzero())
@@ -278,32 +344,33 @@ def window_reader(masks: Mapping[str, torch.Tensor], address: str
                   ) -> Callable[[slice, slice], torch.Tensor | None] | None:
     """A reader of windows of ``address``'s mask that builds no whole mask
     (:meth:`LocalPreview.window`), where the preview can give one; else None."""
-    return masks.window(address) if isinstance(masks, LocalPreview) else None
+    return masks.window(address) if isinstance(masks, PreviewMasks) else None
 
 
 def slices_pruned(masks: Mapping[str, torch.Tensor], address: str) -> int | None:
     """Alive slices of ``address`` a structured preview prunes, when its masks tell without
     being built (a :class:`LocalPreview` of slice scores); else None."""
-    return masks.slices_pruned(address) if isinstance(masks, LocalPreview) else None
+    return masks.slices_pruned(address) if isinstance(masks, PreviewMasks) else None
 
 
-def global_masks(model: nn.Module, step: Step,
-                 orders: OrderCache | None = None) -> Mapping[str, torch.Tensor]:
-    """The masks a ``global_unstructured`` step would leave on each of its targets."""
+def global_masks(model: nn.Module, step: Step, orders: OrderCache | None = None,
+                 aliases: Mapping[str, str] | None = None) -> PreviewMasks:
+    """The masks a ``global_unstructured`` step would leave on each of its targets (an alias
+    in ``aliases`` reads its tensor's: see :class:`PreviewMasks`)."""
     pairs = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         pairs.append((model.get_submodule(module_name), tensor_name))
     method = step.settings["pruning_method"]
     if orders is not None and method == "l1_unstructured":
-        cached = _global_from_orders(pairs, step, orders)
+        cached = _global_from_orders(pairs, step, orders, aliases)
         if cached is not None:
             return cached
     kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
                          tensor_of(*pairs[0]).device)
     with torch.no_grad():
         masks = prune.global_masks(pairs, prune_class(method), **kwargs)
-    return dict(zip(step.targets, masks, strict=True))
+    return BuiltPreview(dict(zip(step.targets, masks, strict=True)), aliases)
 
 
 def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
@@ -354,11 +421,11 @@ def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCac
         return global_cut(pairs, ready, pruned, sort)
 
 
-def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step,
-                        orders: OrderCache) -> GlobalPreview | None:
+def _global_from_orders(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCache,
+                        aliases: Mapping[str, str] | None) -> GlobalPreview | None:
     """Global L1 masks, lazily, from the targets' key histograms (None: the core decides)."""
     cut = _global_cut(pairs, step, orders)
-    return None if cut is None else GlobalPreview(step.targets, cut)
+    return None if cut is None else GlobalPreview(step.targets, cut, aliases)
 
 
 def cell_counts(model: nn.Module, step: Step, address: str, orders: OrderCache,

@@ -290,8 +290,10 @@ class Step:
         """How this step, as a session applied it, split entries tied at its cut.
 
         ``None`` (no straddling tie, or torch's own split, or not known: a step not applied by a
-        session), ``"lowest"`` or ``"highest"`` (the tied entries of lowest / highest flat index
-        were pruned). Read by :meth:`Plan.to_snippet`; not part of the step's value or JSON.
+        session), ``"lowest"`` or ``"highest"`` (the tied entries -- slices for
+        ``ln_structured``, which keeps the lowest-index ones: ``"highest"`` -- of lowest /
+        highest flat index were pruned). Read by :meth:`Plan.to_snippet`; not part of the
+        step's value or JSON.
         """
         return self._ties
 
