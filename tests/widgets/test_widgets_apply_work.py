@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import prune_explorer.session.analysis.frames as reports
-import prune_explorer.widgets.tabs.explore.preview as preview
+import prune_explorer.session.slider.picture as slider_picture
 from prune_explorer.session.analysis.wording import percent
 from prune_explorer.viz.pooling import pool_view
 from prune_explorer.viz.preview import NEXT_STEP
@@ -58,9 +58,9 @@ def _assert_agrees(ex: Explorer) -> None:
 def test_apply_counts_no_slices_channels_or_second_mask(zeros, method, monkeypatch):
     ex = _explorer(zeros, method)
     slices, channels, alive = [], [], []
-    real_slices, real_channels = preview.kept_slices, reports._channels
+    real_slices, real_channels = slider_picture.kept_slices, reports._channels
     real_alive = type(ex.session).alive
-    monkeypatch.setattr(preview, "kept_slices",
+    monkeypatch.setattr(slider_picture, "kept_slices",
                         lambda kept, d: slices.append(d) or real_slices(kept, d))
     monkeypatch.setattr(reports, "_channels",
                         lambda m, t: channels.append(t) or real_channels(m, t))
@@ -83,8 +83,9 @@ def test_a_structured_method_counts_the_slices_it_needs(monkeypatch):
     ex = _explorer()
     ex.ui.apply.click()
     slices = []
-    real = preview.kept_slices
-    monkeypatch.setattr(preview, "kept_slices", lambda kept, d: slices.append(d) or real(kept, d))
+    real = slider_picture.kept_slices
+    monkeypatch.setattr(slider_picture, "kept_slices",
+                        lambda kept, d: slices.append(d) or real(kept, d))
     ex.ui.method.value = "ln_structured"
     ex.ui.dim.value = 1
     assert slices  # asked now, by the controls and the stats

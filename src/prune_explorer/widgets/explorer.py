@@ -33,6 +33,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -288,8 +289,10 @@ class Explorer:
         """Run a session action at the widget boundary: errors become a status message. One
         transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
         failed: interrupted") or, if it came while redrawing, as after (the done message)."""
-        with self.session.lock:
-            return self.status.run(what, lambda p: self._atomically(action, p, atomic),
+        with self.session.lock:  # a partial, not a lambda: no frame of ours between the
+            # action's return and the status bar's, where an interrupt would cut in
+            return self.status.run(what, functools.partial(self._atomically, action,
+                                                           atomic=atomic),
                                    done=done, source=source)
 
     def _atomically(self, action: Callable[[Progress], Any], progress: Progress,

@@ -19,7 +19,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -29,7 +29,11 @@ from ..steps.arguments import Arguments, as_list
 from ..steps.checks import check_step
 from ..steps.step import Step
 from .order_cache import OrderCache
+from .picture import CellEdges, MaskSummaries, PreviewPicture, StepRequest, preview_picture
 from .previews import cell_counts, global_masks, local_masks
+
+if TYPE_CHECKING:
+    from ..session import Session
 
 __all__ = ["Previewing"]
 
@@ -149,6 +153,54 @@ class Previewing(Arguments):
         check_step(self._model, self._known, step, where)
         return cell_counts(self._model, step, self._canonical(target), self._orders,
                            np.asarray(row_edges), np.asarray(col_edges), alive)
+
+    @locked
+    def preview_picture(
+        self,
+        request: StepRequest,
+        *,
+        cell_edges: CellEdges | None = None,
+        summaries: MaskSummaries | None = None,
+    ) -> PreviewPicture:
+        """Everything one picture of a previewed step is drawn from, in one consistent reading.
+
+        The masks of :meth:`preview_masks` (or :meth:`preview_global`), the shown tensor's
+        counts now, the kept entries per picture cell from :meth:`preview_cells` where the
+        session's order tells them, a reader of windows, the other targets' kept counts and
+        the targets' sizes: what a view needs to draw the step and count it, decided here. A
+        slider step on a cached tensor builds no mask; what is lazy stays lazy until read.
+
+        Parameters
+        ----------
+        request : StepRequest
+            The step and the tensor shown (``request.target``).
+        cell_edges : callable, optional
+            ``shape -> (row_edges, col_edges)`` of the picture's cells (matrix view, rank >=
+            2); without it the picture pools :attr:`PreviewPicture.shown`, read here.
+        summaries : MaskSummaries, optional
+            The current state's summaries, kept by the caller between pictures so counts and
+            slices are read once per state; a fresh one by default.
+
+        Returns
+        -------
+        PreviewPicture
+            Finish its numbers with :meth:`PreviewPicture.counts` once the picture is pooled.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> from prune_explorer.session.slider.picture import StepRequest
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4)))
+        >>> picture = s.preview_picture(StepRequest("0.weight", "l1_unstructured",
+        ...                                         {"amount": 0.25}))
+        >>> picture
+        PreviewPicture('0.weight', l1_unstructured, shape=(4, 8), pooled mask, mask built)
+        >>> picture.counts(shown_kept=int(picture.shown().sum())).stats.units_pruned
+        8
+        """
+        return preview_picture(cast("Session", self), request, cell_edges=cell_edges,
+                               summaries=summaries)
 
     def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import ipywidgets as widgets
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import PaneContext
 
 __all__ = ["Collapsible"]
 
@@ -32,7 +32,7 @@ __all__ = ["Collapsible"]
 class Collapsible:
     """Base of a collapsible panel: ``accordion`` (CSS class given), ``is_open``, ``open()``."""
 
-    ex: Explorer
+    ex: PaneContext
     accordion: widgets.Accordion
 
     def _collapse_into(self, title: str, body: widgets.Widget, css: str) -> None:

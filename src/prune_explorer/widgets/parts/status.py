@@ -29,7 +29,7 @@ import ipywidgets as widgets
 import torch
 
 from prune_explorer.session.errors import InterruptedAfterCommit
-from prune_explorer.session.history.interrupts import held_interrupts
+from prune_explorer.session.history.interrupts import Gate, held_interrupts, machinery
 
 from .html import message
 
@@ -218,8 +218,8 @@ class StatusBar:
             self.set_progress(0, 1)
             grad = torch.is_grad_enabled()  # the user's autograd mode, whatever cuts us short
             try:
-                with gate.open(), self.working(what):
-                    result = action(self.set_progress)
+                with self.working(what):
+                    result = _run_open(gate, action, self.set_progress)
             except InterruptedAfterCommit as err:
                 torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
                 self.last_error = None
@@ -239,3 +239,11 @@ class StatusBar:
 
     def __repr__(self) -> str:
         return f"StatusBar({self.kind}: {self.text!r})"
+
+
+@machinery
+def _run_open(gate: Gate, action: Callable[[Progress], Any], progress: Progress) -> Any:
+    # Ctrl-C is let through while the action runs, and no further: one that arrives as it
+    # returns waits (this frame is machinery) until the status says it is done.
+    with gate.open():
+        return action(progress)

@@ -33,7 +33,7 @@ from ..errors import WidgetInputError
 from ..parts.html import esc, human_bytes, message
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import TabContext
 
 __all__ = ["ALL", "CommitPane"]
 
@@ -52,7 +52,7 @@ class CommitPane:
         ``state_dict`` keys the reviewed commit removes and adds.
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: TabContext) -> None:
         self.ex = explorer
         ui = explorer.ui
         self.target = ui.add("commit_target", widgets.Dropdown(

@@ -40,7 +40,7 @@ from ..parts.status import Progress, human_error
 from .titles import COMPARE_TAB
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import TabContext
 
 __all__ = ["ComparePane"]
 
@@ -55,7 +55,7 @@ class ComparePane:
         The last chart drawn.
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: TabContext) -> None:
         self.ex = explorer
         ui = explorer.ui
         names = list(explorer.session.names)

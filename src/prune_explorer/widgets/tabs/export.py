@@ -50,7 +50,7 @@ from .explore.maskfile import uploaded_file
 from .titles import EXPORT_TAB
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import TabContext
 
 __all__ = ["ExportPane"]
 
@@ -78,7 +78,7 @@ class ExportPane:
         The last plan imported successfully.
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: TabContext) -> None:
         self.ex = explorer
         ui = explorer.ui
         self.snippet = ui.add("snippet", widgets.Textarea(

@@ -51,7 +51,7 @@ from ..parts.scheduler import LatestOnly
 from .titles import HISTORY_TAB
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import TabContext
 
 __all__ = ["HistoryPane"]
 
@@ -76,7 +76,7 @@ class HistoryPane:
         The title of the picture on show ("<tensor> · state after step k", then the step).
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: TabContext) -> None:
         self.ex = explorer
         ui = explorer.ui
         self.slider = ui.add("history", widgets.IntSlider(

@@ -30,14 +30,14 @@ from prune_explorer.session.analysis.wording import plural
 from ..errors import WidgetInputError
 
 if TYPE_CHECKING:
-    from ..explorer import Explorer
+    from ..context import TabContext
 
 __all__ = ["ShrinkPane", "example_inputs_for"]
 
 _DEMO_SHAPES = {"flat": (1, 64), "image": (1, 1, 8, 8)}
 
 
-def example_inputs_for(explorer: Explorer) -> Any:
+def example_inputs_for(explorer: TabContext) -> Any:
     """The explorer's ``example_inputs``, else a zero batch for a demo model's layout."""
     given = getattr(explorer, "example_inputs", None)
     if given is not None:
@@ -55,7 +55,7 @@ def example_inputs_for(explorer: Explorer) -> Any:
 class ShrinkPane:
     """The Shrink button and its report."""
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: TabContext) -> None:
         self.ex = explorer
         self.button = explorer.ui.add("shrink", widgets.Button(
             description="Shrink", tooltip="remove the channels pruning made dead, in a new "

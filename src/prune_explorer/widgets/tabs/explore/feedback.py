@@ -22,12 +22,12 @@ from ...parts.status import human_error
 from .controls import PruningControls
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["refresh_buttons", "show_input_error"]
 
 
-def refresh_buttons(ex: Explorer) -> None:
+def refresh_buttons(ex: ExploreContext) -> None:
     """Undo and Reset on exactly when the session would do them (``Session.undo_blocker``,
     ``reset_blocker``); the reason for each button that is off, by the buttons."""
     ui, session = ex.ui, ex.session
@@ -52,7 +52,7 @@ def refresh_buttons(ex: Explorer) -> None:
     ui.button_note.value = why_off(lines)
 
 
-def show_input_error(ex: Explorer, c: PruningControls, err: BaseException | None) -> None:
+def show_input_error(ex: ExploreContext, c: PruningControls, err: BaseException | None) -> None:
     """Put the error about the controls next to the control it names (``field`` of the
     session's errors, or the control a widget error starts with) and over the picture;
     None clears both."""

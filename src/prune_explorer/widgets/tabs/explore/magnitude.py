@@ -45,7 +45,7 @@ from ...parts.scheduler import LatestOnly
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["HEATMAP_QUIET_S", "MagnitudePanel", "WeightHeatmap"]
 
@@ -80,7 +80,9 @@ class MagnitudePanel(Collapsible):
         The SVG (class ``pe-magnitudes-picture``); ``caption``: the sentence under it.
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    ex: ExploreContext
+
+    def __init__(self, explorer: ExploreContext) -> None:
         self.ex = explorer
         self.magnitudes: Magnitudes | None = None
         self.pruned: int | None = None
@@ -160,7 +162,7 @@ class WeightHeatmap:
     own worker once the controls rest :data:`HEATMAP_QUIET_S` seconds (at once when the
     explorer is synchronous, ``debounce=None``)."""
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: ExploreContext) -> None:
         self.ex = explorer
         self.renders = 0
         self.toggle = widgets.Checkbox(value=False, indent=False,

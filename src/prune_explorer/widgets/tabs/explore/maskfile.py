@@ -37,7 +37,7 @@ from prune_explorer.session.model.tensor_kinds import unplain_kind
 from ...errors import WidgetInputError
 
 if TYPE_CHECKING:
-    from prune_explorer.session import Session
+    from ...context import ExploreSession
 
 __all__ = ["MASK_SUFFIXES", "check_custom", "plain_mask", "read_mask_file", "uploaded_file"]
 
@@ -121,7 +121,7 @@ def plain_mask(mask: torch.Tensor, where: str, subject: str = "mask must be") ->
     return mask
 
 
-def check_custom(session: Session, name: Any, mask: Any, where: str) -> torch.Tensor:
+def check_custom(session: ExploreSession, name: Any, mask: Any, where: str) -> torch.Tensor:
     """Refuse a custom mask for an unknown tensor or that is not a dense tensor (the session
     checks shape and values when it previews or applies it); return it as :func:`plain_mask`
     does."""

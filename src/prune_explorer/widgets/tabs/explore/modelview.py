@@ -44,7 +44,7 @@ from ...parts.html import percent
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["LayerSparsity", "ModelView"]
 
@@ -100,7 +100,9 @@ class ModelView(Collapsible):
         The collapsible section (class ``pe-modelview``); nothing is computed while closed.
     """
 
-    def __init__(self, explorer: Explorer) -> None:
+    ex: ExploreContext
+
+    def __init__(self, explorer: ExploreContext) -> None:
         self.ex = explorer
         self.rows: dict[str, LayerSparsity] = {}
         self.buttons: dict[str, widgets.Button] = {}

@@ -5,10 +5,13 @@ history, so it cannot be undone); any change to the session cancels the question
 would leave a layer (almost) empty says so (``pe-collapse-warning``) before you apply it, by the
 rule of the Global vs local tab.
 
-Controls become a :class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; the session
-computes its preview (on a background thread unless ``debounce`` is None, under the session's
-lock) and, on Apply, performs it. The pane keeps the custom masks given for "custom mask" and the
-counts of the current masks that the controls need (entries and channels still unpruned).
+Controls become a :class:`~prune_explorer.widgets.tabs.explore.preview.PreviewRequest`; one
+session call, :meth:`Session.preview_picture <prune_explorer.session.Session.preview_picture>`
+(on a background thread unless ``debounce`` is None), returns what the picture is drawn from, and
+the pane draws it; on Apply the session performs the same request. The pane keeps the custom
+masks given for "custom mask" and, until the session changes, the counts of the current masks
+that the controls need (entries and channels still unpruned). It reaches the explorer through
+:class:`~prune_explorer.widgets.context.ExploreContext` only.
 
 Examples
 --------
@@ -25,15 +28,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import numpy as np
 import torch
 
-from prune_explorer.session.analysis.frames import collapsed_layers
-from prune_explorer.session.slider.previews import kept_count, slices_pruned, window_reader
+from prune_explorer.session.slider.picture import MaskSummaries
 from prune_explorer.viz import shape_only
 from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
@@ -50,7 +51,7 @@ from .sizeprobe import SizeProbe
 from .zoom import ZoomPane
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["ExplorePane"]
 
@@ -74,7 +75,7 @@ class ExplorePane:
         Runs previews (coalesced, on a worker thread unless ``debounce`` is None).
     """
 
-    def __init__(self, explorer: Explorer, custom_masks: Mapping[str, torch.Tensor], *,
+    def __init__(self, explorer: ExploreContext, custom_masks: Mapping[str, torch.Tensor], *,
                  figsize: tuple[float, float], dpi: float, pixel_ratio: float = 1.0) -> None:
         self.ex = explorer
         ui = explorer.ui
@@ -92,7 +93,8 @@ class ExplorePane:
         self._drawn_at = 0.0  # time.monotonic() of the last picture drawn
         self._asked: tuple[Any, ...] | None = None  # what the last request was, amount aside
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
-        self._kept_cache: dict[tuple[str, str, int], MaskSummary] = {}
+        # counts (and, when read, masks) of the session's state, until the next change
+        self.summaries = MaskSummaries(explorer.session, stamp=lambda: explorer.version)
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
@@ -298,32 +300,17 @@ class ExplorePane:
 
     def kept(self, name: str) -> MaskSummary:
         """Current kept-mask of ``name`` with its counts, cached until the session changes."""
-        return self._summary("mask", name)
+        return self.summaries.kept(name)
 
     def alive(self, name: str) -> MaskSummary:
         """What the forward pass keeps of ``name`` now (``Session.alive``: committed zeros count
         as pruned), cached until the session changes."""
-        return self._summary("alive", name)
-
-    def _summary(self, kind: str, name: str) -> MaskSummary:
-        # Counts from the session (cheap once its caches hold the tensor); the mask itself and
-        # its per-dim slices only when something on show reads them.
-        key = (kind, name, self.ex.version)
-        if key not in self._kept_cache:
-            if len(self._kept_cache) > 64:
-                self._kept_cache.clear()
-            session = self.ex.session
-            alive = kind == "alive"
-            read = session.alive if alive else session.mask
-            self._kept_cache[key] = MaskSummary(
-                lambda: read(name), session.kept_count(name, alive=alive),
-                shape=session.info(name).shape)
-        return self._kept_cache[key]
+        return self.summaries.alive(name)
 
     # -- refreshing -------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Show the session's state: targets, the chosen tensor's counts, buttons, note."""
-        self._kept_cache.clear()
+        self.summaries.clear()
         with self.ex.quiet():
             self.refresh_targets()
             self.refresh_tensor_controls()
@@ -398,108 +385,47 @@ class ExplorePane:
             self._draw(request)
 
     def _draw(self, request: PreviewRequest) -> None:
-        session = self.ex.session
-        target = request.target
         self.preview_pane.fit()  # the room the browser reported, before the cells are cut
-        with session.lock:  # one consistent reading of the session
-            try:
-                # Large tensors: masks built only when read. The slider path reads none: the
-                # picture's counts come from the session's cache and the numbers from the
-                # counts, so a step costs what is on screen.
-                masks = request.preview_all(session)
-                before = self.kept(target)
-                now = self.alive(target)  # committed zeros count as pruned
-                previewed = target in masks
-                shape = tuple(session.info(target).shape)
-                # No unmasked zeros (the usual case): what the mask keeps is what is alive; with
-                # a few, the session counts what stays alive per cell (O(zeros) per step).
-                zeros_free = now.kept_count == before.kept_count
-                cells = None
-                mask_kept = None  # entries the mask keeps, when the cell counts tell
-                if previewed and len(shape) >= 2:
-                    edges = self.preview_pane.picture.cell_edges(shape)
-                    cells = request.kept_cells(session, edges)
-                    if cells is not None:
-                        mask_kept = int(np.asarray(cells).sum())
-                        if not zeros_free:  # the picture counts what stays alive
-                            cells = request.kept_cells(session, edges, alive=True)
-                mask = Later(lambda: masks[target]) if previewed else None
-                if mask is None:
-                    shown = Later(lambda: now.kept)
-                elif zeros_free:
-                    shown = mask
-                else:
-                    shown = Later(lambda: session.alive(target, masks[target]))
-                # the zoom's windows, read from the order alone where the session can
-                reader = window_reader(masks, target) if previewed and zeros_free else None
-                if cells is None:
-                    shown()  # the picture pools it, under the lock
-                # The picture's "now" (of a step): with no unmasked zeros, what the mask keeps,
-                # as cell counts where the session has them (the same step pruning nothing);
-                # else the alive mask, read under the lock (the summaries read lazily).
-                alive_now = before if zeros_free else now
-                now_cells = None
-                if cells is not None and zeros_free and "amount" in request.settings:
-                    # a fraction, 0.0: an int count would be checked against what is left
-                    nothing = replace(request, settings={**request.settings, "amount": 0.0})
-                    now_cells = nothing.kept_cells(session, edges)
-                if mask is not None and now_cells is None:
-                    alive_now.kept  # noqa: B018 -- read under the lock
-                if request.structured_dim is not None:
-                    before.kept_slices  # noqa: B018 -- counted under the lock (the stats)
-                others = {n: (self.kept(n), kept_count(masks, n)) for n in masks
-                          if n != target}  # counts only: no mask of theirs is built
-                sizes = {n: session.info(n).numel for n in masks}
-                module_type = session.info(target).module_type
-            except Exception as err:
-                self._failed(err)
-                return
+        try:  # one session call, under its lock: what to draw (see Session.preview_picture)
+            seen = self.ex.session.preview_picture(
+                request, summaries=self.summaries,
+                cell_edges=self.preview_pane.picture.cell_edges if request.counted else None)
+        except Exception as err:
+            self._failed(err)
+            return
         if self.runner.pending and time.monotonic() - self._drawn_at < FRAME_INTERVAL_S:
             return  # a newer request is waiting and a picture is recent: skip this stale one
-        stats = note = None
-        if mask is None:
-            note = f"{target} is not among the global targets; showing its current mask"
-        pooled = self.preview_pane.draw(shape_only(shape) if cells is not None else shown(),
-                                        request, module_type=module_type,
-                                        plain=note is not None, kept_cells=cells,
-                                        before=None if mask is None or now_cells is not None
-                                        else alive_now.kept, before_cells=now_cells)
-        if mask is not None:
-            if mask_kept is None:  # no unmasked zeros: alive is what the mask keeps
-                mask_kept = pooled.kept_total if zeros_free else kept_count(masks, target)
-            slices = slices_pruned(masks, target)
-            needs_mask = request.structured_dim is not None and slices is None
-            stats = PreviewStats.measure(before, mask() if needs_mask else None, request,
-                                         others=others, kept_after=mask_kept,
-                                         slices_pruned=slices, module_type=module_type)
-            numel = stats.numel  # pruned = masked or exactly 0, as the picture and the picker
-            stats = replace(stats, pruned_before=numel - now.kept_count,
-                            pruned_after=numel - pooled.kept_total)
-        unmasked_zeros = before.kept_count - now.kept_count
+        note = None
+        if not seen.previewed:
+            note = f"{request.target} is not among the global targets; showing its current mask"
+        counted = seen.cells is not None
+        pooled = self.preview_pane.draw(
+            shape_only(seen.shape) if counted else seen.shown(), request,
+            module_type=seen.module_type, plain=note is not None, kept_cells=seen.cells,
+            before=None if note is not None or seen.now_cells is not None
+            else seen.alive_now.kept, before_cells=seen.now_cells)
+        counts = seen.counts(pooled.kept_total)
+        stats = None if counts.stats is None else PreviewStats.of(counts.stats)
         self.preview_array = pooled.values
-        self._mask = Later(lambda: before.kept) if mask is None else mask
+        before = seen.before  # the current mask, read if asked (held without the picture)
+        self._mask = Later(lambda: before.kept) if seen.mask is None else seen.mask
         self.preview_stats = stats
         self.preview_request = request
         self.preview_error = None
-        self._shown, self._reader = shown, reader
-        self._now = None if mask is None else alive_now
+        self._shown, self._reader = seen.shown, seen.reader
+        self._now = seen.alive_now if seen.previewed else None
         self.render_count += 1
         self._drawn_at = time.monotonic()
-        self.preview_pane.publish(request, shape, note=note, stats=stats,
-                                  unmasked_zeros=unmasked_zeros)
-        # Counts only (a global preview's other masks stay unbuilt); also when the tensor on
-        # show is not a global target, since the step may still empty the others.
-        kept_after = {n: others[n][1] for n in others}
-        if mask_kept is not None:
-            kept_after[target] = mask_kept
-        self._warn_collapse(request, collapsed_layers({n: kept_after[n] for n in masks}, sizes))
+        self.preview_pane.publish(request, seen.shape, note=note, stats=stats,
+                                  unmasked_zeros=seen.unmasked_zeros)
+        self._warn_collapse(request, list(counts.collapsed))
         self.ex.ui.apply.disabled = False
         self._show_input_error(None)
         self.refresh_buttons()
         self.ex.status.clear(source=("preview", "apply"))  # errors about older settings
-        self.panels.show(request, masks, stats)  # nothing while collapsed
+        self.panels.show(request, seen.masks, stats)  # nothing while collapsed
         if self.ex.metric is not None:  # off the slider path (background, superseded)
-            self.ex.metric.request(self.ex.version, None if mask is None else masks)
+            self.ex.metric.request(self.ex.version, seen.masks if seen.previewed else None)
         self.zoom.preview_changed()  # closed: marks it out of date only
 
     @property

@@ -26,7 +26,7 @@ from .modelview import ModelView
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
 
 __all__ = ["ExplorePanels"]
 
@@ -35,7 +35,7 @@ class ExplorePanels:
     """"Model view" and "Magnitudes", side by side where they fit (``box``, class
     ``pe-explore-panels``)."""
 
-    def __init__(self, explorer: Explorer) -> None:
+    def __init__(self, explorer: ExploreContext) -> None:
         self.model_view = ModelView(explorer)
         self.magnitudes = MagnitudePanel(explorer)
         self.box = widgets.HBox(

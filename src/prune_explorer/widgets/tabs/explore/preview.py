@@ -6,7 +6,10 @@ preview (``Session.preview``/``preview_global``) and the Apply button (``Session
 ``apply_global``), so what you see is what you get.
 
 :class:`PreviewStats` counts, from the masks before and after, what the step would prune
-(entries, and channels for structured methods) and how ``amount`` was rounded to a count.
+(entries, and channels for structured methods) and how ``amount`` was rounded to a count. The
+counting itself, and what one picture is drawn from, are the session's
+(:mod:`prune_explorer.session.slider.picture`; :class:`MaskSummary` and :class:`Later` come from
+there).
 :class:`PreviewPane` renders the mask into an ``ipywidgets.Image`` through
 :class:`prune_explorer.viz.MaskPreview` and writes the counts next to it.
 
@@ -25,26 +28,16 @@ Examples
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, overload
+from dataclasses import dataclass, fields
+from typing import Any
 
 import ipywidgets as widgets
 import torch
 
-from prune_explorer.session import Session, Step
-from prune_explorer.session.analysis.wording import (
-    count,
-    describe_rounding,
-    noun,
-    percent,
-    plural,
-    shape_text,
-    slice_unit,
-)
+from prune_explorer.session import Session
+from prune_explorer.session.analysis.wording import count, noun, percent, plural, shape_text
+from prune_explorer.session.slider.picture import Later, MaskSummary, StepCounts, StepRequest
 from prune_explorer.session.steps.checks import kept_slices
-from prune_explorer.session.steps.methods import METHODS
 from prune_explorer.viz import MaskPreview, PooledView
 
 from ...parts.html import esc
@@ -54,8 +47,9 @@ __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStat
 
 
 @dataclass(frozen=True)
-class PreviewRequest:
-    """A snapshot of the controls: what to preview and, on Apply, to do.
+class PreviewRequest(StepRequest):
+    """A snapshot of the controls: what to preview and, on Apply, to do
+    (:class:`~prune_explorer.session.slider.picture.StepRequest`), and how to picture it.
 
     Parameters
     ----------
@@ -74,24 +68,14 @@ class PreviewRequest:
         The dim of the channel layout.
     """
 
-    target: str
-    method: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    targets: tuple[str, ...] = ()
     layout: str = "auto"
     view_dim: int = 0
 
     @property
-    def is_global(self) -> bool:
-        """True for ``global_unstructured``."""
-        return self.method == "global_unstructured"
-
-    @property
-    def structured_dim(self) -> int | None:
-        """The pruning ``dim`` of a structured method, else None."""
-        if METHODS[self.method].structured and isinstance(self.settings.get("dim"), int):
-            return int(self.settings["dim"])
-        return None
+    def counted(self) -> bool:
+        """Whether the picture may be drawn from the session's per-cell counts (the matrix
+        layout, whose cells are blocks of rows and columns)."""
+        return self.layout == "auto"
 
     def beside_amount(self) -> tuple[Any, ...]:
         """Everything but the amount, comparable with ``==``: requests with the same value are
@@ -109,40 +93,13 @@ class PreviewRequest:
                                 for key, value in self.settings.items() if key != "amount"))
         return (self.target, self.method, self.targets, self.layout, self.view_dim, settings)
 
-    def preview_all(self, session: Session) -> Mapping[str, torch.Tensor]:
-        """Masks the step would leave, by address (one entry unless global); for large
-        tensors built only when read (``Session.preview_masks``, ``preview_global``)."""
-        if self.is_global:
-            return session.preview_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
-        return session.preview_masks(self.target, self.method, **self.settings)
-
-    def preview(self, session: Session) -> torch.Tensor | None:
-        """Mask the step would leave on :attr:`target` (None: not among global targets)."""
-        return self.preview_all(session).get(self.target)
-
     def kept_cells(self, session: Session, edges: tuple[Any, Any], alive: bool = False) -> Any:
         """Kept (``alive``: kept and nonzero) entries per picture cell of :attr:`target` after
         the step, straight from the session's cached order (no mask pooled); None where only
-        the mask can tell."""
-        if self.layout != "auto":
+        the mask can tell, or the layout is not the matrix."""
+        if not self.counted:
             return None
-        row_edges, col_edges = edges
-        if self.is_global:
-            return session.preview_cells(self.target, self.method, row_edges=row_edges,
-                                         col_edges=col_edges, targets=list(self.targets),
-                                         alive=alive, **self.settings)
-        return session.preview_cells(self.target, self.method, row_edges=row_edges,
-                                     col_edges=col_edges, alive=alive, **self.settings)
-
-    def apply(self, session: Session) -> Step:
-        """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
-        if self.is_global:
-            return session.apply_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
-        return session.apply(self.target, self.method, **self.settings)
+        return super().kept_cells(session, edges, alive)
 
     def title_settings(self) -> dict[str, Any] | str:
         """Settings for the picture title (custom masks by their shape only)."""
@@ -151,214 +108,22 @@ class PreviewRequest:
         return dict(self.settings)
 
 
-class MaskSummary:
-    """A tensor's current kept-mask with the counts the preview needs, each worked out on
-    first use and then kept: what a step's redraw does not look at costs nothing.
-
-    Parameters
-    ----------
-    kept : torch.Tensor or callable
-        The bool kept-mask, or a function that reads it (called at most once).
-    kept_count : int, optional
-        Its kept entries, when already known (else counted from the mask).
-    shape : tuple of int, optional
-        Its shape, when ``kept`` is a function (else read from the mask).
+@dataclass(frozen=True)
+class PreviewStats(StepCounts):
+    """Counts behind the preview of one step
+    (:class:`~prune_explorer.session.slider.picture.StepCounts`), with the lines of the info
+    box.
 
     Examples
     --------
-    >>> import torch
-    >>> MaskSummary.of(torch.tensor([[True, False], [False, False]]))
-    MaskSummary(shape=(2, 2), kept_count=1, kept_slices=(1, 1))
-    >>> lazy = MaskSummary(lambda: torch.ones(3, 4, dtype=torch.bool), 12, shape=(3, 4))
-    >>> lazy.kept_count, len(lazy.slices), lazy.built  # the mask itself is not read yet
-    (12, 2, False)
-    >>> lazy.slices[1], lazy.built
-    (4, True)
+    >>> PreviewStats(100, 10, 40, "entry", 90, 30, 0.3).count_line("fc.weight")
+    'prunes 30 of 90 entries left → 40.0% of fc.weight pruned'
     """
 
-    def __init__(self, kept: torch.Tensor | Callable[[], torch.Tensor],
-                 kept_count: int | None = None, *, shape: tuple[int, ...] | None = None) -> None:
-        if isinstance(kept, torch.Tensor):
-            self._kept: torch.Tensor | None = kept
-            self._read: Callable[[], torch.Tensor] | None = None
-            shape = tuple(kept.shape)
-        elif shape is None:
-            raise TypeError("MaskSummary: give shape with a function that reads the mask")
-        else:
-            self._kept, self._read = None, kept
-        self._shape = tuple(shape)
-        self._count = kept_count
-        self._slices: tuple[int, ...] | None = None
-
     @classmethod
-    def of(cls, kept: torch.Tensor) -> MaskSummary:
-        """Summarise a bool kept-mask."""
-        return cls(kept)
-
-    @property
-    def built(self) -> bool:
-        """Whether the mask has been read (:attr:`kept`)."""
-        return self._kept is not None
-
-    @property
-    def kept(self) -> torch.Tensor:
-        """The bool kept-mask (read on first use)."""
-        kept = self._kept
-        if kept is None:
-            assert self._read is not None  # set whenever the mask was not given
-            kept = self._kept = self._read()
-        return kept
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of the tensor."""
-        return self._shape
-
-    @property
-    def numel(self) -> int:
-        """Entries of the tensor."""
-        return math.prod(self._shape)
-
-    @property
-    def kept_count(self) -> int:
-        """Kept entries."""
-        if self._count is None:
-            self._count = int(self.kept.count_nonzero())
-        return self._count
-
-    @property
-    def kept_slices(self) -> tuple[int, ...]:
-        """Per dim, the slices with at least one kept entry (structured methods only need it)."""
-        if self._slices is None:
-            kept = self.kept
-            self._slices = tuple(kept_slices(kept, d) for d in range(kept.dim()))
-        return self._slices
-
-    @property
-    def slices(self) -> Sequence[int]:
-        """:attr:`kept_slices` as a sequence counted when first indexed (for controls that
-        may never ask)."""
-        return _Slices(self)
-
-    def __repr__(self) -> str:
-        return (f"MaskSummary(shape={self.shape}, kept_count={self.kept_count}, "
-                f"kept_slices={self.kept_slices})")
-
-
-class _Slices(Sequence[int]):
-    # MaskSummary.slices: the length is the rank; the counts are read on first indexing.
-    def __init__(self, summary: MaskSummary) -> None:
-        self._summary = summary
-
-    def __len__(self) -> int:
-        return len(self._summary.shape)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[int]: ...
-    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
-        return self._summary.kept_slices[index]
-
-
-@dataclass(frozen=True)
-class PreviewStats:
-    """Counts behind the preview of one step.
-
-    Attributes
-    ----------
-    numel : int
-        Entries of the shown tensor.
-    pruned_before, pruned_after : int
-        Pruned entries of the shown tensor now and after the step.
-    unit : str
-        What ``amount`` counts, singular: ``"entry"``, a slice (``"kernel row (dim 2)"``,
-        :func:`~prune_explorer.session.analysis.wording.slice_unit`) or ``"entry
-        over k tensors"`` (global); :func:`~prune_explorer.session.analysis.wording.plural` counts
-        it.
-    left : int
-        Units still unpruned now (what ``amount`` is a fraction of, and the bound of a count).
-    units_pruned : int
-        Units the step would prune.
-    amount : float, int or None
-        The amount asked for (None for identity and custom masks).
-    """
-
-    numel: int
-    pruned_before: int
-    pruned_after: int
-    unit: str
-    left: int
-    units_pruned: int
-    amount: float | int | None
-
-    @property
-    def newly_pruned(self) -> int:
-        """Entries of the shown tensor that the step would prune."""
-        return self.pruned_after - self.pruned_before
-
-    @property
-    def rounding(self) -> str:
-        """How ``amount`` became a count, e.g. ``"30% of 1,000 entries left = 300, rounded to
-        300"`` (:func:`~prune_explorer.session.analysis.wording.describe_rounding`)."""
-        return describe_rounding(self.amount, self.left, self.unit, self.units_pruned)
-
-    @classmethod
-    def measure(
-        cls,
-        before: MaskSummary,
-        after: torch.Tensor | None,
-        request: PreviewRequest,
-        *,
-        others: Mapping[str, tuple[MaskSummary, int]] | None = None,
-        kept_after: int | None = None,
-        slices_pruned: int | None = None,
-        module_type: str | None = None,
-    ) -> PreviewStats:
-        """Count from the shown tensor's current mask and the previewed ``after`` (1 = kept).
-
-        ``others`` holds ``(before, kept count after)`` of the other targets of a global step;
-        ``kept_after`` is the kept count of ``after`` when already known (the pooled picture
-        counts it exactly), ``slices_pruned`` the slices a structured step prunes
-        (``compute.slices_pruned``). With both known where needed, ``after`` may be None: the
-        mask is not read. ``module_type`` (the owning layer's class name) names the slices by
-        that layer's axes (``Conv1D`` stores (in, out)).
-        """
-        numel = before.numel
-        kept_before = before.kept_count
-        if kept_after is None:
-            kept_after = int(_read(after).count_nonzero())
-        amount = request.settings.get("amount")
-        dim = request.structured_dim
-        if dim is not None:
-            left = before.kept_slices[dim]
-            units_pruned = (slices_pruned if slices_pruned is not None
-                            else left - kept_slices(_read(after), dim))
-            unit = slice_unit(len(before.shape), dim, module_type)
-        else:
-            left = kept_before
-            units_pruned = kept_before - kept_after
-            unit = "entry"
-            if request.is_global and others:
-                for other_before, other_kept in others.values():
-                    left += other_before.kept_count
-                    units_pruned += other_before.kept_count - other_kept
-                unit = f"entry over {len(others) + 1} tensors"
-        return cls(numel, numel - kept_before, numel - kept_after, unit, left, units_pruned,
-                   amount)
-
-    def count_line(self, target: str) -> str:
-        """The step in one line, for over the picture: what it prunes and what is pruned of
-        ``target`` after it (each share says what it is of).
-
-        Examples
-        --------
-        >>> PreviewStats(100, 10, 40, "entry", 90, 30, 0.3).count_line("fc.weight")
-        'prunes 30 of 90 entries left → 40.0% of fc.weight pruned'
-        """
-        after = self.pruned_after / self.numel if self.numel else 0.0
-        return (f"prunes {count(self.units_pruned)} of {plural(self.left, self.unit)} left → "
-                f"{percent(after)} of {target} pruned")
+    def of(cls, counts: StepCounts) -> PreviewStats:
+        """The same counts, with the info box's lines."""
+        return cls(*(getattr(counts, f.name) for f in fields(StepCounts)))
 
     def lines(self) -> list[tuple[str, str]]:
         """``(css class, text)`` lines for the info box."""
@@ -375,43 +140,6 @@ class PreviewStats:
             ("pe-info-rounding", f"rounding: {self.rounding}"),
             ("pe-info-after", f"after: {self.pruned_after:,} pruned ({percent(after)})"),
         ]
-
-
-class Later:
-    """A tensor computed on the first call, then kept: the mask of a preview, built only for
-    whoever reads it (the zoom, a check, the Magnitudes heatmap), not on the slider path.
-
-    Examples
-    --------
-    >>> import torch
-    >>> later = Later(lambda: torch.ones(2))
-    >>> later
-    Later(not computed)
-    >>> later() is later(), later
-    (True, Later(computed))
-    """
-
-    def __init__(self, compute: Callable[[], torch.Tensor]) -> None:
-        self._compute: Callable[[], torch.Tensor] | None = compute
-        self._value = torch.empty(0)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> torch.Tensor:
-        with self._lock:
-            if self._compute is not None:
-                self._value = self._compute()
-                self._compute = None  # and what it held on to
-            return self._value
-
-    def __repr__(self) -> str:
-        return f"Later({'not computed' if self._compute is not None else 'computed'})"
-
-
-def _read(after: torch.Tensor | None) -> torch.Tensor:
-    if after is None:
-        raise ValueError("PreviewStats.measure: after is None, so kept_after (and for a "
-                         "structured step slices_pruned) must be given")
-    return after
 
 
 class PreviewPane:

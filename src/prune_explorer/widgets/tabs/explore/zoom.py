@@ -48,7 +48,7 @@ from prune_explorer.viz.zoom import Window, ZoomPlot
 from ...parts.html import esc
 
 if TYPE_CHECKING:
-    from ...explorer import Explorer
+    from ...context import ExploreContext
     from .pane import ExplorePane
 
 __all__ = ["ZoomPane", "ipympl_canvas"]
@@ -104,7 +104,7 @@ class ZoomPane:
 
     Parameters
     ----------
-    explorer : Explorer
+    explorer : ExploreContext
     pane : ExplorePane
         Whose last preview is shown.
     figsize : (float, float)
@@ -122,7 +122,7 @@ class ZoomPane:
         A preview arrived while the panel was closed (redrawn on opening).
     """
 
-    def __init__(self, explorer: Explorer, pane: ExplorePane, *,
+    def __init__(self, explorer: ExploreContext, pane: ExplorePane, *,
                  figsize: tuple[float, float] = (4.8, 4.8), dpi: float = 80) -> None:
         self.ex = explorer
         self.pane = pane
