@@ -139,8 +139,9 @@ def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int, magnit
     """(key number, flat index) of the ``n``-th entry (1-based, in flat order across ``keys``)
     equal to ``value`` (by magnitude with ``magnitude``); there are at least ``n``. Counts a
     piece at a time and looks for positions only in the piece that holds it; with
-    ``groups``, the pieces of groups that end before it are not read at all."""
-    pieces = [(i, j * _radix.CHUNK, c) for i, x in enumerate(keys)
+    ``groups``, the pieces of groups that end before it are not read at all. (On the CPU each
+    ``_radix.CHUNK`` is read a :data:`PIECE` at a time: on the calling thread.)"""
+    chunks = [(i, j * _radix.CHUNK, c) for i, x in enumerate(keys)
               for j, c in enumerate(x.reshape(-1).split(_radix.CHUNK))]
     left, start = n, 0
     if groups is not None:
@@ -149,8 +150,13 @@ def _nth_equal(keys: Sequence[torch.Tensor], value: torch.Tensor, n: int, magnit
                 break
             left -= count
             start += groups.size
+    pieces = ((i, offset + o, piece) for i, offset, c in chunks[start:]
+              for o, piece in zip(range(0, max(c.numel(), 1), PIECE if c.device.type == "cpu"
+                                        else max(c.numel(), 1)),
+                                  c.split(PIECE) if c.device.type == "cpu" else [c],
+                                  strict=True))
     buffer: torch.Tensor | None = None
-    for i, offset, piece in pieces[start:]:
+    for i, offset, piece in pieces:
         v = value.to(piece.device)
         itype = INT_OF.get(piece.dtype) if magnitude else None
         if buffer is None or buffer.device != piece.device or \
