@@ -38,15 +38,17 @@ def _kept(sel, keys, scratch=None):
 def _data(kind, n, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, generator=g, dtype=torch.float64) * 0.02
-    if kind == "ties":  # few distinct values: every cut splits a tie spread over all blocks
+    if kind == "ties":  # few distinct values: the bracket is one value, a tie over all blocks
         x = (x * 300).round() / 300
+    elif kind == "fine ties":  # ~1000 entries a value: the bracket holds a few tied values
+        x = (x * 20000).round() / 20000
     elif kind == "nan":
         x[torch.randperm(n, generator=g)[:n // 50]] = float("nan")
     return x.to(dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("kind", ["normal", "ties", "nan"])
+@pytest.mark.parametrize("kind", ["normal", "ties", "fine ties", "nan"])
 @pytest.mark.parametrize("fraction", [1e-5, 0.3, 0.5, 0.97])
 def test_magnitude_selection_equals_the_sorting_reference(dtype, kind, fraction):
     x = _data(kind, ODD, dtype, seed=int(fraction * 1000) + len(kind))
@@ -58,7 +60,7 @@ def test_magnitude_selection_equals_the_sorting_reference(dtype, kind, fraction)
     assert int(_selected(sel, [x])[0].sum()) == k
 
 
-@pytest.mark.parametrize("kind", ["normal", "ties"])
+@pytest.mark.parametrize("kind", ["normal", "ties", "fine ties"])
 def test_several_key_tensors_equal_the_reference(kind):
     sizes = [7, 1000, _select_cpu.PIECE + 1, _select_cpu._BLOCK + 5, 3 * _select_cpu.PIECE]
     keys = [_data(kind, n, torch.float32, seed=i) for i, n in enumerate(sizes)]
@@ -80,7 +82,7 @@ def test_plain_keys_smallest_and_largest_equal_the_reference(kind):
             assert torch.equal(_selected(sel, [x])[0], _selected(ref, [x])[0])
 
 
-@pytest.mark.parametrize("kind", ["normal", "ties", "nan"])
+@pytest.mark.parametrize("kind", ["normal", "fine ties", "nan"])
 def test_the_mask_buffer_that_holds_the_magnitudes_gets_the_same_mask(kind):
     keys = [_data(kind, n, torch.float32, seed=n) for n in (ODD, 5000)]
     k = sum(x.numel() for x in keys) // 2
@@ -124,7 +126,7 @@ _NO_WORK = ("view", "slice", "unbind", "split", "empty", "alias", "detach", "lif
             "_unsafe_view", "as_strided")
 
 
-@pytest.mark.parametrize("kind", ["normal", "ties"])
+@pytest.mark.parametrize("kind", ["normal", "ties", "fine ties"])
 def test_every_operation_runs_on_the_calling_thread_under_the_grain(kind):
     keys = [_data(kind, n, torch.float32, seed=1) for n in (ODD, 2 * _select_cpu._BLOCK)]
     scratch = [torch.empty_like(x) for x in keys]
@@ -143,3 +145,26 @@ def test_every_operation_runs_on_the_calling_thread_under_the_grain(kind):
         if sizes and max(sizes) >= GRAIN:
             big.append((str(func), sizes))
     assert big == []  # torch would run those on all its threads, behind a barrier
+
+
+@pytest.mark.parametrize("kind", ["normal", "fine ties"])
+def test_many_gathered_candidates_are_bracketed_again(kind, monkeypatch):
+    # 4M keys: the bracket gathers more than a piece of candidates, which are bracketed again
+    # (torch.kthvalue would copy them in one parallel operation); with fine ties the second
+    # bracket is a single value
+    x = _data(kind, 1 << 22, torch.float32, seed=11)
+    passes = []
+    real = _select_cpu._order_statistic
+
+    def spy(keys, rank, magnitude, held=None):
+        passes.append(sum(k.numel() for k in keys))
+        return real(keys, rank, magnitude, held)
+
+    monkeypatch.setattr(_select_cpu, "_order_statistic", spy)
+    for k in (x.numel() // 2, x.numel() // 5):
+        passes.clear()
+        sel = _select.select([x], k, magnitude=True)
+        assert len(passes) == 2
+        assert passes[1] > _select_cpu.PIECE  # the candidates, again
+        ref = _reference([x], k, False, True)
+        assert torch.equal(_selected(sel, [x])[0], _selected(ref, [x])[0])
