@@ -290,8 +290,9 @@ def select(
     scratch
         Per key tensor None or a contiguous buffer of its size that the selection may
         overwrite (the mask about to be written): the device path keeps its integer keys
-        there. It may be the key tensor itself when ``magnitude`` and the keys hold no
-        negative number.
+        there, the CPU path ``|keys|`` (a buffer of the keys' float32/float64 dtype), which
+        :meth:`Selection.write_kept` into that buffer then compares in place. It may be the
+        key tensor itself when ``magnitude`` and the keys hold no negative number.
 
     Examples
     --------
