@@ -76,9 +76,10 @@ def test_a_tie_straddling_the_cut_across_tensors_is_a_prefix_in_flat_order(dtype
 def test_the_last_taken_tie_is_looked_up_in_one_piece(monkeypatch):
     # bf16 |w| at the median: ~60,000 entries tie at the cut, spread over the whole tensor.
     # The histogram's groups tell which piece holds the last taken one: only that piece is
-    # read again (one count, one position lookup) -- not every piece before it, and no
-    # position list of every taken tie.
+    # read again (counted a PIECE at a time, one position lookup) -- not every piece before
+    # it, and no position list of every taken tie.
     from prune_explorer.prune import _radix
+    from prune_explorer.prune._select_cpu import PIECE
 
     g = torch.Generator().manual_seed(3)
     x = (torch.randn(8 * _radix.CHUNK, generator=g) * 0.02).to(torch.bfloat16)
@@ -94,7 +95,8 @@ def test_the_last_taken_tie_is_looked_up_in_one_piece(monkeypatch):
     chosen = select([x], x.numel() // 2, magnitude=True)
     assert chosen.through is not None
     assert chosen.through[0] >= 2 * _radix.CHUNK  # a late piece: pieces before it skipped
-    assert calls == {"nonzero": 1, "count_nonzero": 1}
+    assert calls["nonzero"] == 1
+    assert 1 <= calls["count_nonzero"] <= -(-_radix.CHUNK // PIECE)  # one chunk's pieces
     monkeypatch.undo()
     assert torch.equal(chosen.selected(x), _stable_first(x, x.numel() // 2))
 

@@ -72,7 +72,8 @@ import torch
 from . import _radix, _select_device
 from ._select_cpu import CHUNK as _CHUNK
 from ._select_cpu import INT_OF as _INT_OF
-from ._select_cpu import key_of, keys_into, locate_cut, map_groups, pieces_of
+from ._select_cpu import PIECE as _PIECE
+from ._select_cpu import holders, key_of, keys_into, locate_cut
 
 __all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
            "tie_break"]
@@ -145,6 +146,9 @@ class Selection:
     through: tuple[int, ...] | None = None
     picks: tuple[torch.Tensor | None, ...] = ()
     magnitude: bool = False
+    #: Per key tensor, a buffer the selection left holding ``|keys|`` (its ``scratch``, CPU
+    #: path), or None: :meth:`write_kept` into that buffer compares it in place.
+    held: tuple[torch.Tensor | None, ...] = ()
 
     def _picks(self, i: int, device: torch.device) -> torch.Tensor | None:
         p = self.picks[i] if i < len(self.picks) else None
@@ -200,32 +204,40 @@ class Selection:
         else:
             flat_keys, flat_out = keys.view(-1), out.view(-1)
             v = self.value.to(keys.device)
+            held = self._holds(i, flat_out)
             for start, stop, taken in self._spans(i, flat_keys.numel()):
-                self._write_span(flat_keys[start:stop], flat_out[start:stop], v, taken)
+                source = flat_out if held else flat_keys
+                self._write_span(source[start:stop], flat_out[start:stop], v, taken, held)
         picks = self._picks(i, out.device)
         if picks is not None:
             self._set_picks(out.view(-1), picks, 0)
         return out
 
+    def _holds(self, i: int, out: torch.Tensor) -> bool:
+        """Whether the flat ``out`` is the buffer the selection left holding ``|keys|``."""
+        held = self.held[i] if i < len(self.held) else None
+        return held is not None and held.dtype == out.dtype and \
+            held.numel() == out.numel() and held.data_ptr() == out.data_ptr()
+
     def _write_span(self, keys: torch.Tensor, out: torch.Tensor, v: torch.Tensor,
-                    taken: bool) -> None:
+                    taken: bool, held: bool = False) -> None:
         """:meth:`write_kept` over flat ``keys``/``out`` where entries equal to ``v`` are
-        ``taken`` (selected) or not."""
+        ``taken`` (selected) or not; ``held``: ``keys`` is ``out``, holding ``|keys|``."""
         whole = _select_device.wanted(keys)  # one operation per span, not per piece
         on_cpu = keys.device.type == "cpu" and out.device.type == "cpu"
-        if not whole and on_cpu:  # pieces shared out over threads (see _select_cpu.PIECE)
-            map_groups(lambda group: self._write_pieces(group, v, taken), pieces_of(keys, out))
-            return
+        # on the CPU, pieces under torch's parallel grain: every operation runs on this
+        # thread (see _select_cpu.PIECE)
+        size = _PIECE if on_cpu else _CHUNK
         self._write_pieces([(keys, out)] if whole else
-                           list(zip(keys.split(_CHUNK), out.split(_CHUNK), strict=True)),
-                           v, taken, whole)
+                           list(zip(keys.split(size), out.split(size), strict=True)),
+                           v, taken, whole, held)
 
     def _write_pieces(self, pieces: list[tuple[torch.Tensor, ...]], v: torch.Tensor,
-                      taken: bool, whole: bool = False) -> None:
+                      taken: bool, whole: bool = False, held: bool = False) -> None:
         """:meth:`_write_span` over (keys, out) ``pieces`` in order (``whole``: the device
-        path, one span)."""
+        path, one span; ``held``: each keys piece is its out piece, holding ``|keys|``)."""
         keys = pieces[0][0]
-        if self.magnitude and not self.largest and keys.dtype in _INT_OF:
+        if self.magnitude and not self.largest and keys.dtype in _INT_OF and not held:
             # kept = |key| past the cut, NaN included (it is never taken): on the bit patterns
             # with the sign bit cleared, which order as |key| does with NaN above inf -- two
             # operations a piece instead of abs, compare and flip
@@ -249,7 +261,7 @@ class Selection:
             compare = torch.le if taken else torch.lt
         buffer = torch.empty(0, dtype=keys.dtype, device=keys.device)
         for piece, dest in pieces:
-            if self.magnitude:
+            if self.magnitude and not held:
                 piece = torch.abs(piece, out=buffer.resize_(piece.shape))
             compare(piece, v, out=dest)
             if not self.largest:
@@ -282,8 +294,9 @@ def select(
     scratch
         Per key tensor None or a contiguous buffer of its size that the selection may
         overwrite (the mask about to be written): the device path keeps its integer keys
-        there. It may be the key tensor itself when ``magnitude`` and the keys hold no
-        negative number.
+        there, the CPU path ``|keys|`` (a buffer of the keys' float32/float64 dtype), which
+        :meth:`Selection.write_kept` into that buffer then compares in place. It may be the
+        key tensor itself when ``magnitude`` and the keys hold no negative number.
 
     Examples
     --------
@@ -320,11 +333,16 @@ def select(
                                               scratch=scratch)
             if found is not None and found[1] is not None and ties == "torch":
                 found = None
+            held: list[torch.Tensor | None] = []
         else:
+            # the CPU path leaves |keys| in the scratch buffers it can use: write_kept into
+            # one of them compares it in place
+            held = holders(keys, scratch, magnitude)
             found = locate_cut(keys, k, largest=largest, magnitude=magnitude,
-                               torch_rule=ties == "torch")
+                               torch_rule=ties == "torch", held=held)
         if found is not None:
-            return Selection(largest, value=found[0], through=found[1], magnitude=magnitude)
+            return Selection(largest, value=found[0], through=found[1], magnitude=magnitude,
+                             held=tuple(held))
     return _by_sorting(keys, k, largest, ties, magnitude, flags=device_path)
 
 
