@@ -60,18 +60,31 @@ def test_plan_blocker_is_the_refusal_of_apply_all(steps):
     assert_same_state(s.model, before)
 
 
-def test_plan_blocker_checks_later_steps_on_a_tensor_only_when_they_run():
+def test_plan_blocker_runs_a_plan_that_acts_twice_on_a_tensor_and_leaves_no_trace():
     s = Session(mlp())
+    events = []
+    s.on_change(events.append)
+    before = state(s.model)
     # each fits what is unpruned now; the second does not fit what the first leaves
     steps = [Step("l1_unstructured", "2.weight", amount=20),
              Step("l1_unstructured", "2.weight", amount=20)]
-    assert s.plan_blocker(steps) is None  # documented: only running the first tells
-    with pytest.raises(InvalidStepError, match="steps\\[1\\]: amount must be at most"):
+    why = s.plan_blocker(steps)
+    assert why is not None
+    assert why.startswith("steps[1]: amount must be at most"), why
+    with pytest.raises(InvalidStepError) as refused:
         s.apply_all(steps)
-    assert s.steps == ()
-    # a commit after a prune of the same tensor is not refused beforehand
+    assert str(refused.value) == f"Session.apply_all: {why}"  # the refusal, word for word
+    # a commit after a prune of the same tensor, and a second step that fits, pass
     plan = [Step("l1_unstructured", "0.weight", amount=0.5), Step("remove", "0.weight")]
     assert s.plan_blocker(plan) is None
+    assert s.plan_blocker([Step("l1_unstructured", "2.weight", amount=20),
+                           Step("l1_unstructured", "2.weight", amount=2)]) is None
+    # the checks ran the steps in a rolled-back transaction: no trace, no event
+    assert s.steps == ()
+    assert not s.commits
+    assert events == []
+    assert_same_state(s.model, before)
+    assert not any(m._forward_pre_hooks for m in s.model.modules())
     s.apply_all(plan)
     assert s.commits
 

@@ -331,10 +331,11 @@ class Session(Reporting, Committing):
         refuse now, in words (None: it would apply them).
 
         Every step is checked as :meth:`apply_all` checks it, against the model as it is now.
-        A step on a tensor that an earlier step of ``steps`` changes is checked only for its
-        names: what it may do there (an integer ``amount``) depends on the masks the earlier
-        steps leave, which only running them tells; :meth:`apply_all` still refuses it then,
-        and changes nothing.
+        Where a step acts on a tensor that an earlier step of ``steps`` changes, what it may do
+        there (an integer ``amount``, a ``remove``) depends on the masks the earlier steps
+        leave: then the plan is applied in a transaction that is always rolled back
+        (``transaction(dry_run=True)``: no trace, no event), so the answer is exactly
+        :meth:`apply_all`'s, at the cost of one apply.
 
         Examples
         --------
@@ -345,6 +346,10 @@ class Session(Reporting, Committing):
         >>> s.plan_blocker([Step("l1_unstructured", "0.weight", amount=0.5),
         ...                 Step("remove", "0.weight")]) is None
         True
+        >>> why = s.plan_blocker([Step("l1_unstructured", "0.weight", amount=6),
+        ...                       Step("l1_unstructured", "0.weight", amount=6)])
+        >>> why.split(" of ")[0], s.steps  # known only by running the first: nothing is kept
+        ('steps[1]: amount must be at most the number', ())
         """
         return self._first_refusal("Session.apply_all", lambda: list(steps), plan=True)
 
@@ -353,8 +358,10 @@ class Session(Reporting, Committing):
         # The checks an action runs before it changes anything (_run's), without running it;
         # the first refusal in words, without the API location (as undo_blocker words it).
         touched: set[str] = set()
+        run = False
         try:
-            for index, step in enumerate(make()):
+            steps = make()
+            for index, step in enumerate(steps):
                 at = f"{where}: steps[{index}]" if plan else where
                 if not isinstance(step, Step):
                     raise TypeError(f"{at} must be a Step; got {type(step).__name__}")
@@ -365,7 +372,11 @@ class Session(Reporting, Committing):
                 else:  # what it may do depends on the earlier steps' masks (see plan_blocker)
                     for name in step.targets:
                         self._check_name(name, at)
+                    run = True
                 touched.update(step.targets)
+            if run:  # only running the earlier steps tells: run them all, leave no trace
+                with self.transaction(dry_run=True):
+                    self.apply_all(steps)
         except (ValueError, TypeError, RuntimeError) as err:
             text = str(err)
             return text[len(where) + 2:] if text.startswith(where + ": ") else text
