@@ -28,12 +28,34 @@ class Boom(RuntimeError):
     """The injected failure."""
 
 
+def _outside_checks(monkeypatch) -> list[int]:
+    """A flag list that is non-empty while ``Session.plan_blocker`` runs: its check of a plan
+    that acts twice on a tensor applies the plan in a rolled-back transaction, and those runs
+    are not the action's."""
+    checking: list[int] = []
+    real = Session.plan_blocker
+
+    def blocker(self, steps):
+        checking.append(1)
+        try:
+            return real(self, steps)
+        finally:
+            checking.pop()
+
+    monkeypatch.setattr(Session, "plan_blocker", blocker)
+    return checking
+
+
 def fail_on_call(monkeypatch, n: int, error: BaseException) -> list[int]:
-    """Make the session's call that runs a step raise ``error`` on its ``n``-th call."""
+    """Make the session's call that runs a step raise ``error`` on its ``n``-th call (calls
+    made by ``plan_blocker``'s checks not counted)."""
     real = session_module.run_step
     calls: list[int] = []
+    checking = _outside_checks(monkeypatch)
 
     def flaky(model, step, *masks):
+        if checking:
+            return real(model, step, *masks)
         calls.append(1)
         if len(calls) == n:
             raise error
@@ -48,9 +70,11 @@ def real_run_of(monkeypatch, step: Step, action) -> int:
     implementation may dry-run a plan first; the failure must hit the real application)."""
     real = session_module.run_step
     ran: list[Step] = []
+    checking = _outside_checks(monkeypatch)
 
     def recording(model, s, *masks):
-        ran.append(s)
+        if not checking:
+            ran.append(s)
         return real(model, s, *masks)
 
     monkeypatch.setattr(session_module, "run_step", recording)
