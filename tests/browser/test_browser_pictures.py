@@ -15,7 +15,6 @@ title, and each axis with its label and tick labels: ``MaskPreview.describe``, i
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from helpers.browser import (
     chromium_page,
     open_and_run_all,
     serving,
+    wait_for,
 )
 from prune_explorer.viz import MaskPreview
 
@@ -61,16 +61,6 @@ def fresh_ticks(layout: str, described: str = "") -> list[str]:
                        pixel_ratio=float(room.group(3)))
     picture.update(torch.ones(SHAPE, dtype=torch.bool), layout=layout, module_type="Conv2d")
     return ticks(picture.describe())
-
-
-def wait_for(read, check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value):
-            return value
-        assert time.monotonic() < deadline, f"{what}; last seen: {value!r}"
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("size", [(1024, 768), (1400, 1000)], ids=["1024x768", "1400x1000"])

@@ -30,6 +30,7 @@ from helpers.browser import (
     open_and_run_all,
     serving,
 )
+from helpers.browser import wait_for as shared_wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -79,13 +80,7 @@ def lab(tmp_path_factory):
 
 
 def wait_for(read, check, what: str, timeout: float = WAIT_S):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value):
-            return value
-        assert time.monotonic() < deadline, f"{what}; last seen: {value!r}"
-        time.sleep(0.3)
+    return shared_wait_for(read, check, what, timeout, poll=0.3)
 
 
 def show(explorer, name: str) -> str:

@@ -306,6 +306,18 @@ CRAMMED_JS = """root => {
 }"""
 
 
+def wait_for(read: Any, check: Any, what: str, timeout: float = 60.0, poll: float = 0.2) -> Any:
+    """``read()`` again every ``poll`` s until ``check`` accepts its value (returned); fails
+    the test after ``timeout`` s, naming ``what`` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if check(value):
+            return value
+        assert time.monotonic() < deadline, f"{what}; last seen: {value!r}"
+        time.sleep(poll)
+
+
 def wait_sized(explorer: Any, timeout: float = 60.0) -> None:
     """Wait until the picture is drawn for its column: its CSS width is the column's."""
     image = explorer.locator(".pe-preview").first
