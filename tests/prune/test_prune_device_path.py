@@ -260,6 +260,33 @@ def test_fresh_tensors_below_direct_max_make_no_host_read(method):
     assert w.numel() <= _select_device.DIRECT_MAX
 
 
+PUBLIC_CALLS = {
+    "l1_unstructured": lambda m: prune.l1_unstructured(m, "weight", amount=0.4),
+    "random_unstructured": lambda m: prune.random_unstructured(m, "weight", amount=0.4),
+    "ln_structured": lambda m: prune.ln_structured(m, "weight", amount=0.4, n=2, dim=0),
+    "random_structured": lambda m: prune.random_structured(m, "weight", amount=0.4, dim=1),
+    "custom_from_mask": lambda m: prune.custom_from_mask(
+        m, "weight", (m.weight.detach() > 0).float()),
+    "identity": lambda m: prune.identity(m, "weight"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(PUBLIC_CALLS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_public_calls_on_a_fresh_tensor_never_wait_for_the_device(call, dtype):
+    """The whole public call on a fresh tensor below DIRECT_MAX -- mask, orig, hook -- queues
+    its work without one read of a device value: on a GPU a read waits for every kernel before
+    it, so the Python around the next call could not overlap the device's work."""
+    layer = nn.Linear(500, 400).to(dtype)
+    with torch.no_grad():
+        layer.weight.copy_(weights(layer.weight.numel(), dtype, "grid").view_as(layer.weight))
+    ops, reads = counted(lambda: PUBLIC_CALLS[call](layer))
+    assert reads == 0
+    assert not SYNC_OPS & set(ops), SYNC_OPS & set(ops)
+    assert layer.weight_mask.is_contiguous()
+    assert hasattr(layer, "weight_orig")
+
+
 def test_the_cpu_path_does_grow_with_the_tensor():
     """The check above can fail: the CPU path works piece by piece and syncs per piece."""
     small, large = weights(200_000, torch.float32, "plain"), weights(2_000_000, torch.float32,

@@ -7,6 +7,7 @@ methods on one tensor, each seeing only what the chain left unpruned.
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
@@ -23,15 +24,23 @@ from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
 
 
+#: The views :func:`all_ones_like` made that are still alive, by ``id``: recognised by identity,
+#: so telling one apart never reads a value (on a GPU, a read waits for every queued kernel).
+_ONES_VIEWS: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+
+
 def all_ones_like(t: torch.Tensor) -> torch.Tensor:
     """An all-ones mask for ``t`` as a broadcast view: the default mask of a fresh tensor,
     without allocating or filling a tensor-sized buffer (read-only)."""
-    return torch.ones((), dtype=t.dtype, device=t.device).expand(t.shape)
+    ones = torch.ones((), dtype=t.dtype, device=t.device).expand(t.shape)
+    _ONES_VIEWS[id(ones)] = ones
+    return ones
 
 
 def _is_all_ones_view(mask: torch.Tensor) -> bool:
-    return (mask.dim() > 0 and mask.numel() > 0 and all(s == 0 for s in mask.stride())
-            and bool(mask[(0,) * mask.dim()] == 1))
+    """Whether ``mask`` is a view :func:`all_ones_like` made (by identity: no value is read;
+    any other all-ones mask is simply multiplied)."""
+    return _ONES_VIEWS.get(id(mask)) is mask
 
 
 def times_default(
