@@ -20,7 +20,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from prune_explorer import prune
-from prune_explorer.prune import _select, _select_device
+from prune_explorer.prune import _select, _select_device, engine
 from prune_explorer.session import Session
 
 #: aten ops that make a GPU wait for the host (or read data-dependent sizes back).
@@ -466,3 +466,53 @@ def test_slice_norms_on_a_device_are_the_cpu_norms(monkeypatch, n):
         assert torch.equal(a, b), (n, d)
         assert torch.equal(b, torch.linalg.vector_norm(w.double(), ord=2 if n == "fro" else n,
                                                        dim=1 - d).to(torch.bfloat16))
+
+
+#: aten ops that launch no kernel (views, metadata): left out of the per-target budget below.
+VIEW_OPS = {"view", "detach", "slice", "select", "expand", "promote_types", "split",
+            "lift_fresh", "_unsafe_view", "as_strided", "alias", "reshape", "t", "unsqueeze",
+            "squeeze", "empty", "permute", "transpose"}
+
+
+def _kernels(ops: collections.Counter[str]) -> int:
+    return sum(n for op, n in ops.items() if op not in VIEW_OPS)
+
+
+def _fresh_session_apply_global(dtype: torch.dtype, sizes: list[tuple[int, int]]):
+    """(aten ops, host reads, session) of a fresh session's apply_global over linear layers
+    of ``sizes`` (in, out) with grid-tied weights, on the device path."""
+    model = nn.Sequential(*[nn.Linear(i, o) for i, o in sizes])
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(weights(p.numel(), torch.float32, "grid", seed=i).view_as(p))
+    model = model.to(dtype)
+    with _select_device.forced():
+        s = Session(model)
+    targets = [f"{i}.weight" for i in range(len(sizes))]
+    ops, reads = counted(lambda: s.apply_global(targets, amount=0.5))
+    return ops, reads, s
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_session_apply_global_op_count_does_not_grow_with_the_tensors(monkeypatch, dtype):
+    """A fresh session's apply_global on the device path: the same aten ops for tensors 10x
+    larger (the history packs each mask at once, not a chunk at a time: chunks made small
+    here), and the tie note read off the core's selection."""
+    monkeypatch.setattr(engine, "CHUNK", 1 << 12)
+    small, _, _ = _fresh_session_apply_global(dtype, [(600, 300), (300, 1200), (1200, 300)])
+    large, reads, s = _fresh_session_apply_global(
+        dtype, [(6000, 300), (300, 12000), (12000, 300)])
+    assert small == large
+    assert reads <= 3
+    assert s.steps[-1].ties == "lowest"  # grid weights: a tie straddles the cut
+
+
+def test_session_apply_global_kernels_per_target():
+    """Each further target costs apply_global at most 15 kernel-launching ops on the device
+    path (the core's keys, bracket, gather and mask; the history's bits; the order cache's
+    sample): on a GPU every one is a launch, whatever the tensor's size."""
+    three, _, _ = _fresh_session_apply_global(torch.float32, [(600, 300)] * 3)
+    six, _, _ = _fresh_session_apply_global(torch.float32, [(600, 300)] * 6)
+    per_target = (_kernels(six) - _kernels(three)) / 3
+    assert per_target <= 15, (per_target, six)
+    assert _kernels(three) - 3 * per_target <= 30, three

@@ -37,13 +37,32 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["BITS", "CHUNK", "STATS", "Cut", "KeySet", "count_alive", "count_alive_runs",
-           "cuts_found", "draw_stream", "find_cut", "found", "histogram", "int_view",
-           "magnitude_keys", "radix_select", "recording", "row_slabs", "write_kept"]
+__all__ = [
+    "BITS",
+    "CHUNK",
+    "STATS",
+    "Cut",
+    "KeySet",
+    "Straddle",
+    "count_alive",
+    "count_alive_runs",
+    "cuts_found",
+    "draw_stream",
+    "find_cut",
+    "found",
+    "histogram",
+    "int_view",
+    "magnitude_keys",
+    "radix_select",
+    "recording",
+    "row_slabs",
+    "write_kept",
+]
 
 #: Bits resolved per histogram pass (2**BITS bins of int64 each).
 BITS = 11
@@ -158,24 +177,39 @@ class Cut:
     (all of them when ``last`` is None).
 
     So ``last`` is not None exactly when keys equal to ``value`` straddle the cut (some taken,
-    some not): a tie the rule "lowest global index first" split. ``ln_structured`` records its
-    slice cut the same way (:meth:`.methods.LnStructured.keep_slices`): the keys are the norms of
-    the slices still alive, largest first, and the taken ones are the slices kept.
+    some not): a tie the rule "lowest global index first" split. Found by the sharded path
+    (:func:`find_cut`); on one process :func:`._select.select` records a :class:`Straddle`.
     """
 
     value: int
     last: int | None
 
 
+@dataclass(frozen=True)
+class Straddle:
+    """Whether the entries tied at a selection's cut were split (some taken, some not), as
+    :func:`._select.select` records it inside :func:`cuts_found` on one process: ``flag`` is
+    a bool, or a 0-d bool tensor on the keys' device (read later with the others, at once).
+
+    The taken ties are always the lowest-index ones ("index" rule), so a straddle is all a
+    session needs to say how a step split a tie: no second pass over the keys.
+    """
+
+    flag: bool | torch.Tensor
+
+
 _RECORDING = threading.local()
+_Found = TypeVar("_Found", "Cut", "Straddle")
 
 
 @contextlib.contextmanager
-def cuts_found() -> Iterator[list[Cut]]:
-    """Collect, in the list it yields, every cut :func:`find_cut` finds in this thread inside
-    the block (for callers that want to know how a call split a tie without looking again)."""
+def cuts_found() -> Iterator[list[Cut | Straddle]]:
+    """Collect, in the list it yields, every cut :func:`find_cut` finds (sharded keys) and
+    every :class:`Straddle` :func:`._select.select` finds (keys on one process) in this thread
+    inside the block (for callers that want to know how a call split a tie without looking
+    again)."""
     stack = _RECORDING.__dict__.setdefault("stack", [])
-    found: list[Cut] = []
+    found: list[Cut | Straddle] = []
     stack.append(found)
     try:
         yield found
@@ -188,7 +222,7 @@ def recording() -> bool:
     return bool(getattr(_RECORDING, "stack", None))
 
 
-def found(cut: Cut) -> Cut:
+def found(cut: _Found) -> _Found:
     """Hand ``cut`` to the innermost :func:`cuts_found` block of this thread, if any."""
     stack = getattr(_RECORDING, "stack", None)
     if stack:

@@ -62,6 +62,7 @@ whatever the size (a CPU tensor too inside ``_select_device.forced()``, for test
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
@@ -149,6 +150,17 @@ class Selection:
     #: Per key tensor, a buffer the selection left holding ``|keys|`` (its ``scratch``, CPU
     #: path), or None: :meth:`write_kept` into that buffer compares it in place.
     held: tuple[torch.Tensor | None, ...] = ()
+    #: Per key tensor, a buffer the selection left holding the integer keys of ``|keys|``
+    #: (its ``scratch``, device path, ``magnitude`` and not ``largest``), or None:
+    #: :meth:`write_kept` into that buffer compares them in place, without making them again.
+    int_keys: tuple[torch.Tensor | None, ...] = ()
+
+    @functools.cached_property
+    def _cut_key(self) -> torch.Tensor:
+        """The integer key of ``|value|`` (0-d, on the value's device): made once for every
+        tensor and span :meth:`write_kept` compares."""
+        assert self.value is not None
+        return _radix.magnitude_keys(self.value.reshape(1), clamp=False)[0][0]
 
     def _picks(self, i: int, device: torch.device) -> torch.Tensor | None:
         p = self.picks[i] if i < len(self.picks) else None
@@ -205,13 +217,29 @@ class Selection:
             flat_keys, flat_out = keys.view(-1), out.view(-1)
             v = self.value.to(keys.device)
             held = self._holds(i, flat_out)
+            int_keys = self._int_keys(i, flat_out)
             for start, stop, taken in self._spans(i, flat_keys.numel()):
+                if int_keys is not None:  # kept: the keys past the cut, compared in place
+                    compare = torch.gt if taken else torch.ge
+                    compare(int_keys[start:stop], self._cut_key.to(out.device),
+                            out=flat_out[start:stop])
+                    continue
                 source = flat_out if held else flat_keys
                 self._write_span(source[start:stop], flat_out[start:stop], v, taken, held)
         picks = self._picks(i, out.device)
         if picks is not None:
             self._set_picks(out.view(-1), picks, 0)
         return out
+
+    def _int_keys(self, i: int, out: torch.Tensor) -> torch.Tensor | None:
+        """The integer keys the selection left in the flat ``out`` (see :attr:`int_keys`),
+        as a flat integer view of it, or None."""
+        buffer = self.int_keys[i] if i < len(self.int_keys) else None
+        if buffer is None or buffer.numel() != out.numel() or \
+                buffer.data_ptr() != out.data_ptr() or \
+                buffer.element_size() != out.element_size():
+            return None
+        return out.view(buffer.dtype)
 
     def _holds(self, i: int, out: torch.Tensor) -> bool:
         """Whether the flat ``out`` is the buffer the selection left holding ``|keys|``."""
@@ -244,7 +272,7 @@ class Selection:
             bits_compare = torch.gt if taken else torch.ge
             if whole:  # the cut's key stays on the device; the keys go where the mask goes
                 out = pieces[0][1]
-                cut: torch.Tensor | int = _radix.magnitude_keys(v.reshape(1), clamp=False)[0]
+                cut: torch.Tensor | int = self._cut_key.to(out.device)
                 itype = _INT_OF[keys.dtype]
                 into = out.view(itype) if out.element_size() == keys.element_size() else None
                 bits_compare(_radix.magnitude_keys(keys, clamp=False, out=into)[0], cut,
@@ -314,26 +342,49 @@ def select(
         raise ValueError(f"select: k must be in [0, {total}]; got {k}")
     if k == 0:
         return Selection(largest, picks=())
+    # inside _radix.cuts_found (a session step): whether a tie straddles the cut, found on
+    # the way (the taken ties are the lowest-index ones: that is all the session's note needs)
+    report: list[bool | torch.Tensor] | None = [] if _radix.recording() else None
+    chosen = _select(keys, k, total, largest, ties, magnitude, scratch, report)
+    if report:
+        _radix.found(_radix.Straddle(report[0]))
+    return chosen
+
+
+def _select(
+    keys: Sequence[torch.Tensor], k: int, total: int, largest: bool, ties: str,
+    magnitude: bool, scratch: Sequence[torch.Tensor | None] | None,
+    report: list[bool | torch.Tensor] | None,
+) -> Selection:
+    """:func:`select` for ``1 <= k <= total``; appends to ``report`` (where given) whether a
+    tie straddles the cut (a bool, or a 0-d bool tensor on the keys' device)."""
     dtype = keys[0].dtype
     device_path = _select_device.wanted(keys[0])
     if total > SMALL and dtype in _FAST_DTYPES:
         if largest and k == total:  # everything: past -inf
+            if report is not None:
+                report.append(False)
             return Selection(largest, value=torch.tensor(-math.inf, dtype=dtype,
                                                          device=keys[0].device),
                              magnitude=magnitude)
         # the cut (value, last taken tie per key tensor); None: the sorting reference decides
         found: tuple[torch.Tensor, tuple[int, ...] | None] | None
+        int_keys: list[torch.Tensor | None] = []
         if device_path and len(keys) == 1 and ties == "index" and total <= \
                 _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX)
             return Selection(largest, picks=(_select_device.direct_flags(
                 keys[0], k, largest=largest, magnitude=magnitude,
-                scratch=None if scratch is None else scratch[0]),))
+                scratch=None if scratch is None else scratch[0], report=report),))
         if device_path and len({x.device for x in keys}) == 1:
             found = _select_device.locate_cut(keys, k, largest=largest, magnitude=magnitude,
                                               scratch=scratch)
             if found is not None and found[1] is not None and ties == "torch":
+                if report is not None:
+                    report.append(True)
                 found = None
             held: list[torch.Tensor | None] = []
+            # the scratch buffers of the keys' width now hold their integer keys
+            int_keys = _left_keys(keys, scratch) if magnitude and not largest else []
         else:
             # the CPU path leaves |keys| in the scratch buffers it can use: write_kept into
             # one of them compares it in place
@@ -341,17 +392,35 @@ def select(
             found = locate_cut(keys, k, largest=largest, magnitude=magnitude,
                                torch_rule=ties == "torch", held=held)
         if found is not None:
+            if report is not None:
+                report.append(found[1] is not None)
             return Selection(largest, value=found[0], through=found[1], magnitude=magnitude,
-                             held=tuple(held))
-    return _by_sorting(keys, k, largest, ties, magnitude, flags=device_path)
+                             held=tuple(held), int_keys=tuple(int_keys))
+    return _by_sorting(keys, k, largest, ties, magnitude, flags=device_path,
+                       report=report if report == [] else None)
+
+
+def _left_keys(keys: Sequence[torch.Tensor], scratch: Sequence[torch.Tensor | None] | None
+               ) -> list[torch.Tensor | None]:
+    """Per key tensor, the integer keys :func:`._select_device.locate_cut` left in its scratch
+    buffer (one of the keys' width), or None."""
+    out: list[torch.Tensor | None] = []
+    for i, x in enumerate(keys):
+        buffer = None if scratch is None else scratch[i]
+        fits = buffer is not None and buffer.element_size() == x.element_size()
+        out.append(_select_device.int_keys_in(buffer, x) if buffer is not None and fits
+                   else None)
+    return out
 
 
 def _by_sorting(
     keys: Sequence[torch.Tensor], k: int, largest: bool, ties: str, magnitude: bool,
-    flags: bool = False,
+    flags: bool = False, report: list[bool | torch.Tensor] | None = None,
 ) -> Selection:
     """The reference: stable sort (index rule) or ``topk`` (torch rule) of the concatenation.
-    ``flags``: several key tensors get bool flags, split without a host sync."""
+    ``flags``: several key tensors get bool flags, split without a host sync. ``report``:
+    as in :func:`_select` (the index rule: the k-th and the next sorted key are equal, NaN
+    equal to NaN)."""
     device = keys[0].device
     whole = keys[0] if len(keys) == 1 else torch.cat([x.reshape(-1).to(device) for x in keys])
     if magnitude:
@@ -359,7 +428,10 @@ def _by_sorting(
     if ties == "torch":
         idx = torch.topk(whole, k, largest=largest).indices
     else:
-        idx = torch.sort(whole, descending=largest, stable=True).indices[:k]
+        ordered = torch.sort(whole.reshape(-1), descending=largest, stable=True)
+        idx = ordered.indices[:k]
+        if report is not None:
+            report.append(_straddles(ordered.values, k))
     if len(keys) == 1:
         return Selection(largest, picks=(idx,))
     if flags:
@@ -375,3 +447,14 @@ def _by_sorting(
         picks.append(mine if mine.numel() else None)
         start += x.numel()
     return Selection(largest, picks=tuple(picks))
+
+
+def _straddles(ordered: torch.Tensor, k: int) -> bool | torch.Tensor:
+    """Whether the ``k``-th of the sorted keys ``ordered`` equals the next one (NaN equal to
+    NaN): a 0-d bool tensor, read by whoever asked; False when all are taken."""
+    if k >= ordered.numel():
+        return False
+    pair = ordered[k - 1:k + 1]
+    if pair.is_floating_point():
+        return (pair[0] == pair[1]) | torch.isnan(pair).all()
+    return pair[0] == pair[1]

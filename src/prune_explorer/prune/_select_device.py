@@ -33,8 +33,8 @@ import torch
 
 from . import _radix
 
-__all__ = ["DIRECT_MAX", "HOST_READS", "direct_flags", "forced", "locate_cut", "read_host",
-           "sortable", "to_host", "wanted"]
+__all__ = ["DIRECT_MAX", "HOST_READS", "direct_flags", "forced", "int_keys_in", "locate_cut",
+           "read_host", "sortable", "to_host", "wanted"]
 
 #: Up to this many entries, a single key tensor's selection (index tie rule) takes
 #: :func:`direct_flags` (``topk`` for the cut, no host read, ~12 launches) instead of
@@ -107,15 +107,17 @@ def to_host(values: Sequence[torch.Tensor]) -> list[float]:
     """The 0-d ``values`` (any devices; numbers, counts up to 2**53, bools) as Python floats,
     in order: one host read per device among them (counted in :data:`HOST_READS`), not one
     per value."""
-    by_device: dict[torch.device, list[int]] = {}
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
     for i, v in enumerate(values):
-        by_device.setdefault(v.device, []).append(i)
+        groups.setdefault((v.device, v.dtype), []).append(i)
     out = [0.0] * len(values)
-    for where in by_device.values():
+    for device in dict.fromkeys(d for d, _ in groups):
+        order = [i for (d, _), where in groups.items() if d == device for i in where]
+        # one stack and one conversion per dtype, then one transfer for the device
+        read = torch.cat([torch.stack([values[i].reshape(()) for i in where]).to(torch.float64)
+                          for (d, _), where in groups.items() if d == device])
         HOST_READS.count += 1
-        read = torch.stack([values[i].reshape(()).to(torch.float64) for i in where]).to(
-            "cpu", copy=True).tolist()
-        for i, v in zip(where, read, strict=True):
+        for i, v in zip(order, read.to("cpu", copy=True).tolist(), strict=True):
             out[i] = v
     return out
 
@@ -141,6 +143,12 @@ def sortable(x: torch.Tensor, magnitude: bool, largest: bool,
         if out is not None:
             keys = out.copy_(keys)
     return keys.bitwise_not_() if largest else keys
+
+
+def int_keys_in(scratch: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The flat integer view in which :func:`locate_cut` wrote ``x``'s keys into ``scratch``
+    (a buffer of ``x``'s width)."""
+    return scratch.reshape(-1).view(_INT_OF[x.element_size()])
 
 
 def _value_of(key: torch.Tensor, dtype: torch.dtype, magnitude: bool,
@@ -198,7 +206,7 @@ def locate_cut(
         buffer = None if scratch is None else scratch[i]
         out = None
         if buffer is not None and buffer.element_size() == x.element_size():
-            out = buffer.reshape(-1).view(itype)
+            out = int_keys_in(buffer, x)
         ints.append(sortable(x.reshape(-1), magnitude, largest, out))
     sizes = [x.numel() for x in ints]
     total = sum(sizes)
@@ -274,7 +282,8 @@ def locate_cut(
 
 
 def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
-                 scratch: torch.Tensor | None = None) -> torch.Tensor:
+                 scratch: torch.Tensor | None = None,
+                 report: list[bool | torch.Tensor] | None = None) -> torch.Tensor:
     """Bool flags (flat, ``x``'s size) of the ``k`` smallest (or ``largest``) entries of the
     flat ``x`` (``1 <= k <= x.numel()``), ties at the cut lowest flat index first -- with no
     host read and a fixed number of launches.
@@ -282,9 +291,10 @@ def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
     ``topk`` (unsorted) finds the k smallest keys (or the ``n - k + 1`` largest, if fewer);
     their largest (smallest) is the cut; every key below it is taken, and of those equal to
     it the first ``k - below`` in flat order (a running count). NaN is one key above inf, as
-    in :func:`sortable`. ``scratch`` as in :func:`locate_cut` (one tensor). Extra memory: the
-    values and indices ``topk`` returns (at most half the entries, plus one), two bools and
-    one int32 per entry.
+    in :func:`sortable`. ``scratch`` as in :func:`locate_cut` (one tensor). ``report``: gets
+    whether a tie straddles the cut (a 0-d bool on the device: more ties than are taken).
+    Extra memory: the values and indices ``topk`` returns (at most half the entries, plus
+    one), two bools and one int32 per entry.
     """
     out = None
     if scratch is not None and scratch.element_size() == x.element_size():
@@ -300,6 +310,8 @@ def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
     tied = keys == cut
     # int32 running count: DIRECT_MAX entries fit; the ties past ``need`` are not taken
     rank = tied.cumsum(0, dtype=torch.int32)
+    if report is not None:
+        report.append(rank[-1] > need)
     return taken.logical_or_(tied.logical_and_(rank <= need))
 
 

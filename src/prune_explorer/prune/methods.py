@@ -12,7 +12,6 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
-from . import _radix
 from ._base import BasePruningMethod, PruningContainer, times_default
 from ._select import resolve_ties, select
 from .validation import (
@@ -323,21 +322,6 @@ def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
     return torch.norm(t, p=n, dim=others)
 
 
-def _record_slice_cut(norms: torch.Tensor, keep: torch.Tensor) -> None:
-    """Hand the slice cut of ``keep`` to :func:`._radix.cuts_found`, as a :class:`._radix.Cut`:
-    the key of the smallest kept norm, and where norms equal to it were also cut, the index of
-    the last tied slice kept (NaN norms, always kept first, aside). Nothing when every slice or
-    none is kept."""
-    numbers = ~torch.isnan(norms)
-    kept, cut = keep & numbers, ~keep & numbers
-    if not bool(kept.any()) or not bool(cut.any()):
-        return
-    low = norms[kept].min()
-    last = int(torch.nonzero(kept & (norms == low)).max()) if bool(low == norms[cut].max()) \
-        else None
-    _radix.found(_radix.Cut(int(_radix.magnitude_keys(low.reshape(1))[0][0]), last))
-
-
 class LnStructured(_Structured, _torch_prune.LnStructured):
     """Prune the ``amount`` slices along ``dim`` with the smallest ``n``-norm.
 
@@ -387,10 +371,8 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         >>> LnStructured.keep_slices(torch.tensor([2.0, 1.0, 2.0, 2.0, 3.0]), 2).tolist()
         [True, False, True, False, True]
         """
-        keep = select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
-        if ties == "index" and _radix.recording():  # for a session's tie note
-            _record_slice_cut(norms, keep)
-        return keep
+        # (inside a session step, select records whether tied norms straddled the cut)
+        return select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}

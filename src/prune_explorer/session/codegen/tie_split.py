@@ -140,7 +140,7 @@ def note_ties(
     step: Step,
     before: Mapping[str, PackedMask],
     importance: Mapping[str, torch.Tensor],
-    cuts: Sequence[engine.Cut] = (),
+    cuts: Sequence[engine.Cut | engine.Straddle] = (),
 ) -> str | None:
     """``"lowest"``/``"highest"`` if ``step`` (just applied) split a straddling tie that way.
 
@@ -156,22 +156,30 @@ def note_ties(
     importance
         The targets' values as the step found them (what L1 ranks), by address.
     cuts
-        The cuts the core found while running the step
-        (:func:`~prune_explorer.prune.engine.cuts_found`): its sharded path's, and
-        ``ln_structured``'s slice cut on any tensor.
+        What the core found while running the step
+        (:func:`~prune_explorer.prune.engine.cuts_found`): its sharded path's cuts, and
+        whether its selection split a tie at the cut
+        (:class:`~prune_explorer.prune.engine.Straddle`; for ``ln_structured``, its slice
+        cut). Where the selection said, that is the note: the tensors are not read again.
     """
+    straddles = [c.flag for c in cuts if isinstance(c, engine.Straddle)]
+    sharded = is_dtensor(importance[step.targets[0]])
     if step.is_global:
         inner = step.settings["pruning_method"]
     elif step.method in ("l1_unstructured", "random_unstructured"):
         inner = step.method
     elif step.method == "ln_structured":
-        # read off the core's own slice cut (LnStructured.keep_slices records it, sharded or
-        # not): the tied slices it kept are the lowest-index ones, so those it cut the highest
-        return "highest" if any(c.last is not None for c in cuts) else None
+        # read off the core's own slice cut (select records whether tied norms straddled
+        # it, sharded or not): it keeps the tied slices of lowest index, so those it cut are
+        # the highest
+        return "highest" if _any(straddles) else None
     else:
         return None
-    if is_dtensor(importance[step.targets[0]]):
-        return _note_sharded(model, step, inner, before, importance, cuts)
+    if sharded:
+        return _note_sharded(model, step, inner, before, importance,
+                             [c for c in cuts if isinstance(c, engine.Cut)])
+    if straddles:  # the core's selection said, on the way (lowest index first)
+        return "lowest" if _any(straddles) else None
     masks = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
@@ -279,6 +287,13 @@ def note_from_cuts(cuts: Sequence[tuple[TensorOrder | GlobalCut, int]]) -> str |
     top = max(int(k) for k in pruned)
     bottom = min(int(k) for k in kept)
     return "lowest" if top == bottom else None
+
+
+def _any(flags: Sequence[bool | torch.Tensor]) -> bool:
+    """Whether any of ``flags`` (bools, 0-d bool tensors) is true: one host read for all the
+    tensors on a device."""
+    tensors = [f for f in flags if isinstance(f, torch.Tensor)]
+    return any(f is True for f in flags) or any(engine.to_host(tensors))
 
 
 def _common_dtype(tensors: Sequence[torch.Tensor]) -> torch.dtype:

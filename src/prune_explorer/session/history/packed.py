@@ -60,8 +60,8 @@ def _pack(kept: torch.Tensor) -> torch.Tensor:
     pad = (-flat.numel()) % 8
     if pad:
         flat = torch.cat([flat, flat.new_zeros(pad)])
-    bits = flat.view(-1, 8).to(torch.uint8)
-    return (bits << _shifts(flat.device)).sum(dim=1, dtype=torch.uint8)
+    bits = flat.view(torch.uint8) if flat.dtype == torch.bool else flat.to(torch.uint8)
+    return (bits.view(-1, 8) << _shifts(flat.device)).sum(dim=1, dtype=torch.uint8)
 
 
 def _unpack(data: torch.Tensor, numel: int) -> torch.Tensor:
@@ -138,6 +138,10 @@ class PackedMask:
             if is_sharded(mask):
                 continue
             flat = mask.detach().reshape(-1)
+            if engine.device_path(flat):  # a fixed number of launches: the mask at once
+                kept = flat if flat.dtype == torch.bool else flat != 0
+                packed.append((flat, _pack(kept), torch.count_nonzero(kept)))
+                continue
             step = _piece()
             data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
             count = torch.zeros((), dtype=torch.int64, device=flat.device)
