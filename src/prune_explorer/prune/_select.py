@@ -211,6 +211,11 @@ class Selection:
         cache-sized pieces, so each entry is read and written once from memory (on the
         device path: whole spans, one operation each).
         """
+        picks = self._picks(i, out.device)
+        if self.value is None and picks is not None and picks.dtype == torch.bool:
+            # flags of every entry (the device path's): the mask is their negation, one pass
+            torch.logical_not(picks, out=out.view(-1))
+            return out
         if self.value is None:
             out.fill_(1)
         else:
@@ -226,7 +231,6 @@ class Selection:
                     continue
                 source = flat_out if held else flat_keys
                 self._write_span(source[start:stop], flat_out[start:stop], v, taken, held)
-        picks = self._picks(i, out.device)
         if picks is not None:
             self._set_picks(out.view(-1), picks, 0)
         return out
