@@ -119,7 +119,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         mask = getattr(module, name + "_mask")
         orig = getattr(module, name + "_orig")
         mask = _fsdp.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
-        return mask.to(dtype=orig.dtype) * orig
+        return (mask if mask.dtype == orig.dtype else mask.to(dtype=orig.dtype)) * orig
 
     @classmethod
     def apply(

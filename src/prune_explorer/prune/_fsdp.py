@@ -12,6 +12,8 @@ shard.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from ._dtensor import gathered, is_sharded, stand_in
@@ -67,11 +69,12 @@ def _follow_rename(module: torch.nn.Module, old: str, new: str) -> None:
     name. FSDP2 has no public API for this: we update its record of the parameter's name
     (``FSDPParam._module_info``). Does nothing for modules FSDP2 does not manage.
     """
-    try:
-        from torch.distributed._composable_state import _module_state_mapping
-    except ImportError:  # pragma: no cover - torch without distributed
+    # FSDP2 registers its states in this module; not imported yet: no module is managed
+    states = sys.modules.get("torch.distributed._composable_state")
+    mapping = getattr(states, "_module_state_mapping", None)
+    if not mapping:
         return
-    for ref in list(_module_state_mapping.values()):
+    for ref in list(mapping.values()):
         state = ref()
         for group in getattr(state, "_fsdp_param_groups", None) or ():
             for fsdp_param in group.fsdp_params:

@@ -173,7 +173,7 @@ class Selection:
         if picks.dtype == torch.bool:
             out.masked_fill_(picks, value)
         else:
-            out[picks] = value
+            out.index_fill_(0, picks, value)
 
     def _spans(self, i: int, n: int) -> Iterator[tuple[int, int, bool]]:
         """(start, stop, ties taken) flat ranges covering the ``i``-th key tensor of ``n``."""
