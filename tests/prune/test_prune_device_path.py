@@ -17,30 +17,13 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from helpers.ops import SYNC_OPS, OpCounter, kernels
 from prune_explorer import prune
 from prune_explorer.prune import _select, _select_device, engine
 from prune_explorer.session import Session
 
-#: aten ops that make a GPU wait for the host (or read data-dependent sizes back).
-SYNC_OPS = {"_local_scalar_dense", "item", "nonzero", "unique", "_unique", "_unique2",
-            "unique_consecutive", "unique_dim", "masked_select", "bincount", "is_nonzero",
-            "equal", "allclose", "histc"}
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts the aten ops run inside it, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-                           ) -> Any:
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def counted(fn: Callable[[], object]) -> tuple[collections.Counter[str], int]:
@@ -468,15 +451,6 @@ def test_slice_norms_on_a_device_are_the_cpu_norms(monkeypatch, n):
                                                        dim=1 - d).to(torch.bfloat16))
 
 
-#: aten ops that launch no kernel (views, metadata): left out of the per-target budget below.
-VIEW_OPS = {"view", "detach", "slice", "select", "expand", "promote_types", "split",
-            "lift_fresh", "_unsafe_view", "as_strided", "alias", "reshape", "t", "unsqueeze",
-            "squeeze", "empty", "permute", "transpose"}
-
-
-def _kernels(ops: collections.Counter[str]) -> int:
-    return sum(n for op, n in ops.items() if op not in VIEW_OPS)
-
 
 def _fresh_session_apply_global(dtype: torch.dtype, sizes: list[tuple[int, int]]):
     """(aten ops, host reads, session) of a fresh session's apply_global over linear layers
@@ -513,6 +487,6 @@ def test_session_apply_global_kernels_per_target():
     sample): on a GPU every one is a launch, whatever the tensor's size."""
     three, _, _ = _fresh_session_apply_global(torch.float32, [(600, 300)] * 3)
     six, _, _ = _fresh_session_apply_global(torch.float32, [(600, 300)] * 6)
-    per_target = (_kernels(six) - _kernels(three)) / 3
+    per_target = (kernels(six) - kernels(three)) / 3
     assert per_target <= 15, (per_target, six)
-    assert _kernels(three) - 3 * per_target <= 30, three
+    assert kernels(three) - 3 * per_target <= 30, three

@@ -236,7 +236,9 @@ class _Structured(BasePruningMethod):
         """Mask of ``t``'s dtype: ``default_mask`` where ``keep`` (0/1 per slice) along ``dim``."""
         shape = [1] * t.dim()
         shape[dim] = t.shape[dim]
-        kept = keep.to(dtype=t.dtype).view(shape).expand(t.shape)
+        # one pass: broadcast and converted while written (times_default then reuses it)
+        kept = torch.empty(t.shape, dtype=t.dtype, device=default_mask.device)
+        kept.copy_(keep.view(shape).expand(t.shape))
         return times_default(kept, default_mask, dtype=t.dtype)
 
 

@@ -1,0 +1,139 @@
+"""What a GPU would launch and wait for: ours against torch.nn.utils.prune, counted on any device.
+
+On a GPU, a pruning call on a small or medium tensor is bound by launches, not by memory: each
+aten op is (at least) one kernel launch of a few microseconds, and each read of a device value
+(``.item()``, ``nonzero``, a host transfer) makes the host wait for every kernel queued before
+it, so the Python of the next call cannot overlap the device's work. This script counts both,
+for the cases of ``bench_prune.py --device cuda``, with a ``TorchDispatchMode``
+(``tests/helpers/ops.py``): on a CPU the core's device path runs on CPU tensors
+(``_select_device.forced()``), so the counts are the GPU's without a GPU; ``--device cuda`` counts
+on the GPU itself.
+
+Columns: kernel-launching aten ops (views left out), syncing aten ops, and our host reads (the
+transfers our device path makes on purpose: ``_select_device.HOST_READS``) per case, ours and
+torch's, for one 4096x4096 weight, each of GPT-2-small's 50 weight matrices in turn, and all 50
+at once (``global_unstructured``; ``Session.apply_global`` on a fresh session, whose history packs
+the masks and notes how ties were split).
+
+``--host`` adds the host's own time per call on a tiny (16x16) weight, median of rounds of 2000
+calls, ours and torch's: where a GPU call is launch-bound, the host pays this on top of the
+launches. Timings are this machine's; counts do not depend on it.
+
+Usage::
+
+    python benchmarks/bench_launches.py              # counts, GPT-2-small shapes (~1 min on a CPU)
+    python benchmarks/bench_launches.py --host       # and the host time per tiny call
+    python benchmarks/bench_launches.py --tiny       # toy shapes (a smoke test)
+    python benchmarks/bench_launches.py --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench_prune import (  # noqa: E402 -- the GPU benchmark's cases, one copy
+    DEVICE_GLOBAL,
+    DEVICE_METHODS,
+    DEVICE_SHAPES,
+    _device_call,
+    _modules,
+    make_weights,
+)
+from helpers.ops import OpCounter, kernels, syncs  # noqa: E402 -- the tests' counter
+
+from prune_explorer.prune import _select_device  # noqa: E402
+
+#: The shape sets counted (one 4096x4096 weight; GPT-2-small's 50 weight matrices).
+SHAPES = ("4096x4096", "gpt2")
+
+
+def count(impl: str, case: str, weights: list[torch.Tensor], device: torch.device,
+          ) -> tuple[int, int, int]:
+    """(kernel ops, syncing ops, our host reads) of one call of ``case`` on fresh modules."""
+    mods = _modules([w.to(device) for w in weights])
+    session = None
+    if impl == "ours" and case == "Session.apply_global":
+        from prune_explorer import Session
+        with _select_device.forced(device.type == "cpu"):
+            session = Session(torch.nn.ModuleList(mods))
+    masks = [(m.weight.detach() > 0).to(m.weight.dtype) for m in mods] \
+        if case == "custom_from_mask" else None
+    call = _device_call(impl, case, DEVICE_METHODS.get(case, {}), mods, masks, session)
+    torch.manual_seed(0)
+    _select_device.HOST_READS.reset()
+    with _select_device.forced(device.type == "cpu"), OpCounter() as counter:
+        call()
+    reads = _select_device.HOST_READS.count if impl == "ours" else 0
+    return kernels(counter.ops), syncs(counter.ops), reads
+
+
+def host_time(impl: str, case: str, rounds: int = 5, calls: int = 2000) -> float:
+    """Median over ``rounds`` of the host time (microseconds) per call on a fresh 16x16
+    weight (CPU, the default path)."""
+    kw = DEVICE_METHODS[case]
+    per_call = []
+    for _ in range(rounds):
+        mods = _modules([torch.randn(16, 16) * 0.02 for _ in range(calls)])
+        masks = [(m.weight.detach() > 0).float() for m in mods] \
+            if case == "custom_from_mask" else None
+        call = _device_call(impl, case, kw, mods, masks, None)
+        t0 = time.perf_counter()
+        call()
+        per_call.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(per_call)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--tiny", action="store_true", help="toy shapes (a smoke test)")
+    parser.add_argument("--host", action="store_true",
+                        help="also the host time per call on a tiny weight")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    print(f"torch {torch.__version__}, device {device}, {args.dtype}, weights N(0, 0.02); "
+          "counted with a TorchDispatchMode" +
+          (" on CPU tensors through the device path" if device.type == "cpu" else ""))
+    print()
+    print("| case | shapes | torch kernels / syncs | ours kernels / syncs / host reads | "
+          "ours / torch kernels |")
+    print("|---|---|---|---|---|")
+    for shapes_name in SHAPES:
+        shapes = DEVICE_SHAPES[shapes_name][1 if args.tiny else 0]
+        weights = make_weights(shapes, "normal", args.dtype)
+        label = "one 4096x4096" if shapes_name == "4096x4096" else "GPT-2-small, each of 50"
+        if args.tiny:
+            label += " (tiny)"
+        cases = [*DEVICE_METHODS] + (list(DEVICE_GLOBAL) if shapes_name == "gpt2" else [])
+        for case in cases:
+            where = label if case not in DEVICE_GLOBAL else label.replace("each of", "all")
+            theirs = count("torch", case, weights, device)
+            ours = count("ours", case, weights, device)
+            print(f"| `{case}` | {where} | {theirs[0]} / {theirs[1]} | "
+                  f"{ours[0]} / {ours[1]} / {ours[2]} | {ours[0] / max(theirs[0], 1):.2f} |",
+                  flush=True)
+    if args.host:
+        print()
+        print("Host time per call, 16x16 weight, CPU (median of 5 rounds of 2000 calls):")
+        print()
+        print("| method | torch us | ours us | ours / torch |")
+        print("|---|---|---|---|")
+        for case in DEVICE_METHODS:
+            theirs_us, ours_us = host_time("torch", case), host_time("ours", case)
+            print(f"| `{case}` | {theirs_us:.1f} | {ours_us:.1f} | {ours_us / theirs_us:.2f} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
