@@ -48,8 +48,8 @@ from bench_prune import (  # noqa: E402 -- the GPU benchmark's cases, one copy
     _modules,
     make_weights,
 )
-from helpers.ops import OpCounter, kernels, syncs  # noqa: E402 -- the tests' counter
 
+from helpers.ops import OpCounter, kernels, syncs  # noqa: E402 -- the tests' counter
 from prune_explorer.prune import _select_device  # noqa: E402
 
 #: The shape sets counted (one 4096x4096 weight; GPT-2-small's 50 weight matrices).
