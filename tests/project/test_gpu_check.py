@@ -56,3 +56,19 @@ def test_bench_large_device_path_runs_on_cpu():
     assert "| apply_global (amount 0.5, after its preview) |" in done.stdout
     assert "first block: 395,264 pruned of 790,528" in done.stdout
     assert "(ESTIMATE, not run)" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_launches_counts_every_case_on_cpu():
+    done = _run(sys.executable, "benchmarks/bench_launches.py", "--tiny", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+            if line.startswith("| `")]
+    assert len(rows) == 5 + 5 + 2  # every method twice, the two global cases once
+    for case, _, theirs, ours, ratio in rows:
+        torch_kernels = int(theirs.split("/")[0])
+        ours_kernels, ours_syncs, _ = (int(x) for x in ours.split("/"))
+        assert ours_syncs == 0, case
+        assert float(ratio) == pytest.approx(ours_kernels / torch_kernels, abs=0.01)
+        if "global" not in case:  # one call per tensor: never more launches than torch
+            assert ours_kernels <= torch_kernels, (case, ours, theirs)
