@@ -19,7 +19,7 @@ from . import _module, _select_device, _sharded
 from ._base import BasePruningMethod, PruningContainer
 from ._dtensor import any_sharded
 from ._hooks import HOOK_TYPE
-from ._select import resolve_ties, select
+from ._select import SMALL, resolve_ties, select
 from .methods import _Unstructured
 from .validation import check_same_shape, count_to_prune, problem
 
@@ -135,7 +135,10 @@ def _fast(entries: list[_Entry], method: _Unstructured) -> list[torch.Tensor] | 
     if method._LARGEST:  # random: one draw over the surviving entries, as torch makes it
         draws = method._keys(torch.empty(sum(counts), dtype=dtype,
                                          device=entries[0].current.device))
-        keep = ~select([draws], k, largest=True, ties=ties).selected(draws)
+        # draws are never negative: above SMALL on the device path, ranked as |draws| (fewer
+        # operations than signed keys; below, the sort would take an extra abs)
+        keep = ~select([draws], k, largest=True, ties=ties,
+                       magnitude=device_path and draws.numel() > SMALL).selected(draws)
         return _scatter_kept(entries, alive, counts, keep)
     pruned_before = any(a is not None for a in alive)
     if pruned_before and ties == "torch":

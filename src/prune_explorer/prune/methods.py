@@ -12,8 +12,9 @@ import torch
 import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
+from . import _select_device
 from ._base import BasePruningMethod, PruningContainer, times_default
-from ._select import resolve_ties, select
+from ._select import SMALL, resolve_ties, select
 from .validation import (
     ShapeMismatchError,
     check,
@@ -90,6 +91,9 @@ class _Unstructured(BasePruningMethod):
     _LARGEST: bool
     #: rank by |keys| (computed piece by piece inside the selection, never as a tensor)
     _MAGNITUDE: bool = False
+    #: the keys are never negative nor NaN (uniform draws): |keys| ranks them as they are, and
+    #: the device path's integer keys of |keys| take fewer operations than of signed keys
+    _NONNEGATIVE: bool = False
     amount: Any
     ties: str | None
 
@@ -110,8 +114,10 @@ class _Unstructured(BasePruningMethod):
                 out = torch.empty(keys.shape, dtype=dtype, device=default_mask.device)
             # the mask-to-be is the selection's scratch (device path: its integer keys)
             scratch = [out] if out is not keys and out.device == keys.device else None
+            magnitude = self._MAGNITUDE or (self._NONNEGATIVE and keys.numel() > SMALL
+                                            and _select_device.wanted(keys))
             chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties),
-                            magnitude=self._MAGNITUDE, scratch=scratch)
+                            magnitude=magnitude, scratch=scratch)
             kept = chosen.write_kept(keys, out)
             return times_default(kept.view(t.shape), default_mask)
 
@@ -151,6 +157,7 @@ class RandomUnstructured(_RandomDraws, _Unstructured, _torch_prune.RandomUnstruc
 
     PRUNING_TYPE = "unstructured"
     _LARGEST = True
+    _NONNEGATIVE = True
 
     def __init__(self, amount: float | int, *, generator: torch.Generator | None = None,
                  ties: str | None = None) -> None:
