@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from prune_explorer.prune import _radix, engine
+from helpers.ops import OpCounter, kernels
+from prune_explorer.prune import _radix, _select_device, engine
 from prune_explorer.session import PackedMask
 from prune_explorer.session.model.sharded import count_alive, nonzero_summary
 
@@ -50,3 +51,24 @@ def test_counts_a_slab_at_a_time_match_whole_tensor_counts(shape: tuple[int, ...
     for d, counts in enumerate(per_dim):
         others = [i for i in range(kept.dim()) if i != d]
         assert torch.equal(counts, kept.sum(dim=others) if others else kept.long()), d
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (40,), (3, 17), (301, 33)])
+def test_on_the_device_path_a_mask_packs_and_unpacks_at_once(shape: tuple[int, ...]) -> None:
+    """On a GPU a piece is a launch: there the whole mask is one piece (the bits are the
+    CPU path's, and unpacking gives the mask back), whatever the chunk."""
+    mask = _mask(shape, 3)
+    cpu = PackedMask.from_tensor(mask)
+    with _select_device.forced():
+        with OpCounter() as packing:
+            packed = PackedMask.from_tensor(mask)
+        with OpCounter() as unpacking:
+            back = packed.unpack(torch.float32)
+        pieces = list(packed.pieces())
+    assert packed == cpu
+    assert torch.equal(back, mask)
+    assert len(pieces) == 1
+    assert torch.equal(pieces[0], mask.reshape(-1) != 0)
+    # a fixed number of kernels: 16-entry chunks would make one per chunk
+    assert kernels(packing.ops) <= 6, packing.ops
+    assert kernels(unpacking.ops) <= 4, unpacking.ops

@@ -66,10 +66,11 @@ class _Reads:
 HOST_READS = _Reads()
 
 
-def wanted(t: torch.Tensor) -> bool:
-    """Whether selections over ``t`` take this path: any non-CPU tensor, or inside
-    :func:`forced`."""
-    return _force or t.device.type != "cpu"
+def wanted(t: torch.Tensor | torch.device) -> bool:
+    """Whether selections over ``t`` (a tensor, or any tensor on a device) take this path:
+    any non-CPU tensor, or inside :func:`forced`."""
+    device = t if isinstance(t, torch.device) else t.device
+    return _force or device.type != "cpu"
 
 
 @contextlib.contextmanager

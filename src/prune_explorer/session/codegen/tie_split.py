@@ -249,8 +249,10 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     for key, address, after in zip(keys, step.targets, afters, strict=True):
         if not key.numel():  # an empty shard (split() would still give one empty piece)
             continue
-        for k, was, m in zip(key.split(engine.CHUNK), before[address].pieces(device),
-                             after.split(engine.CHUNK), strict=True):
+        start = 0
+        for was in before[address].pieces(device):  # the pieces' sizes set the keys'
+            k, m = key[start:start + was.numel()], after[start:start + was.numel()]
+            start += was.numel()
             kept = m != 0
             if inner == "l1_unstructured":
                 k = k.abs()

@@ -46,9 +46,13 @@ def _popcount(array: np.ndarray) -> int:
     return int(np.unpackbits(array).sum())
 
 
-def _piece() -> int:
-    """Entries packed or unpacked at a time: the core's chunk (:data:`.engine.CHUNK`), a
-    multiple of 8, so every temporary is chunk-sized and pieces pack to whole bytes."""
+def _piece(device: torch.device, numel: int) -> int:
+    """Entries of a ``numel``-entry mask on ``device`` packed or unpacked at a time: on the
+    CPU the core's chunk (:data:`.engine.CHUNK`, a multiple of 8), so every temporary is
+    chunk-sized and pieces pack to whole bytes; on the device path all of them (a fixed
+    number of launches whatever the size)."""
+    if engine.device_path(device):
+        return max(8, numel + (-numel) % 8)
     return max(8, engine.CHUNK - engine.CHUNK % 8)
 
 
@@ -142,7 +146,7 @@ class PackedMask:
                 kept = flat if flat.dtype == torch.bool else flat != 0
                 packed.append((flat, _pack(kept), torch.count_nonzero(kept)))
                 continue
-            step = _piece()
+            step = _piece(flat.device, flat.numel())
             data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
             count = torch.zeros((), dtype=torch.int64, device=flat.device)
             for i, piece in enumerate(flat.split(step)):  # a chunk at a time
@@ -233,14 +237,16 @@ class PackedMask:
         if self._data is None:
             return torch.ones(self._shape, dtype=dtype, device=target)
         out = torch.empty(self.numel, dtype=dtype, device=target)
-        for piece, kept in zip(out.split(_piece()), self.pieces(), strict=True):
+        step = _piece(target, self.numel)
+        for piece, kept in zip(out.split(step), self.pieces(target), strict=True):
             piece.copy_(kept)
         return out.view(self._shape)
 
     def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
         """The mask in flat order as bool tensors of at most the core's chunk
         (:data:`prune_explorer.prune.engine.CHUNK`) entries each, unpacked one at a time."""
-        step, target = _piece(), torch.device(device) if device is not None else self._device
+        target = torch.device(device) if device is not None else self._device
+        step = _piece(target, self.numel)
         for start in range(0, self.numel, step):
             n = min(step, self.numel - start)
             if self._data is None:
