@@ -15,6 +15,10 @@ torch's, for one 4096x4096 weight, each of GPT-2-small's 50 weight matrices in t
 at once (``global_unstructured``; ``Session.apply_global`` on a fresh session, whose history packs
 the masks and notes how ties were split).
 
+``--session`` adds a session's actions (previews, applies, undo, reset) on three linear layers
+at two sizes, 5x apart, on the device path: an action whose launches or syncs differ between the
+sizes does work per piece (marked ``GROWS``).
+
 ``--host`` adds the host's own time per call on a tiny (16x16) weight, median of rounds of 2000
 calls, ours and torch's: where a GPU call is launch-bound, the host pays this on top of the
 launches. Timings are this machine's; counts do not depend on it.
@@ -23,6 +27,7 @@ Usage::
 
     python benchmarks/bench_launches.py              # counts, GPT-2-small shapes (~1 min on a CPU)
     python benchmarks/bench_launches.py --host       # and the host time per tiny call
+    python benchmarks/bench_launches.py --session    # session actions at two sizes
     python benchmarks/bench_launches.py --tiny       # toy shapes (a smoke test)
     python benchmarks/bench_launches.py --device cuda
 """
@@ -33,7 +38,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -92,6 +99,47 @@ def host_time(impl: str, case: str, rounds: int = 5, calls: int = 2000) -> float
     return statistics.median(per_call)
 
 
+def _session_actions(session: object, targets: list[str]) -> list[tuple[str, Callable[[], object]]]:
+    s: Any = session
+    return [
+        ("preview l1 (first)", lambda: s.preview(targets[0], "l1_unstructured", amount=0.3)),
+        ("preview l1 (slider step)", lambda: s.preview(targets[0], "l1_unstructured",
+                                                       amount=0.5)),
+        ("apply l1", lambda: s.apply(targets[0], "l1_unstructured", amount=0.3)),
+        ("apply random", lambda: s.apply(targets[1], "random_unstructured", amount=0.3,
+                                         seed=1)),
+        ("apply ln", lambda: s.apply(targets[2], "ln_structured", amount=0.3, n=2, dim=0)),
+        ("preview_global (first)", lambda: s.preview_global(targets, amount=0.5)),
+        ("preview_global (slider step)", lambda: s.preview_global(targets, amount=0.6)),
+        ("apply_global (after its preview)", lambda: s.apply_global(targets, amount=0.6)),
+        ("apply_global (no preview)", lambda: s.apply_global(targets, amount=0.3)),
+        ("undo", lambda: s.undo()),
+        ("reset", lambda: s.reset()),
+    ]
+
+
+def session_counts(scale: int, device: torch.device) -> list[tuple[str, int, int]]:
+    """(action, kernels, syncs) of a scripted session on three linear layers of
+    ``60 * scale`` x 300 entries each (N(0, 0.02)), on the device path."""
+    from prune_explorer import Session
+
+    g = torch.Generator().manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(60 * scale, 300),
+                                torch.nn.Linear(300, 60 * scale),
+                                torch.nn.Linear(60 * scale, 300))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+    out = []
+    with _select_device.forced(device.type == "cpu"):
+        session = Session(model.to(device))
+        for name, action in _session_actions(session, ["0.weight", "1.weight", "2.weight"]):
+            with OpCounter() as counter:
+                action()
+            out.append((name, kernels(counter.ops), syncs(counter.ops)))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -99,6 +147,8 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="toy shapes (a smoke test)")
     parser.add_argument("--host", action="store_true",
                         help="also the host time per call on a tiny weight")
+    parser.add_argument("--session", action="store_true",
+                        help="also a session's actions at two sizes")
     args = parser.parse_args()
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, device {device}, {args.dtype}, weights N(0, 0.02); "
@@ -122,6 +172,18 @@ def main() -> int:
             print(f"| `{case}` | {where} | {theirs[0]} / {theirs[1]} | "
                   f"{ours[0]} / {ours[1]} / {ours[2]} | {ours[0] / max(theirs[0], 1):.2f} |",
                   flush=True)
+    if args.session:
+        small, large = (2, 10) if args.tiny else (50, 250)
+        print()
+        print(f"Session actions on three linear layers of {60 * small}x300 and then "
+              f"{60 * large}x300 entries each (kernels / syncs):")
+        print()
+        print("| action | smaller | 5x larger | |")
+        print("|---|---|---|---|")
+        for (name, k1, s1), (_, k2, s2) in zip(session_counts(small, device),
+                                               session_counts(large, device), strict=True):
+            grows = "GROWS" if (k1, s1) != (k2, s2) else "same"
+            print(f"| {name} | {k1} / {s1} | {k2} / {s2} | {grows} |", flush=True)
     if args.host:
         print()
         print("Host time per call, 16x16 weight, CPU (median of 5 rounds of 2000 calls):")
