@@ -10,8 +10,10 @@ for the cases of ``bench_prune.py --device cuda``, with a ``TorchDispatchMode``
 on the GPU itself.
 
 Columns: kernel-launching aten ops (views left out), syncing aten ops, and our host reads (the
-transfers our device path makes on purpose: ``_select_device.HOST_READS``) per case, ours and
-torch's, for one 4096x4096 weight, each of GPT-2-small's 50 weight matrices in turn, and all 50
+transfers our device path makes on purpose: ``_select_device.HOST_READS``; on CPU tensors a
+``.cpu()``, ``.tolist()`` or ``.numpy()`` dispatches nothing, so reads made that way are not
+seen here -- ours go through ``HOST_READS``) per case, ours and torch's, for one 4096x4096
+weight, each of GPT-2-small's 50 weight matrices in turn, and all 50
 at once (``global_unstructured``; ``Session.apply_global`` on a fresh session, whose history packs
 the masks and notes how ties were split).
 
@@ -119,7 +121,7 @@ def _session_actions(session: object, targets: list[str]) -> list[tuple[str, Cal
 
 
 def session_counts(scale: int, device: torch.device) -> list[tuple[str, int, int]]:
-    """(action, kernels, syncs) of a scripted session on three linear layers of
+    """(action, kernels, syncs and host reads) of a scripted session on three linear layers of
     ``60 * scale`` x 300 entries each (N(0, 0.02)), on the device path."""
     from prune_explorer import Session
 
@@ -134,9 +136,11 @@ def session_counts(scale: int, device: torch.device) -> list[tuple[str, int, int
     with _select_device.forced(device.type == "cpu"):
         session = Session(model.to(device))
         for name, action in _session_actions(session, ["0.weight", "1.weight", "2.weight"]):
+            _select_device.HOST_READS.reset()
             with OpCounter() as counter:
                 action()
-            out.append((name, kernels(counter.ops), syncs(counter.ops)))
+            out.append((name, kernels(counter.ops),
+                        syncs(counter.ops) + _select_device.HOST_READS.count))
     return out
 
 
@@ -176,7 +180,7 @@ def main() -> int:
         small, large = (2, 10) if args.tiny else (50, 250)
         print()
         print(f"Session actions on three linear layers of {60 * small}x300 and then "
-              f"{60 * large}x300 entries each (kernels / syncs):")
+              f"{60 * large}x300 entries each (kernels / syncs and host reads):")
         print()
         print("| action | smaller | 5x larger | |")
         print("|---|---|---|---|")

@@ -3,8 +3,8 @@
 The session runs the core in its default tie rule (``prune.tie_break("index")``): when entries of
 equal key straddle the cut of a large tensor, the core prunes the same *number* of them as torch,
 lowest flat index first, instead of calling torch's full sorted ``topk``. Stock torch would pick
-some other tied entries, so :func:`note_ties` looks, right after a step ran, at which tied entries
-it pruned:
+some other tied entries, so :func:`note_ties` says, right after a step ran, which tied entries it
+pruned:
 
 * ``None`` -- no tie straddled the cut (the set of pruned entries is unique), or the tied entries
   pruned are torch's own choice: the plain ``torch.nn.utils.prune`` call reproduces the mask;
@@ -16,13 +16,16 @@ For ``"lowest"``/``"highest"`` the snippet passes a stable rank of the keys as
 ``importance_scores``, which makes stock torch prune exactly those entries (see
 :mod:`prune_explorer.session.codegen.tie_lines`).
 
-Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random methods the
-seeded draws (the largest are pruned), drawn again from the step's seed exactly as the core drew
-them. ``ln_structured`` ranks the slices still alive by their norms and keeps the tied slices of
-lowest index, so a tie that straddles its cut is noted ``"highest"`` (the tied slices cut are
-those of highest index), read off the slice cut the core records while it runs the step (no
-second pass over the weights, sharded or not); the snippet ranks the norms that way
-(``tie_lines.SLICE_HELPER``).
+On one process the note is read off the core: every selection it makes inside the step records
+whether a tie straddled its cut (``engine.Straddle``, from the counts it already has), and the
+tied entries it takes are always the lowest-index ones -- so no second pass over the weights.
+Where the core said nothing (a step that pruned nothing) or the targets are sharded, the note is
+looked up. Keys: ``|importance|`` for L1 (the tensor's values as the step found them); for random
+methods the seeded draws (the largest are pruned), drawn again from the step's seed exactly as
+the core drew them. ``ln_structured`` ranks the slices still alive by their norms and keeps the
+tied slices of lowest index, so a tie that straddles its cut is noted ``"highest"`` (the tied
+slices cut are those of highest index), read off the core's selection over the norms (sharded or
+not); the snippet ranks the norms that way (``tie_lines.SLICE_HELPER``).
 ``random_structured`` needs no note: it prunes every slice whose draw is at most the cut draw, as
 torch does, whatever the order.
 
@@ -286,8 +289,8 @@ def note_from_cuts(cuts: Sequence[tuple[TensorOrder | GlobalCut, int]]) -> str |
     kept = [o.sorted_keys[c] for o, c in orders if c < o.alive]
     if not pruned or not kept:
         return None
-    top = max(int(k) for k in pruned)
-    bottom = min(int(k) for k in kept)
+    read = [int(k) for k in engine.to_host([*pruned, *kept])]  # one host read for all
+    top, bottom = max(read[:len(pruned)]), min(read[len(pruned):])
     return "lowest" if top == bottom else None
 
 
