@@ -20,7 +20,7 @@ from torch import nn
 
 from helpers.ops import SYNC_OPS, OpCounter, kernels
 from prune_explorer import prune
-from prune_explorer.prune import _select, _select_device, engine
+from prune_explorer.prune import _radix, _select, _select_device, engine
 from prune_explorer.session import Session
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -473,6 +473,7 @@ def test_session_apply_global_op_count_does_not_grow_with_the_tensors(monkeypatc
     larger (the history packs each mask at once, not a chunk at a time: chunks made small
     here), and the tie note read off the core's selection."""
     monkeypatch.setattr(engine, "CHUNK", 1 << 12)
+    monkeypatch.setattr(_radix, "CHUNK", 1 << 12)
     small, _, _ = _fresh_session_apply_global(dtype, [(600, 300), (300, 1200), (1200, 300)])
     large, reads, s = _fresh_session_apply_global(
         dtype, [(6000, 300), (300, 12000), (12000, 300)])
@@ -490,3 +491,30 @@ def test_session_apply_global_kernels_per_target():
     per_target = (kernels(six) - kernels(three)) / 3
     assert per_target <= 15, (per_target, six)
     assert kernels(three) - 3 * per_target <= 30, three
+
+
+def test_the_global_slider_makes_fixed_work_on_the_device_path(monkeypatch):
+    """The Global tab on a GPU: its first preview (key histograms), a slider step and an
+    apply that takes the preview's masks make the same aten ops and host reads for tensors
+    10x larger -- each tensor is one piece there, whatever the chunk (made small here, so a
+    loop over chunks would show)."""
+    monkeypatch.setattr(engine, "CHUNK", 1 << 12)
+    monkeypatch.setattr(_radix, "CHUNK", 1 << 12)
+
+    def run(scale):
+        model = nn.Sequential(nn.Linear(20 * scale, 300), nn.Linear(300, 40 * scale))
+        with torch.no_grad():
+            for i, p in enumerate(model.parameters()):
+                p.copy_(weights(p.numel(), torch.float32, "plain", seed=i).view_as(p))
+        targets = ["0.weight", "1.weight"]
+        with _select_device.forced():
+            s = Session(model)
+        first = counted(lambda: s.preview_global(targets, amount=0.5))
+        step = counted(lambda: s.preview_global(targets, amount=0.55))
+        applied = counted(lambda: s.apply_global(targets, amount=0.55))
+        return first, step, applied
+
+    small, large = run(30), run(300)  # every tensor above SMALL (the cached facts' route)
+    for (ops_a, reads_a), (ops_b, reads_b) in zip(small, large, strict=True):
+        assert ops_a == ops_b
+        assert reads_a == reads_b

@@ -33,8 +33,8 @@ import torch
 
 from . import _radix
 
-__all__ = ["DIRECT_MAX", "HOST_READS", "direct_flags", "forced", "int_keys_in", "locate_cut",
-           "read_host", "sortable", "to_host", "wanted"]
+__all__ = ["DIRECT_MAX", "HOST_READS", "chunk_for", "direct_flags", "forced", "int_keys_in",
+           "locate_cut", "read_host", "sortable", "to_host", "wanted"]
 
 #: Up to this many entries, a single key tensor's selection (index tie rule) takes
 #: :func:`direct_flags` (``topk`` for the cut, no host read, ~12 launches) instead of
@@ -96,6 +96,13 @@ def forced(on: bool = True) -> Iterator[None]:
         yield
     finally:
         _force = before
+
+
+def chunk_for(device: torch.device, numel: int) -> int:
+    """Entries to work on at a time over ``numel`` entries on ``device``: on the CPU path
+    :data:`._radix.CHUNK` (cache-sized temporaries), on this path all of them (a piece is a
+    launch: a fixed number of launches and syncs, whatever the tensor's size)."""
+    return max(1, numel) if wanted(device) else _radix.CHUNK
 
 
 def read_host(t: torch.Tensor) -> list[int]:

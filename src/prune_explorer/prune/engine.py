@@ -45,7 +45,7 @@ from ._radix import (
     row_slabs,
 )
 from ._select import SMALL, select
-from ._select_device import to_host
+from ._select_device import chunk_for, to_host
 from ._select_device import wanted as device_path
 from ._sharded import local_draws
 
@@ -59,6 +59,7 @@ __all__ = [
     "ModuleSnapshot",
     "Straddle",
     "all_reduce",
+    "chunk_for",
     "contiguous_stride",
     "count_alive",
     "cuts_found",

@@ -47,13 +47,11 @@ def _popcount(array: np.ndarray) -> int:
 
 
 def _piece(device: torch.device, numel: int) -> int:
-    """Entries of a ``numel``-entry mask on ``device`` packed or unpacked at a time: on the
-    CPU the core's chunk (:data:`.engine.CHUNK`, a multiple of 8), so every temporary is
-    chunk-sized and pieces pack to whole bytes; on the device path all of them (a fixed
-    number of launches whatever the size)."""
-    if engine.device_path(device):
-        return max(8, numel + (-numel) % 8)
-    return max(8, engine.CHUNK - engine.CHUNK % 8)
+    """Entries of a ``numel``-entry mask on ``device`` packed or unpacked at a time
+    (:func:`~prune_explorer.prune.engine.chunk_for`: a chunk on the CPU, all of them on the
+    device path), rounded up to a multiple of 8 so that pieces pack to whole bytes."""
+    step = engine.chunk_for(device, numel)
+    return max(8, step + (-step) % 8)
 
 
 def _pack(kept: torch.Tensor) -> torch.Tensor:

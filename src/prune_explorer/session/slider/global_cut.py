@@ -12,7 +12,8 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
-  One streamed pass over the tensor, chunk by chunk. The
+  One streamed pass over the tensor, chunk by chunk (on a GPU, the whole tensor at once: a
+  fixed number of launches and syncs per tensor, whatever its size). The
   :class:`~prune_explorer.session.slider.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
@@ -101,15 +102,17 @@ class _Source:
         return self._versions() != self.versions
 
     def chunks(self) -> Iterator[torch.Tensor]:
-        """The keys in flat order, in pieces of at most ``CHUNK``; already pruned entries -1
+        """The keys in flat order, in pieces of at most ``CHUNK`` (on the device path, one
+        piece: :func:`~prune_explorer.prune.engine.chunk_for`); already pruned entries -1
         (their NaN then clamped to one key; not clamped where nothing is pruned). Each piece
         is written into the same buffer: read it before asking for the next."""
         flat = self.values.reshape(-1)
         alive = None if self.kept is None else self.kept.reshape(-1)
-        buffer = torch.empty(min(flat.numel(), engine.CHUNK),
+        step = engine.chunk_for(flat.device, flat.numel())  # the device path: all at once
+        buffer = torch.empty(min(flat.numel(), step),
                              dtype=engine.int_view(flat[:0])[0].dtype, device=flat.device)
-        for start in range(0, flat.numel(), engine.CHUNK):
-            stop = start + engine.CHUNK
+        for start in range(0, flat.numel(), step):
+            stop = start + step
             piece = flat[start:stop]
             keys, _ = engine.magnitude_keys(piece, clamp=alive is not None,
                                             out=buffer[:piece.numel()])
@@ -276,13 +279,14 @@ class GlobalCut:
         clear = (1 << bits) - 1
         left = self.take[i]
         buffer = torch.empty(0, dtype=ints.dtype, device=ints.device)
+        step = engine.chunk_for(out.device, out.numel())  # the device path: all at once
         with torch.no_grad():
-            for start, piece in zip(range(0, ints.numel(), engine.CHUNK),
-                                    out.view(-1).split(engine.CHUNK), strict=True):
-                part = ints[start:start + engine.CHUNK]
+            for start, piece in zip(range(0, ints.numel(), step),
+                                    out.view(-1).split(step), strict=True):
+                part = ints[start:start + step]
                 keys = torch.bitwise_and(part, clear, out=buffer.resize_(part.shape))
                 torch.ge(keys, self.value, out=piece)  # NaN keys lie above: kept, as the core
-                live = None if alive is None else alive[start:start + engine.CHUNK] == 1
+                live = None if alive is None else alive[start:start + step] == 1
                 if live is not None:  # already pruned: 1 here, times the old mask below
                     piece.masked_fill_(~live, 1)
                 if left:
