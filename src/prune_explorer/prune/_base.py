@@ -7,7 +7,6 @@ methods on one tensor, each seeing only what the chain left unpruned.
 
 from __future__ import annotations
 
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any
@@ -24,23 +23,32 @@ from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
 
 
-#: The views :func:`all_ones_like` made that are still alive, by ``id``: recognised by identity,
-#: so telling one apart never reads a value (on a GPU, a read waits for every queued kernel).
-_ONES_VIEWS: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+#: One 0-d 1 per (dtype, device), the base of every :func:`all_ones_like` view: no allocation
+#: (on a GPU, no launch) per call. A broadcast view cannot be written in place, so the base
+#: stays 1.
+_ONES: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+#: Marks the views :func:`all_ones_like` makes: told apart by the mark, never by reading a
+#: value (on a GPU, a read waits for every queued kernel).
+_MARK = "_prune_explorer_all_ones"
 
 
 def all_ones_like(t: torch.Tensor) -> torch.Tensor:
     """An all-ones mask for ``t`` as a broadcast view: the default mask of a fresh tensor,
     without allocating or filling a tensor-sized buffer (read-only)."""
-    ones = torch.ones((), dtype=t.dtype, device=t.device).expand(t.shape)
-    _ONES_VIEWS[id(ones)] = ones
+    key = (t.dtype, t.device)
+    base = _ONES.get(key)
+    if base is None:
+        with torch.inference_mode(False), torch.no_grad():  # a plain tensor, whatever the mode
+            base = _ONES[key] = torch.ones((), dtype=t.dtype, device=t.device)
+    ones = base.expand(t.shape)
+    setattr(ones, _MARK, True)
     return ones
 
 
 def _is_all_ones_view(mask: torch.Tensor) -> bool:
-    """Whether ``mask`` is a view :func:`all_ones_like` made (by identity: no value is read;
+    """Whether ``mask`` is a view :func:`all_ones_like` made (by its mark: no value is read;
     any other all-ones mask is simply multiplied)."""
-    return _ONES_VIEWS.get(id(mask)) is mask
+    return getattr(mask, _MARK, False) is True
 
 
 def times_default(
