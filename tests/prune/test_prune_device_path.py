@@ -380,22 +380,30 @@ def test_session_preview_equals_apply_on_the_device_path(dtype):
         assert torch.equal(s.mask(t), reference.mask(t)), t
 
 
+def _fresh_session_apply_global(dtype: torch.dtype, sizes: list[tuple[int, int]],
+                                kind: str = "grid"):
+    """(aten ops, host reads, session) of a fresh session's apply_global over linear layers
+    of ``sizes`` (in, out) with weights of ``kind`` (see :func:`weights`), on the device
+    path."""
+    model = nn.Sequential(*[nn.Linear(i, o) for i, o in sizes])
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.copy_(weights(p.numel(), torch.float32, kind, seed=i).view_as(p))
+    model = model.to(dtype)
+    with _select_device.forced():
+        s = Session(model)
+    targets = [f"{i}.weight" for i in range(len(sizes))]
+    ops, reads = counted(lambda: s.apply_global(targets, amount=0.5))
+    return ops, reads, s
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_session_apply_global_host_reads_do_not_grow_with_targets(dtype):
     """A fresh session's apply_global on the device path: no per-target sync (no histogram of
     small targets, the history's kept counts and the tie check's extremes each read once for
     all targets) -- the same host reads for 6 targets as for 12, and no syncing aten op."""
     def run(n):
-        model = nn.Sequential(*[nn.Linear(200, 300) for _ in range(n)])
-        with torch.no_grad():
-            for i, p in enumerate(model.parameters()):
-                p.copy_(weights(p.numel(), torch.float32, "plain", seed=i).view_as(p))
-        model = model.to(dtype)
-        with _select_device.forced():
-            s = Session(model)
-        targets = [f"{i}.weight" for i in range(n)]
-        ops, reads = counted(lambda: s.apply_global(targets, amount=0.5))
-        return ops, reads, s
+        return _fresh_session_apply_global(dtype, [(200, 300)] * n, kind="plain")
 
     ops6, reads6, _ = run(6)
     ops12, reads12, s = run(12)
@@ -450,21 +458,6 @@ def test_slice_norms_on_a_device_are_the_cpu_norms(monkeypatch, n):
         assert torch.equal(b, torch.linalg.vector_norm(w.double(), ord=2 if n == "fro" else n,
                                                        dim=1 - d).to(torch.bfloat16))
 
-
-
-def _fresh_session_apply_global(dtype: torch.dtype, sizes: list[tuple[int, int]]):
-    """(aten ops, host reads, session) of a fresh session's apply_global over linear layers
-    of ``sizes`` (in, out) with grid-tied weights, on the device path."""
-    model = nn.Sequential(*[nn.Linear(i, o) for i, o in sizes])
-    with torch.no_grad():
-        for i, p in enumerate(model.parameters()):
-            p.copy_(weights(p.numel(), torch.float32, "grid", seed=i).view_as(p))
-    model = model.to(dtype)
-    with _select_device.forced():
-        s = Session(model)
-    targets = [f"{i}.weight" for i in range(len(sizes))]
-    ops, reads = counted(lambda: s.apply_global(targets, amount=0.5))
-    return ops, reads, s
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
