@@ -242,7 +242,8 @@ class PackedMask:
 
     def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
         """The mask in flat order as bool tensors of at most the core's chunk
-        (:data:`prune_explorer.prune.engine.CHUNK`) entries each, unpacked one at a time."""
+        (:data:`prune_explorer.prune.engine.CHUNK`) entries each, unpacked one at a time (on
+        the device path one piece: :func:`~prune_explorer.prune.engine.chunk_for`)."""
         target = torch.device(device) if device is not None else self._device
         step = _piece(target, self.numel)
         for start in range(0, self.numel, step):
