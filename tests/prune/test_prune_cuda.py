@@ -86,3 +86,25 @@ def test_cuda_large_random_identical():
     assert_pruned_alike(m_o, m_t)
     prune_both("l1_unstructured", m_o, m_t, "weight", amount=0.3)
     assert_pruned_alike(m_o, m_t)
+
+
+def test_cuda_seeded_random_methods_across_devices():
+    """What the docs promise for a seed on a CPU and a GPU: ``random_structured`` draws its
+    slice scores on the CPU, so the same seed gives the same mask on both; ``random_unstructured``
+    draws on the tensor's device, as torch does, so each device's mask is torch's own there
+    (and the two differ: torch's CPU and CUDA streams differ)."""
+    cpu = make_module("linear", seed=74)
+    gpu = make_module("linear", seed=74, device="cuda")
+    masks = {}
+    for name, module in (("cpu", cpu), ("cuda", gpu)):
+        torch.manual_seed(9)
+        ours.random_structured(module, "weight", amount=0.5, dim=0)
+        masks[name] = mask_of(module).cpu()
+    assert torch.equal(masks["cpu"], masks["cuda"])
+    unstructured = {}
+    for name, device in (("cpu", "cpu"), ("cuda", "cuda")):
+        m_o, m_t = twin(make_module("linear", seed=75, device=device))
+        prune_both("random_unstructured", m_o, m_t, "weight", seed=9, amount=0.5)
+        assert_pruned_alike(m_o, m_t)
+        unstructured[name] = mask_of(m_o).cpu()
+    assert not torch.equal(unstructured["cpu"], unstructured["cuda"])
