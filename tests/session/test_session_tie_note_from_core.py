@@ -102,8 +102,8 @@ def test_both_answers_occur(notes):
 
 
 def test_above_small_the_selection_brackets(notes):
-    """The 600-row model's first layer is above SMALL entries: its selection is the bracket
-    (CPU) or the direct route (device), not the sort, and it still reports."""
+    """The 600-row model's first layer is above SMALL entries: on the device path its
+    selection is the direct route (``topk``), not the sort, and it still reports."""
     assert _select.SMALL < 600 * 300
     with _select_device.forced():
         s = Session(_model(600, "grid", torch.bfloat16))
