@@ -70,3 +70,13 @@ def replay_on_stock_torch(tmp: Path, cases: dict[str, tuple[nn.Module, str]],
     assert done.returncode == 0, done.stderr
     out = torch.load(tmp / "out.pt", weights_only=True)
     return Replay(out["results"], out["errors"], done.stdout + done.stderr)
+
+
+def assert_same_state_dict(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
+                           ) -> None:
+    """``got`` (a replayed ``state_dict``) has ``expected``'s keys, and per key its dtype and
+    values, bit for bit."""
+    assert sorted(got) == sorted(expected)
+    for key, value in expected.items():
+        assert got[key].dtype == value.dtype, key
+        assert torch.equal(got[key], value), key

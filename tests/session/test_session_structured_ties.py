@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from helpers.session import locate
-from helpers.snippet_replay import replay_on_stock_torch
+from helpers.snippet_replay import assert_same_state_dict, replay_on_stock_torch
 from helpers.structured_ties import (
     kept_slices,
     lowest_index_kept,
@@ -147,10 +147,7 @@ def test_snippet_reproduces_tied_structured_masks_on_stock_torch(replayed, case)
     assert "n=1, dim=1,\n" in source  # the n=0 step ranks with n=1
     expected = sessions[case].model.state_dict()
     got = results[case]
-    assert sorted(got) == sorted(expected)
-    for key, value in expected.items():
-        assert got[key].dtype == value.dtype, key
-        assert torch.equal(got[key], value), key
+    assert_same_state_dict(got, expected)
 
 
 def test_snippet_reproduces_nuc_minus_inf_and_fractional_norms(replayed):

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.snippet_replay import replay_on_stock_torch
+from helpers.snippet_replay import assert_same_state_dict, replay_on_stock_torch
 from prune_explorer.session import Plan, Session, Step
 
 DTYPES = {"fp32q": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -129,10 +129,7 @@ def test_snippet_reproduces_tied_masks_bit_for_bit(replayed, case):
     sessions, results = replayed
     expected = sessions[case].model.state_dict()
     got = results[case]
-    assert sorted(got) == sorted(expected)
-    for key, value in expected.items():
-        assert got[key].dtype == value.dtype, key
-        assert torch.equal(got[key], value), key
+    assert_same_state_dict(got, expected)
 
 
 @pytest.mark.parametrize("case", list(CASES))
