@@ -35,6 +35,13 @@ File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
   (``block_structured``, with ``amount`` counting blocks).
 - ``mask`` is the shape and the bits, 8 entries a byte, row-major, first entry in the high bit,
   zero padding, base64.
+- ``tied`` (optional) maps each tied tensor of the model the plan was made on (one parameter
+  under several names, as GPT-2's ``transformer.wte.weight`` and ``lm_head.weight``) to its
+  other names: ``{"transformer.wte.weight": ["lm_head.weight"]}``; ``{}`` when the model has
+  none. :attr:`Session.plan` fills it, so the snippet of a plan read back keeps the tie. A file
+  without it (written before plans carried it, or by ``Plan(steps)`` without ``tied=``) still
+  loads: its snippet then finds the ties on ``model`` when it runs (a ``tied_names`` function
+  it defines), so a tied head is pruned with its embedding all the same.
 
 Version 1 is the same except that ``amount`` is a bare number: a float is a fraction and an int
 a count (``1.0`` is everything, ``1`` one entry). Version-1 files are read exactly as before.
@@ -66,7 +73,7 @@ from prune_explorer.prune.validation import show_value
 
 from ..codegen.snippet import to_snippet
 from ..errors import InvalidStepError
-from ..steps.step import Step
+from ..steps.step import Step, check_address
 from .reading import (
     PLAN_FORMAT,
     PLAN_VERSION,
@@ -91,7 +98,9 @@ class Plan:
     tied : mapping of str to sequence of str, optional
         Tied tensors of the model the plan is for (address -> its aliases, as
         :attr:`Session.tied`, which :attr:`Session.plan` passes): :meth:`to_snippet` keeps them
-        tied. Not part of the plan's value or JSON.
+        tied, and the JSON carries them (``"tied"``). Not part of the plan's value (``==``).
+        None: not known (a plan file without ``"tied"``: its snippet finds the ties on the model
+        it runs on).
 
     Examples
     --------
@@ -106,7 +115,9 @@ class Plan:
     def __init__(self, steps: Iterable[Step] = (), *,
                  tied: Mapping[str, Sequence[str]] | None = None) -> None:
         self._steps: list[Step] = []
-        self._tied = {name: tuple(aliases) for name, aliases in (tied or {}).items()}
+        self._tied = None if tied is None else {
+            name: tuple(aliases) for name, aliases in tied.items()}
+        self._find_ties = False  # read from a file that does not say: the snippet finds them
         for step in steps:
             self.append(step)
 
@@ -115,6 +126,11 @@ class Plan:
         if not isinstance(step, Step):
             raise TypeError(f"Plan.append: step must be a Step; got {type(step).__name__}")
         self._steps.append(step)
+
+    @property
+    def tied(self) -> dict[str, tuple[str, ...]] | None:
+        """The tied tensors the plan carries (address -> its other names), None if not known."""
+        return None if self._tied is None else dict(self._tied)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -148,11 +164,14 @@ class Plan:
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready document (see the module docstring for the layout)."""
-        return {
+        document: dict[str, Any] = {
             "format": PLAN_FORMAT,
             "version": PLAN_VERSION,
             "steps": [step.to_dict() for step in self._steps],
         }
+        if self._tied is not None:
+            document["tied"] = {name: list(aliases) for name, aliases in self._tied.items()}
+        return document
 
     def to_json(self, indent: int | None = 2) -> str:
         """Serialise to a JSON string (format version 2, see the module docstring)."""
@@ -186,10 +205,10 @@ class Plan:
                 f"{where}: version must be the integer {readable}; got {got}", "version"
             )
         for key in data:
-            if key not in ("format", "version", "steps"):
+            if key not in ("format", "version", "steps", "tied"):
                 raise InvalidPlanError(
                     f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
-                    "steps",
+                    "steps and optionally tied",
                     key,
                 )
         if "steps" not in data:
@@ -205,7 +224,11 @@ class Plan:
                                             version=version))
             except InvalidStepError as err:
                 raise InvalidPlanStepError(str(err), err.field, index) from None
-        return cls(steps)
+        if "tied" not in data:
+            plan = cls(steps)
+            plan._find_ties = True
+            return plan
+        return cls(steps, tied=_read_tied(data["tied"], where))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:
@@ -247,9 +270,11 @@ class Plan:
 
         Uses only ``torch`` and ``torch.nn.utils.prune``; random steps are seeded with
         ``torch.manual_seed`` exactly as the session ran them, so the masks are identical.
-        Tied tensors given to the plan (:attr:`Session.plan` gives them) stay tied.
+        Tied tensors given to the plan (:attr:`Session.plan` gives them, and its JSON keeps
+        them) stay tied; a plan read from a file that does not list them finds them on
+        ``model`` when the snippet runs.
         """
-        return to_snippet(self._steps, self._tied)
+        return to_snippet(self._steps, self._tied, find_ties=self._find_ties)
 
     def validate(self, model: nn.Module) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.
@@ -275,3 +300,30 @@ class Plan:
         session = Session(model, seed=seed)
         session.apply_all(self._steps, where="Plan.apply")
         return session
+
+
+def _read_tied(value: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """The ``tied`` field of a plan document, checked: addresses to non-empty lists of other
+    addresses, every address once."""
+    rule = ("tied must map each tied tensor's address to the list of its other names, e.g. "
+            "{\"transformer.wte.weight\": [\"lm_head.weight\"]}")
+    if not isinstance(value, dict):
+        raise InvalidPlanError(f"{where}: {rule}; got {show_value(value)}", "tied")
+    seen: set[str] = set()
+    tied: dict[str, tuple[str, ...]] = {}
+    for name, aliases in value.items():
+        if not isinstance(aliases, list) or not aliases:
+            raise InvalidPlanError(
+                f"{where}: {rule}; got {show_value(aliases)} for {show_value(name)}", "tied")
+        try:
+            names = [check_address(a, f"{where}:", "tied") for a in (name, *aliases)]
+        except InvalidStepError as err:
+            raise InvalidPlanError(str(err), "tied") from None
+        for address in names:
+            if address in seen:
+                raise InvalidPlanError(
+                    f"{where}: tied names {show_value(address)} twice; each address belongs to "
+                    "one tied tensor, once", "tied")
+            seen.add(address)
+        tied[names[0]] = tuple(names[1:])
+    return tied
