@@ -14,6 +14,7 @@ Examples
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from ..errors import InvalidStepError
 from ..history.journal import locked
 from ..history.packed import MaskBits
 from ..model.hooks import find_hook
-from ..model.sharded import count_nonzero, is_dtensor
+from ..model.sharded import count_nonzero, is_dtensor, tensor_of
 from ..slider.l1_order import _few_zeros
 from ..slider.magnitudes import MagnitudeCache, Magnitudes
 from ..slider.previewing import Previewing
@@ -203,7 +204,19 @@ class Reporting(Previewing):
 
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.
+
+        A tensor on the meta device (offloaded, as accelerate's ``device_map`` and
+        ``cpu_offload`` leave them, or not loaded yet) has no values to count: its row says 0
+        zeros and no pruned channels, and a ``UserWarning`` names such tensors.
         """
+        unknown = [n for n in self._known if tensor_of(*self._locate(n)).is_meta]
+        if unknown:
+            warnings.warn(
+                f"Session.report: {len(unknown)} tensor{'s' * (len(unknown) != 1)} "
+                f"({', '.join(map(repr, unknown[:3]))}{' and more' if len(unknown) > 3 else ''}"
+                ") are on the meta device (offloaded or not loaded): their values are not in "
+                "memory, so their zeros and pruned channels are not counted (shown as 0)",
+                UserWarning, stacklevel=2)
         frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known},
                               self._orders.memo, zeros=self.zeros())
         return with_total(frame) if totals else frame

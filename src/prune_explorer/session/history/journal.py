@@ -50,9 +50,12 @@ from ..model.targets import TensorInfo
 from ..model.watch import (
     MASK_REPLACED,
     MASK_WRITTEN,
+    MODULE_GONE,
     ModelChangedError,
     Seen,
+    changed_error,
     describe_change,
+    missing_module,
     seen,
 )
 from ..slider.order_cache import OrderCache, TensorOrder
@@ -283,7 +286,13 @@ def locked(method: _F) -> _F:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except AttributeError as err:  # a module gone behind the session's back?
+                changed = self._structure_changed(f"Session.{method.__name__}")
+                if changed is None:
+                    raise
+                raise changed from err
 
     return wrapper  # type: ignore[return-value]
 
@@ -312,7 +321,17 @@ class Transactional:
 
     def _locate(self, name: str) -> tuple[nn.Module, str]:
         info = self._known[name]
-        return self._model.get_submodule(info.module_name), info.tensor_name
+        try:
+            return self._model.get_submodule(info.module_name), info.tensor_name
+        except AttributeError:
+            raise changed_error("Session", name, MODULE_GONE.format(info.module_name)) \
+                from None
+
+    def _structure_changed(self, where: str) -> ModelChangedError | None:
+        """The session's "model changed" error if a tensor's module is no longer in the model
+        (after an AttributeError: the check costs a look-up per tensor, paid only then)."""
+        gone = missing_module(self._model, {n: i.module_name for n, i in self._known.items()})
+        return None if gone is None else changed_error(where, gone[0], MODULE_GONE.format(gone[1]))
 
     # -- the transaction ------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -361,6 +380,10 @@ class Transactional:
                 except BaseException as err:
                     torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
                     self._resee(journal.rollback(point))
+                    if isinstance(err, AttributeError):  # a module gone behind its back?
+                        changed = self._structure_changed("Session")
+                        if changed is not None:
+                            raise changed from err
                     if not isinstance(err, _DryRun):
                         raise
                     return
@@ -392,11 +415,7 @@ class Transactional:
                 self._seen[name] = now
                 continue
             if change is not None:
-                raise ModelChangedError(
-                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
-                    "session's history no longer describes it, so it refuses to act on it. "
-                    "Start a new Session(model) to continue from the model as it is"
-                )
+                raise changed_error(where, name, change)
 
     def _resee(self, names: Iterable[str]) -> None:
         # After every change (step, commit, undo, rollback, move): the aliases of a tied

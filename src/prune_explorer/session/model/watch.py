@@ -45,12 +45,37 @@ from torch import nn
 from ..errors import NotUndoableError
 from .hooks import find_hook, hook_methods
 
-__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "ModelChangedError", "Seen", "describe_change",
-           "seen"]
+__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "MODULE_GONE", "ModelChangedError", "Seen", "changed_error",
+           "describe_change", "missing_module", "seen"]
 
 
 class ModelChangedError(NotUndoableError):
     """The model's pruning of a tensor is no longer what the session left there."""
+
+
+def changed_error(where: str, name: str, change: str) -> ModelChangedError:
+    """The one wording of "``name`` was changed behind the session's back" (``change``: how)."""
+    return ModelChangedError(
+        f"{where}: tensor {name!r} was changed outside the session ({change}); the session's "
+        "history no longer describes it, so it refuses to act on it. Start a new "
+        "Session(model) to continue from the model as it is")
+
+
+def missing_module(model: nn.Module, names: dict[str, str]) -> tuple[str, str] | None:
+    """The first ``(address, module name)`` of ``names`` (address -> module name) whose module
+    is no longer in ``model`` -- an adapter merged or unloaded (peft's ``merge_and_unload``
+    replaces each LoRA layer by its ``base_layer``), a module deleted -- or None."""
+    for address, module_name in names.items():
+        try:
+            model.get_submodule(module_name)
+        except AttributeError:
+            return address, module_name
+    return None
+
+
+#: Why a tensor's module is gone, as :func:`changed_error` words it.
+MODULE_GONE = ("its module {!r} is no longer in the model: an adapter merged or unloaded "
+               "(peft's merge_and_unload), or a module removed or replaced")
 
 
 #: What :func:`describe_change` says when only the mask buffer object differs (the caller then

@@ -40,7 +40,7 @@ class Arguments(Transactional):
         name = self._aliases.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in self._known:
             if isinstance(name, str):
-                raise unknown_target(name, self._known, where, "name")
+                raise unknown_target(name, self._known, where, "name", self._model)
             raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
                                    "name")
         return name
