@@ -10,7 +10,7 @@
 ``prune-explorer report CHECKPOINT [--model M] [--plan PLAN] [--csv OUT]``
     Print the sparsity report (:meth:`Session.report`) of a saved ``state_dict``, after
     applying a JSON plan if one is given.
-``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M] [--shrink [--input-shape S]]``
+``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M] [--shrink [--input-shape S] [--input-kind float|tokens]]``
     Apply a JSON plan to a saved ``state_dict`` and save the resulting ``state_dict``.
 
 Checkpoints are ``.safetensors`` files (read with the ``safetensors`` library) or ``torch.save``
@@ -220,7 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--force", action="store_true", help=_FORCE_HELP)
     apply.add_argument("--input-shape",
                        help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
-                       "(the demo models know theirs)")
+                       "(the demo models know theirs; token ids: 1,8 by default)")
+    apply.add_argument("--input-kind", choices=("float", "tokens"),
+                       help="with --shrink: what the traced batch holds: float zeros, or "
+                       "integer token ids for a language model (given as input_ids where "
+                       "forward takes them). Default: tokens when the model's input is an "
+                       "embedding table, else float")
     return parser
 
 
