@@ -67,6 +67,18 @@ def vit() -> nn.Module:
         image_size=8, patch_size=4, num_labels=3)))
 
 
+def int8_llama() -> nn.Module:
+    """:func:`llama` whose first ``up_proj`` holds int8 values (as a weight-only int8
+    checkpoint does): a weight the pruning API refuses."""
+    model = llama()
+    layer = model.get_submodule("model.layers.0.mlp.up_proj")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        values = torch.randint(-8, 8, tuple(layer.weight.shape), dtype=torch.int8)
+    layer.weight = nn.Parameter(values, requires_grad=False)
+    return model
+
+
 FACTORIES: dict[str, Callable[[], nn.Module]] = {
     "gpt2": gpt2, "llama": llama, "opt": opt, "bert": bert, "t5": t5, "vit": vit}
 

@@ -22,15 +22,6 @@ UP = "model.layers.0.mlp.up_proj.weight"
 DOWN = "model.layers.0.mlp.down_proj.weight"
 
 
-def int8_llama() -> nn.Module:
-    """Llama whose first up_proj holds int8 values (as a weight-only int8 checkpoint does)."""
-    model = hf_models.llama()
-    layer = model.model.layers[0].mlp.up_proj
-    layer.weight = nn.Parameter(torch.randint(-8, 8, layer.weight.shape, dtype=torch.int8),
-                                requires_grad=False)
-    return model
-
-
 def quantized_llama() -> nn.Module:
     with warnings.catch_warnings():  # torch.ao quantization says it is deprecated
         warnings.simplefilter("ignore")
@@ -39,7 +30,7 @@ def quantized_llama() -> nn.Module:
 
 
 def test_an_int8_weight_is_no_default_target_and_every_path_refuses_it():
-    s = Session(int8_llama())
+    s = Session(hf_models.int8_llama())
     assert UP in s.names and "torch.int8" in s.unprunable[UP]
     with pytest.warns(UserWarning, match=r"left out 1 tensor .*'model.layers.0.mlp.up_proj"):
         targets = s.default_targets()

@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from . import files
 from .checkpoints import checkpoint_bytes
-from .errors import CLIError
+from .errors import CLIError, one_line
 
 __all__ = ["INPUT_KINDS", "description_path", "example_inputs", "input_kind", "input_shape",
            "write_shrunk"]
@@ -120,6 +120,8 @@ def input_shape(text: str | None, model: Any) -> tuple[int, ...]:
 def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
                  inputs: files.Inputs, out: IO[str]) -> None:
     """Shrink ``model`` (pruned), write OUTPUT and its description, print the report."""
+    import torch
+
     from prune_explorer.session.shrink.depgraph import ShrinkError, shrink
     from prune_explorer.session.shrink.description import describe
 
@@ -132,13 +134,20 @@ def write_shrunk(args: argparse.Namespace, model: Any, output: Path, fmt: Any,
     arch = description_path(output)
     force = getattr(args, "force", False)
     files.check(arch, "-o/--output (.shrunk.json)", inputs, force=force)
+    example = example_inputs(model, kind, shape)
+    batch = (f"{kind} inputs of shape {','.join(map(str, shape))} (--input-kind and "
+             "--input-shape choose them)")
+    try:  # the batch must suit the model before anything is traced
+        with torch.no_grad():
+            model(**example) if isinstance(example, dict) else model(example)
+    except Exception as exc:
+        raise CLIError(f"--shrink: the model cannot run on {batch}: {one_line(exc)}") from None
     try:
-        report = shrink(model, example_inputs(model, kind, shape), repeats=5)
+        report = shrink(model, example, repeats=5)
     except ImportError as exc:
         raise CLIError(str(exc)) from None
-    except ShrinkError as exc:  # the model cannot run on this batch: say which batch
-        raise CLIError(f"{exc} (traced on {kind} inputs of shape {','.join(map(str, shape))}: "
-                       "--input-kind and --input-shape choose them)") from None
+    except ShrinkError as exc:
+        raise CLIError(f"{exc} (traced on {batch})") from None
     description = describe(report.model, model, args.model or "")
     files.write_pair([  # both new or both old: a state_dict loads only with its description
         (output, checkpoint_bytes(report.model.state_dict(), fmt), "-o/--output"),
