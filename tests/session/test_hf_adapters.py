@@ -35,7 +35,7 @@ def test_merging_into_a_pruned_base_layer_is_refused_and_changes_nothing():
     model, s = lora_session()
     want = hf_models.outputs(model, "llama")
     for merge in (model.merge_and_unload, model.base_model.merge_and_unload, model.merge_adapter):
-        with pytest.raises(PruningNotMergedError, match="up_proj.base_layer.weight.*commit"):
+        with pytest.raises(PruningNotMergedError, match=r"up_proj.base_layer.weight.*commit"):
             merge()
     torch.testing.assert_close(hf_models.outputs(model, "llama"), want, rtol=0, atol=0)
     assert len(s.report()) == len(s.names)
@@ -50,7 +50,7 @@ def test_commit_then_merge_keeps_the_delta_and_the_session_says_the_model_change
     for call in (s.report, s.commit, s.zeros, lambda: s.mask(BASE), lambda: s.preview(
             BASE, "l1_unstructured", amount=0.1), lambda: s.apply(BASE, "l1_unstructured",
                                                                    amount=0.1)):
-        with pytest.raises(ModelChangedError, match="changed outside the session.*merge"):
+        with pytest.raises(ModelChangedError, match=r"changed outside the session.*merge"):
             call()
 
 
@@ -59,7 +59,7 @@ def test_a_module_replaced_behind_the_session_is_model_changed():
     s = Session(model)
     s.apply("model.layers.0.mlp.up_proj.weight", "l1_unstructured", amount=0.5)
     model.model.layers[0].mlp = nn.Identity()  # the whole MLP replaced
-    with pytest.raises(ModelChangedError, match="mlp.gate_proj' is no longer in the model"):
+    with pytest.raises(ModelChangedError, match=r"mlp.gate_proj' is no longer in the model"):
         s.report()
     with pytest.raises(ModelChangedError, match="changed outside the session"):
         s.undo()

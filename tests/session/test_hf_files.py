@@ -70,7 +70,7 @@ def test_describe_shrunk_knows_conv1d_and_a_shrunk_gpt2_saves_and_loads(tmp_path
     assert description["layers"]["transformer.h.1.mlp.c_proj"]["sizes"] == {"nx": 112, "nf": 32}
     small.save_pretrained(tmp_path)  # the route of docs/real-models.md
     (tmp_path / "shrunk.json").write_text(json.dumps(description))
-    with pytest.raises(RuntimeError, match="mismatched_sizes|size mismatch"):
+    with pytest.raises(RuntimeError, match=r"mismatched_sizes|size mismatch"):
         T.GPT2LMHeadModel.from_pretrained(tmp_path)  # the config still has the old sizes
     fresh = T.GPT2LMHeadModel(T.GPT2Config.from_pretrained(tmp_path)).eval()
     rebuild_shrunk(fresh, json.loads((tmp_path / "shrunk.json").read_text()))

@@ -49,7 +49,8 @@ def test_a_plan_file_written_before_finds_the_ties_on_the_model(name):
     document = json.loads(s.plan.to_json())
     del document["tied"]  # as plans were written before they carried it
     old = Plan.from_json(json.dumps(document))
-    assert old.tied is None and old == s.plan
+    assert old.tied is None
+    assert old == s.plan
     snippet = old.to_snippet()
     assert "TIED = tied_names(model)" in snippet
     replayed = _replay(snippet, copy.deepcopy(fresh))
@@ -63,10 +64,11 @@ def test_a_session_plan_with_no_ties_says_so_and_its_snippet_finds_none():
     s = Session(hf_models.llama())
     s.apply("model.layers.0.mlp.up_proj.weight", "l1_unstructured", amount=0.5)
     again = Plan.from_json(s.plan.to_json())
-    assert again.tied == {} and "tied_names" not in again.to_snippet()
+    assert again.tied == {}
+    assert "tied_names" not in again.to_snippet()
 
 
-@pytest.mark.parametrize("tied, says", [
+@pytest.mark.parametrize(("tied", "says"), [
     ([], "tied must map"),
     ({"a.weight": []}, "tied must map"),
     ({"a.weight": ["b..weight"]}, "tied must be a tensor address"),

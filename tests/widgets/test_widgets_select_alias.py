@@ -15,7 +15,7 @@ def test_select_an_alias_chooses_the_tensor_it_names():
     try:
         ex.select("lm_head.weight")
         assert ex.ui.tensor.value == "transformer.wte.weight"
-        with pytest.raises(WidgetInputError, match="'lm_head.bias' is not a prunable tensor"):
+        with pytest.raises(WidgetInputError, match=r"'lm_head.bias' is not a prunable tensor"):
             ex.select("lm_head.bias")
     finally:
         ex.close()

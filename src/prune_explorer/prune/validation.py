@@ -37,8 +37,8 @@ from ._select import TIE_RULES
 __all__ = [
     "CONSTRAINTS",
     "METHOD_PARAMETERS",
-    "Constraint",
     "PRUNABLE_DTYPES",
+    "Constraint",
     "DeviceMismatchError",
     "ShapeMismatchError",
     "UnprunableTensorError",

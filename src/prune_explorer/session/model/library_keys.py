@@ -64,7 +64,7 @@ def _renamed(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, t
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.core_model_loading import WeightRenaming, rename_source_key
 
-        renamings = [rule for rule in get_model_conversion_mapping(model)
+        renamings = [rule for rule in get_model_conversion_mapping(model)  # type: ignore[arg-type]
                      if isinstance(rule, WeightRenaming)]
         if not renamings:
             return None

@@ -45,8 +45,8 @@ from torch import nn
 from ..errors import NotUndoableError
 from .hooks import find_hook, hook_methods
 
-__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "MODULE_GONE", "ModelChangedError", "Seen", "changed_error",
-           "describe_change", "missing_module", "seen"]
+__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "MODULE_GONE", "ModelChangedError", "Seen",
+           "changed_error", "describe_change", "missing_module", "seen"]
 
 
 class ModelChangedError(NotUndoableError):
