@@ -19,3 +19,17 @@ def test_select_an_alias_chooses_the_tensor_it_names():
             ex.select("lm_head.bias")
     finally:
         ex.close()
+
+
+def test_an_int8_weight_is_refused_by_the_explorer_in_the_sessions_words():
+    up = "model.layers.0.mlp.up_proj.weight"
+    with pytest.warns(UserWarning, match="left out 1 tensor"):
+        ex = Explorer(hf_models.int8_llama(), debounce=None)
+    try:
+        assert ex.ui.tensor.value != up  # not the default tensor
+        ex.select(up)
+        ex.apply()
+        assert f"cannot prune '{up}': its dtype is torch.int8" in ex.status.text
+        assert ex.session.steps == ()
+    finally:
+        ex.close()
