@@ -84,10 +84,10 @@ def unprunable(t: torch.Tensor) -> str | None:
     --------
     >>> unprunable(torch.ones(2)) is None
     True
-    >>> unprunable(torch.ones(2, dtype=torch.int8))  # doctest: +ELLIPSIS
-    'its dtype is torch.int8 (quantized or integer values): the pruning API prunes ...'
-    >>> unprunable(torch.ones(2, device="meta"))  # doctest: +ELLIPSIS
-    'it is on the meta device: a shape without values (an offloaded weight, ...'
+    >>> print(unprunable(torch.ones(2, dtype=torch.int8)))  # doctest: +ELLIPSIS
+    its dtype is torch.int8 (quantized or integer values): the pruning API prunes ...
+    >>> print(unprunable(torch.ones(2, device="meta")))  # doctest: +ELLIPSIS
+    it is on the meta device: a shape without values (an offloaded weight, ...
     """
     if t.is_meta:
         return ("it is on the meta device: a shape without values (an offloaded weight, as "
