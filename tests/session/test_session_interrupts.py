@@ -17,7 +17,7 @@ from helpers.session import assert_exact_state, exact_state, mlp
 from helpers.widgets import mlp as widget_mlp
 from prune_explorer import prune
 from prune_explorer.session import InterruptedAfterCommit, Session
-from prune_explorer.session.history.interrupts import held_interrupts
+from prune_explorer.session.transaction.interrupts import held_interrupts
 from prune_explorer.widgets import Explorer
 
 

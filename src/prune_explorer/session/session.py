@@ -44,26 +44,26 @@ from torch import nn
 from prune_explorer.prune.layers import out_dim
 
 from .analysis.frames import effective_tensor
-from .analysis.reporting import Reporting
 from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
-from .history.commits import CommitResult, CommitReview, Committing
-from .history.journal import Action, Journal, locked
-from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
 from .model.aliases import tied_step, unshared
 from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .model.saving import guard_saving
-from .model.sharded import ones_mask, refuse_move, refuse_sharded
 from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .model.watch import ModelChangedError, seen
+from .parts.commits import CommitResult, CommitReview, Committing
+from .parts.reporting import Reporting
 from .plans.plan import Plan
-from .slider.magnitudes import MagnitudeCache
-from .slider.order_cache import OrderCache
+from .preview.magnitudes import MagnitudeCache
+from .preview.order_cache import OrderCache
 from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed
 from .steps.step import Step, split_address
+from .tensors.packed import MaskBits, PackedMask
+from .tensors.sharded import ones_mask, refuse_move, refuse_sharded
+from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 

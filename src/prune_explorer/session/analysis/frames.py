@@ -47,8 +47,8 @@ from torch import nn
 from prune_explorer.prune.engine import kept_attribute
 
 from ..model.hooks import find_hook
-from ..model.sharded import count_nonzero, nonzero_summary
 from ..model.targets import TensorInfo
+from ..tensors.sharded import count_nonzero, nonzero_summary
 from .wording import ReportFrame
 
 __all__ = [

@@ -50,8 +50,8 @@ from prune_explorer.prune.engine import HOOK_TYPE
 
 from ..errors import InvalidStepError
 from ..steps.step import Step, split_address
+from ..tensors.sharded import is_dtensor
 from .hooks import find_hook
-from .sharded import is_dtensor
 from .targets import TensorInfo
 
 __all__ = ["check_alias_names", "share_aliases", "share_pruning", "tied_step", "unshared"]

@@ -24,10 +24,10 @@ from typing import Any
 from prune_explorer.prune.layers import DEFAULT_GROUP_DIM, reduction_dim
 
 from ..errors import InvalidStepError
-from ..history.journal import Transactional
 from ..model.targets import unknown_target
-from .methods import check_method, check_settings, is_random
-from .step import Step
+from ..steps.methods import check_method, check_settings, is_random
+from ..steps.step import Step
+from ..transaction.journal import Transactional
 
 __all__ = ["Arguments", "as_list"]
 

@@ -30,7 +30,7 @@ from ..model.hooks import find_hook
 from ..model.targets import TensorInfo
 from ..steps.checks import check_step
 from ..steps.step import Step
-from .journal import Transactional, locked
+from ..transaction.journal import Transactional, locked
 
 __all__ = ["CommitResult", "CommitReview", "Committing", "review"]
 

@@ -2,7 +2,7 @@
 anything -- not the model, not the global RNG, not the session.
 
 A mixin of :class:`~prune_explorer.session.Session`. Masks come from
-:mod:`~prune_explorer.session.slider.previews` through the same core calls as applying, with the
+:mod:`~prune_explorer.session.preview.masks` through the same core calls as applying, with the
 session's order cache for fast L1 slider moves; a random step without a seed uses the seed the
 next apply will draw, so preview and apply agree.
 
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from ..history.journal import locked
-from ..steps.arguments import Arguments, as_list
+from ..preview.masks import cell_counts, global_masks, local_masks
+from ..preview.order_cache import OrderCache
+from ..preview.picture import CellEdges, MaskSummaries, PreviewPicture, StepRequest, preview_picture
 from ..steps.checks import check_step
 from ..steps.step import Step
-from .order_cache import OrderCache
-from .picture import CellEdges, MaskSummaries, PreviewPicture, StepRequest, preview_picture
-from .previews import cell_counts, global_masks, local_masks
+from ..transaction.journal import locked
+from .arguments import Arguments, as_list
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -79,7 +79,7 @@ class Previewing(Arguments):
         --------
         >>> import torch
         >>> from prune_explorer import Session
-        >>> from prune_explorer.session.slider.previews import kept_count
+        >>> from prune_explorer.session.preview.masks import kept_count
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
         >>> masks = s.preview_masks("0.weight", "l1_unstructured", amount=0.25)
         >>> kept_count(masks, "0.weight"), masks
@@ -190,7 +190,7 @@ class Previewing(Arguments):
         --------
         >>> import torch
         >>> from prune_explorer import Session
-        >>> from prune_explorer.session.slider.picture import StepRequest
+        >>> from prune_explorer.session.preview.picture import StepRequest
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4)))
         >>> picture = s.preview_picture(StepRequest("0.weight", "l1_unstructured",
         ...                                         {"amount": 0.25}))

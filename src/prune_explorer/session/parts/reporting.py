@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
+from ..analysis.frames import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 from ..errors import InvalidStepError
-from ..history.journal import locked
-from ..history.packed import MaskBits
 from ..model.hooks import find_hook
-from ..model.sharded import count_nonzero, is_dtensor
-from ..slider.l1_order import _few_zeros
-from ..slider.magnitudes import MagnitudeCache, Magnitudes
-from ..slider.previewing import Previewing
-from ..slider.previews import GlobalPreview
-from ..steps.arguments import as_list
+from ..preview.l1_order import _few_zeros
+from ..preview.magnitudes import MagnitudeCache, Magnitudes
+from ..preview.masks import GlobalPreview
 from ..steps.step import Step
-from .frames import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
+from ..tensors.packed import MaskBits
+from ..tensors.sharded import count_nonzero, is_dtensor
+from ..transaction.journal import locked
+from .arguments import as_list
+from .previewing import Previewing
 
 __all__ = ["Reporting"]
 

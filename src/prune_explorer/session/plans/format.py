@@ -22,7 +22,7 @@ drop the ``.0``, so version 2 of the format writes the meaning out: ``{"fraction
 
 Examples
 --------
->>> from prune_explorer.session.plans.reading import load_document
+>>> from prune_explorer.session.plans.format import load_document
 >>> load_document(b'\\xef\\xbb\\xbf{"version": 2}', "demo")
 {'version': 2}
 >>> try:

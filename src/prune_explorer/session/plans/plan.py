@@ -6,7 +6,7 @@ live modules, so it round-trips through JSON. Loading is strict -- every step mu
 method, carry exactly that method's fields with the right types, and errors say which step and
 which field -- and uses ``json`` only (no pickle, no eval). Every way a document can be wrong,
 down to bytes that are not UTF-8 or nesting that would exhaust Python's stack, is an
-:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.plans.reading`).
+:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.plans.format`).
 
 File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
 
@@ -67,7 +67,7 @@ from prune_explorer.prune.validation import show_value
 from ..codegen.snippet import to_snippet
 from ..errors import InvalidStepError
 from ..steps.step import Step
-from .reading import (
+from .format import (
     PLAN_FORMAT,
     PLAN_VERSION,
     READ_VERSIONS,
@@ -231,7 +231,7 @@ class Plan:
         rank holds the same plan) only rank 0 writes; the other ranks return without touching
         the file system.
         """
-        from ..model.sharded import rank
+        from ..tensors.sharded import rank
 
         if rank() == 0:
             Path(path).write_text(self.to_json() + "\n", encoding="utf-8")

@@ -50,7 +50,7 @@ from ..analysis.wording import count, describe_rounding, percent, plural, slice_
 from ..steps.checks import kept_slices
 from ..steps.methods import METHODS
 from ..steps.step import Step
-from .previews import kept_count, slices_pruned, window_reader
+from .masks import kept_count, slices_pruned, window_reader
 
 if TYPE_CHECKING:
     from ..model.targets import TensorInfo

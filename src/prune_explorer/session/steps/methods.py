@@ -32,8 +32,8 @@ from prune_explorer.prune import validation
 from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_value
 
 from ..errors import InvalidStepError
-from ..history.packed import PackedMask
 from ..model.tensor_kinds import unplain_kind
+from ..tensors.packed import PackedMask
 
 __all__ = [
     "CLASS_TO_NAME",

@@ -30,8 +30,8 @@ from typing import Any
 from prune_explorer.prune.validation import excerpt, show_value
 
 from ..errors import InvalidStepError
-from ..history.packed import PackedMask
-from ..plans.reading import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
+from ..plans.format import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
+from ..tensors.packed import PackedMask
 from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
 
 __all__ = ["Step", "check_address", "split_address"]

@@ -117,7 +117,7 @@ class PackedMask:
         """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device.
 
         A DTensor (a mask sharded over processes) gives a
-        :class:`~prune_explorer.session.model.sharded.ShardedMask` of this rank's shard (a
+        :class:`~prune_explorer.session.tensors.sharded.ShardedMask` of this rank's shard (a
         collective: its kept count is all-reduced).
         """
         return cls.from_tensors([mask])[0]
@@ -157,7 +157,7 @@ class PackedMask:
         out: list[PackedMask] = []
         for mask in masks:
             if is_sharded(mask):
-                from ..model.sharded import ShardedMask
+                from .sharded import ShardedMask
 
                 out.append(ShardedMask.of(mask))
                 continue

@@ -50,7 +50,7 @@ from prune_explorer.prune import engine
 from prune_explorer.prune.engine import Layout, all_reduce, contiguous_stride, pruned_stand_in
 from prune_explorer.prune.engine import is_sharded as is_dtensor
 
-from ..history.packed import PackedMask
+from .packed import PackedMask
 
 __all__ = ["ShardedMask", "count_alive", "count_nonzero", "is_dtensor", "is_sharded",
            "nonzero_summary", "ones_mask", "rank", "reduce_extremes", "refuse_move",

@@ -44,8 +44,8 @@ from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import InterruptedAfterCommit, NotUndoableError
 from ..events import EventEmitter, SessionEvent
+from ..history.tensor_history import HistoryEntry, starting_mask
 from ..model.aliases import share_aliases, tied_step
-from ..model.sharded import tensor_of
 from ..model.targets import TensorInfo
 from ..model.watch import (
     MASK_REPLACED,
@@ -55,15 +55,15 @@ from ..model.watch import (
     describe_change,
     seen,
 )
-from ..slider.order_cache import OrderCache, TensorOrder
-from ..slider.previews import cached_cuts
+from ..preview.masks import cached_cuts
+from ..preview.order_cache import OrderCache, TensorOrder
 from ..steps.checks import check_step
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
+from ..tensors.packed import MaskBits, PackedMask
+from ..tensors.sharded import tensor_of
 from .interrupts import held_interrupts
-from .packed import MaskBits, PackedMask
-from .tensor_history import HistoryEntry, starting_mask
 
 __all__ = ["Action", "Journal", "Transactional", "locked"]
 

@@ -40,7 +40,7 @@ import ipywidgets as widgets
 
 from prune_explorer.session import InvalidPlanError, Plan
 from prune_explorer.session.analysis.wording import plural
-from prune_explorer.session.plans.reading import plan_text
+from prune_explorer.session.plans.format import plan_text
 
 from ..errors import WidgetInputError
 from ..parts.copybutton import CopyButton

@@ -8,7 +8,7 @@ preview (``Session.preview``/``preview_global``) and the Apply button (``Session
 :class:`PreviewStats` counts, from the masks before and after, what the step would prune
 (entries, and channels for structured methods) and how ``amount`` was rounded to a count. The
 counting itself, and what one picture is drawn from, are the session's
-(:mod:`prune_explorer.session.slider.picture`; :class:`MaskSummary` and :class:`Later` come from
+(:mod:`prune_explorer.session.preview.picture`; :class:`MaskSummary` and :class:`Later` come from
 there).
 :class:`PreviewPane` renders the mask into an ``ipywidgets.Image`` through
 :class:`prune_explorer.viz.MaskPreview` and writes the counts next to it.
@@ -36,7 +36,7 @@ import torch
 
 from prune_explorer.session import Session
 from prune_explorer.session.analysis.wording import count, noun, percent, plural, shape_text
-from prune_explorer.session.slider.picture import Later, MaskSummary, StepCounts, StepRequest
+from prune_explorer.session.preview.picture import Later, MaskSummary, StepCounts, StepRequest
 from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.viz import MaskPreview, PooledView
 
@@ -49,7 +49,7 @@ __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStat
 @dataclass(frozen=True)
 class PreviewRequest(StepRequest):
     """A snapshot of the controls: what to preview and, on Apply, to do
-    (:class:`~prune_explorer.session.slider.picture.StepRequest`), and how to picture it.
+    (:class:`~prune_explorer.session.preview.picture.StepRequest`), and how to picture it.
 
     Parameters
     ----------
@@ -111,7 +111,7 @@ class PreviewRequest(StepRequest):
 @dataclass(frozen=True)
 class PreviewStats(StepCounts):
     """Counts behind the preview of one step
-    (:class:`~prune_explorer.session.slider.picture.StepCounts`), with the lines of the info
+    (:class:`~prune_explorer.session.preview.picture.StepCounts`), with the lines of the info
     box.
 
     Examples
