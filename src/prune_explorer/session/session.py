@@ -48,8 +48,8 @@ from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
-from .model.aliases import tied_step, unshared
-from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .model.aliases import unshared
+from .model.hooks import find_hook, hook_methods, refresh_pruned
 from .model.saving import guard_saving
 from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .model.watch import ModelChangedError, seen
@@ -59,10 +59,11 @@ from .plans.plan import Plan
 from .preview.magnitudes import MagnitudeCache
 from .preview.order_cache import OrderCache
 from .steps.checks import check_step
-from .steps.methods import METHODS, check_seed
+from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
-from .tensors.packed import MaskBits, PackedMask
-from .tensors.sharded import ones_mask, refuse_move, refuse_sharded
+from .steps.tied import tied_step
+from .tensors.packed import MaskBits, PackedMask, ones_mask
+from .tensors.sharded import refuse_move, refuse_sharded
 from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]

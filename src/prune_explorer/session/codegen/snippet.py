@@ -46,9 +46,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from ..model.aliases import tied_step
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
+from ..steps.tied import tied_step
 from ..tensors.packed import PackedMask
 from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines

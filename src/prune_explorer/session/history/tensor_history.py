@@ -28,8 +28,8 @@ import torch
 
 from ..analysis.wording import ReportFrame
 from ..steps.step import Step
-from ..tensors.packed import PackedMask
-from ..tensors.sharded import ShardedMask, count_nonzero, is_dtensor
+from ..tensors.packed import PackedMask, ShardedMask
+from ..tensors.sharded import count_nonzero, is_dtensor
 
 __all__ = ["HISTORY_COLUMNS", "HistoryEntry", "TensorHistory", "starting_mask"]
 

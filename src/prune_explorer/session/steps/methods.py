@@ -45,6 +45,7 @@ __all__ = [
     "check_settings",
     "core_errors",
     "is_random",
+    "method_name",
     "norm_suits_rank",
     "prune_class",
 ]
@@ -271,3 +272,9 @@ def check_seed(value: Any, where: str) -> int:
     if not is_int(value) or not 0 <= value < SEED_LIMIT:
         raise _fail(where, "seed", "must be an int in [0, 2**63)", value)
     return int(value)
+
+
+def method_name(method: Any) -> str:
+    """Function-style name of a pruning method (``L1Unstructured`` -> ``l1_unstructured``)."""
+    cls = type(method).__name__
+    return CLASS_TO_NAME.get(cls, cls)

@@ -30,17 +30,12 @@ from typing import Any
 from prune_explorer.prune.validation import excerpt, show_value
 
 from ..errors import InvalidStepError
+from ..model.targets import split_address
 from ..plans.format import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
 from ..tensors.packed import PackedMask
 from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
 
 __all__ = ["Step", "check_address", "split_address"]
-
-
-def split_address(address: str) -> tuple[str, str]:
-    """Split ``"features.0.weight"`` into module name ``"features.0"`` and tensor ``"weight"``."""
-    module_name, _, tensor_name = address.rpartition(".")
-    return module_name, tensor_name
 
 
 def check_address(value: Any, where: str, field: str = "target") -> str:

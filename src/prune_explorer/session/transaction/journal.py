@@ -45,7 +45,7 @@ from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import InterruptedAfterCommit, NotUndoableError
 from ..events import EventEmitter, SessionEvent
 from ..history.tensor_history import HistoryEntry, starting_mask
-from ..model.aliases import share_aliases, tied_step
+from ..model.aliases import share_aliases
 from ..model.targets import TensorInfo
 from ..model.watch import (
     MASK_REPLACED,
@@ -61,6 +61,7 @@ from ..steps.checks import check_step
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
+from ..steps.tied import tied_step
 from ..tensors.packed import MaskBits, PackedMask
 from ..tensors.sharded import tensor_of
 from .interrupts import held_interrupts
