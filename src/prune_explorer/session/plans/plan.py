@@ -62,18 +62,16 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from prune_explorer.prune.validation import show_value
-
 from ..codegen.snippet import to_snippet
-from ..errors import InvalidStepError
 from ..steps.step import Step
 from .format import (
     PLAN_FORMAT,
     PLAN_VERSION,
-    READ_VERSIONS,
     InvalidPlanError,
     InvalidPlanStepError,
     load_document,
+    plan_to_dict,
+    steps_from_dict,
 )
 
 if TYPE_CHECKING:
@@ -148,11 +146,7 @@ class Plan:
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready document (see the module docstring for the layout)."""
-        return {
-            "format": PLAN_FORMAT,
-            "version": PLAN_VERSION,
-            "steps": [step.to_dict() for step in self._steps],
-        }
+        return plan_to_dict(self._steps)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Serialise to a JSON string (format version 2, see the module docstring)."""
@@ -168,44 +162,7 @@ class Plan:
             For any problem; when it lies in one step it is an :class:`InvalidPlanStepError`
             (also an :class:`InvalidStepError`) with ``step`` and ``field`` set.
         """
-        if not isinstance(data, dict):
-            raise InvalidPlanError(
-                f"{where}: a plan must be a JSON object; got {type(data).__name__}"
-            )
-        if data.get("format") != PLAN_FORMAT:
-            got = show_value(data["format"]) if "format" in data else "no 'format' field"
-            raise InvalidPlanError(
-                f"{where}: not a prune-explorer plan: format must be {PLAN_FORMAT!r}; got {got}",
-                "format",
-            )
-        version = data.get("version")
-        if type(version) is not int or version not in READ_VERSIONS:
-            got = show_value(version) if "version" in data else "no 'version' field"
-            readable = " or ".join(str(v) for v in READ_VERSIONS)
-            raise InvalidPlanError(
-                f"{where}: version must be the integer {readable}; got {got}", "version"
-            )
-        for key in data:
-            if key not in ("format", "version", "steps"):
-                raise InvalidPlanError(
-                    f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
-                    "steps",
-                    key,
-                )
-        if "steps" not in data:
-            raise InvalidPlanError(f"{where}: missing field 'steps'", "steps")
-        if not isinstance(data["steps"], list):
-            raise InvalidPlanError(f"{where}: steps must be a list; got "
-                                   f"{show_value(data['steps'])}",
-                                   "steps")
-        steps = []
-        for index, item in enumerate(data["steps"]):
-            try:
-                steps.append(Step.from_dict(item, where=f"{where}: steps[{index}]",
-                                            version=version))
-            except InvalidStepError as err:
-                raise InvalidPlanStepError(str(err), err.field, index) from None
-        return cls(steps)
+        return cls(steps_from_dict(data, where))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:
