@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import prune_explorer.prune.methods as core_methods
-import prune_explorer.session.transaction.journal as transaction
+import prune_explorer.session.parts.stepping as transaction
 from prune_explorer.session import Session
 from prune_explorer.session.preview.masks import cached_cuts
 from prune_explorer.session.steps.step import Step

@@ -55,10 +55,11 @@ True
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from torch import nn
 
@@ -74,10 +75,40 @@ from .format import (
     steps_from_dict,
 )
 
-if TYPE_CHECKING:
-    from .. import Session
-
 __all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
+
+
+class PlanSession(Protocol):
+    """What runs a plan: :class:`~prune_explorer.session.Session` (this is the part of its API
+    :meth:`Plan.apply` and :meth:`Plan.validate` use)."""
+
+    def apply_all(self, steps: Iterable[Step], *, where: str = "Session.apply_all",
+                  progress: Callable[[int, int], object] | None = None) -> list[Step]:
+        """Apply ``steps`` in order as one transaction."""
+
+    def transaction(self, *, dry_run: bool = False) -> AbstractContextManager[Any]:
+        """All or nothing; ``dry_run`` always rolls back."""
+
+
+class PlanRunner:
+    """Where :meth:`Plan.apply` and :meth:`Plan.validate` find the class that runs a plan.
+
+    A session makes plans (``Session.plan``) and a plan is run by a session: ``session.py``
+    sets :attr:`session` to ``Session`` when it is imported (always before a plan can be
+    applied: ``prune_explorer.session`` imports it), so ``plans/`` never imports the session.
+    """
+
+    def __init__(self) -> None:
+        self.session: Callable[..., PlanSession] | None = None
+
+    def start(self, model: nn.Module, *, seed: int | None) -> PlanSession:
+        if self.session is None:
+            raise RuntimeError("Plan: no session class is registered (import prune_explorer)")
+        return self.session(model, seed=seed)
+
+
+#: The class that runs plans (``Session``, set by ``session.py``).
+RUNNER = PlanRunner()
 
 
 class Plan:
@@ -213,13 +244,11 @@ class Plan:
 
         Raises the same errors as :meth:`apply`. Costs one full application.
         """
-        from .. import Session  # the session uses plans; plans are run by a session
-
-        session = Session(model, seed=0)
+        session = RUNNER.start(model, seed=0)
         with session.transaction(dry_run=True):
             session.apply_all(self._steps, where="Plan.apply")
 
-    def apply(self, model: nn.Module, *, seed: int | None = 0) -> Session:
+    def apply(self, model: nn.Module, *, seed: int | None = 0) -> PlanSession:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
 
         All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
@@ -227,8 +256,6 @@ class Plan:
         applied are undone, commits included, and the error names the step index. The returned
         session can ``undo``/``reset``/``report`` as usual.
         """
-        from .. import Session
-
-        session = Session(model, seed=seed)
+        session = RUNNER.start(model, seed=seed)
         session.apply_all(self._steps, where="Plan.apply")
         return session

@@ -34,9 +34,14 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
-from prune_explorer.session import Session
 from prune_explorer.session.analysis.wording import count, noun, percent, plural, shape_text
-from prune_explorer.session.preview.picture import Later, MaskSummary, StepCounts, StepRequest
+from prune_explorer.session.preview.picture import (
+    Later,
+    MaskSummary,
+    PictureSession,
+    StepCounts,
+    StepRequest,
+)
 from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.viz import MaskPreview, PooledView
 
@@ -93,7 +98,8 @@ class PreviewRequest(StepRequest):
                                 for key, value in self.settings.items() if key != "amount"))
         return (self.target, self.method, self.targets, self.layout, self.view_dim, settings)
 
-    def kept_cells(self, session: Session, edges: tuple[Any, Any], alive: bool = False) -> Any:
+    def kept_cells(self, session: PictureSession, edges: tuple[Any, Any],
+                   alive: bool = False) -> Any:
         """Kept (``alive``: kept and nonzero) entries per picture cell of :attr:`target` after
         the step, straight from the session's cached order (no mask pooled); None where only
         the mask can tell, or the layout is not the matrix."""
