@@ -51,7 +51,7 @@ from typing import Any
 
 from prune_explorer.prune.validation import excerpt, problem, show_value
 
-from ..errors import InvalidStepError
+from ..errors import InvalidPlanError, InvalidPlanStepError, InvalidStepError
 from ..steps import step as step_module
 from ..steps.methods import check_method
 from ..steps.step import Step
@@ -83,24 +83,6 @@ READ_VERSIONS = (1, 2)
 MAX_DEPTH = 16
 _MAX_DIGITS = 4300
 _BOM = "\ufeff"
-
-
-class InvalidPlanError(ValueError):
-    """A plan document is not valid: not UTF-8 JSON, wrong layout, or a bad step.
-
-    ``step`` is the index of the offending step and ``field`` the offending field, when there
-    is one.
-    """
-
-    def __init__(self, message: str, field: str | None = None, step: int | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.step = step
-
-
-class InvalidPlanStepError(InvalidPlanError, InvalidStepError):
-    """One step of a plan document is invalid (both an ``InvalidPlanError`` and an
-    ``InvalidStepError``, so either ``except`` catches it)."""
 
 
 class _Refused:
