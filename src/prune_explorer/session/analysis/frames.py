@@ -99,7 +99,7 @@ def _dead_slices(per_dim: list[torch.Tensor]) -> dict[int, int]:
 
 def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
     """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor`` (a
-    collective for a DTensor: per-slice counts are all-reduced, see :mod:`.distributed`)."""
+    collective for a DTensor: per-slice counts are all-reduced, see :mod:`..tensors.sharded`)."""
     if tensor.numel() == 0:
         return {d: 0 for d in range(tensor.dim())}
     return _dead_slices(nonzero_summary(tensor)[1])

@@ -70,10 +70,10 @@ class Previews:
 
         For large tensors whose order or slice scores the session caches (L1 and seeded
         random_unstructured, ln_structured with a numeric ``n``, seeded random_structured)
-        this is a ``compute.LocalPreview``: with :meth:`preview_cells` for the picture and
-        ``compute.kept_count`` for the counts, a slider step builds no mask at all. The mask,
+        this is a ``preview.masks.LocalPreview``: with :meth:`preview_cells` for the picture and
+        ``preview.masks.kept_count`` for the counts, a slider step builds no mask at all. The mask,
         once read, is :meth:`preview`'s bit for bit. Keyed by the tensor's listed address; an
-        alias of a tied tensor reads it too (``compute.PreviewMasks``).
+        alias of a tied tensor reads it too (``preview.masks.PreviewMasks``).
 
         Examples
         --------
@@ -102,9 +102,9 @@ class Previews:
         seed: int | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """The masks :meth:`apply_global` would leave, by address (built on first access for
-        large L1 targets: ``compute.GlobalPreview``); nothing changes. A tied tensor is one
+        large L1 targets: ``preview.masks.GlobalPreview``); nothing changes. A tied tensor is one
         entry, under its listed address, which any of its aliases reads too
-        (``compute.PreviewMasks``)."""
+        (``preview.masks.PreviewMasks``)."""
         where = "Session.preview_global"
         return self.preview_step(
             self._arguments.global_step(where, targets, method, amount, seed, draw=False), where)

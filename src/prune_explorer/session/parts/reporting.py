@@ -153,7 +153,7 @@ class Reports:
     def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
         """Per tensor of a preview's ``masks``, the :meth:`report` ``zeros`` once they are
         installed (entries masked or exactly 0). ``O(log n)`` per target of a lazy global L1
-        preview (``compute.GlobalPreview``); otherwise one pass over each tensor.
+        preview (``preview.masks.GlobalPreview``); otherwise one pass over each tensor.
 
         Examples
         --------
@@ -176,7 +176,7 @@ class Reports:
     def magnitudes(self, name: str, *, n: Any = None, dim: int | None = None) -> Magnitudes:
         """What a magnitude step on ``name`` ranks, sorted: ``|w|`` of the unpruned entries
         (``l1_unstructured``), or with ``dim`` the ``n``-norms of the unpruned slices along it
-        (``ln_structured``). Built once per tensor state (see :mod:`.magnitudes`).
+        (``ln_structured``). Built once per tensor state (see :mod:`..preview.magnitudes`).
 
         Examples
         --------

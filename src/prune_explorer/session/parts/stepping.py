@@ -206,7 +206,7 @@ class Stepping:
 
 def _masks_of(cuts: list[tuple[Any, int]], located: list[tuple[str, nn.Module, str]],
               kept: dict[str, torch.Tensor]) -> dict[str, Any] | None:
-    """The masks a step leaves, from what its preview cached (see ``compute.cached_cuts``;
+    """The masks a step leaves, from what its preview cached (see ``preview.masks.cached_cuts``;
     None: the core computes them, where a mask buffer's dtype or device differs from the mask
     the cache gives, which then would not be the core's). Where an order gives the mask, its
     bool form goes in ``kept`` too (the history packs it: no second pass over the mask)."""

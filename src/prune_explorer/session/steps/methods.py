@@ -88,7 +88,7 @@ METHODS: dict[str, MethodSpec] = {
         _core_spec("ln_structured", structured=True),
         _core_spec("custom_from_mask"),
         # hardware patterns (prune_explorer.prune.patterns; not in torch.nn.utils.prune, so
-        # snippets build their masks with plain torch, see session/patterncode.py)
+        # snippets build their masks with plain torch, see session/codegen/pattern_lines.py)
         _core_spec("semi_structured"),
         _core_spec("block_structured"),
         MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
