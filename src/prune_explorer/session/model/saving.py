@@ -40,17 +40,10 @@ from torch import nn
 
 from prune_explorer import prune
 
+from ..errors import PruningNotMergedError, PruningNotSavedWarning
+
 __all__ = ["PruningNotMergedError", "PruningNotSavedWarning", "guard_merging", "guard_saving",
            "hooked_tensors"]
-
-
-class PruningNotSavedWarning(UserWarning):
-    """Saving a model whose pruning a library's loader would not restore."""
-
-
-class PruningNotMergedError(RuntimeError):
-    """Merging an adapter (peft's LoRA) into a layer still pruned through a hook, which would
-    lose the adapter's delta."""
 
 
 def hooked_tensors(model: nn.Module) -> list[str]:

@@ -38,19 +38,16 @@ Session.undo: tensor '0.weight' was changed outside the session
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
-from ..errors import NotUndoableError
+from ..errors import ModelChangedError
 from .hooks import find_hook, hook_methods
 
 __all__ = ["MASK_REPLACED", "MASK_WRITTEN", "MODULE_GONE", "ModelChangedError", "Seen",
-           "changed_error", "describe_change", "missing_module", "seen"]
-
-
-class ModelChangedError(NotUndoableError):
-    """The model's pruning of a tensor is no longer what the session left there."""
+           "changed_error", "describe_change", "missing_module", "seen", "structure_changed"]
 
 
 def changed_error(where: str, name: str, change: str) -> ModelChangedError:
@@ -76,6 +73,15 @@ def missing_module(model: nn.Module, names: dict[str, str]) -> tuple[str, str] |
 #: Why a tensor's module is gone, as :func:`changed_error` words it.
 MODULE_GONE = ("its module {!r} is no longer in the model: an adapter merged or unloaded "
                "(peft's merge_and_unload), or a module removed or replaced")
+
+
+def structure_changed(model: nn.Module, known: Mapping[str, Any], where: str
+                      ) -> ModelChangedError | None:
+    """The session's "model changed" error if the module of a tensor of ``known`` (address ->
+    its ``TensorInfo``) is no longer in ``model``, else None. Asked after an
+    ``AttributeError``, so the look-up per tensor is paid only then."""
+    gone = missing_module(model, {name: info.module_name for name, info in known.items()})
+    return None if gone is None else changed_error(where, gone[0], MODULE_GONE.format(gone[1]))
 
 
 #: What :func:`describe_change` says when only the mask buffer object differs (the caller then

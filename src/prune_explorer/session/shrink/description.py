@@ -52,6 +52,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InvalidDescriptionError
+
 __all__ = ["FORMAT", "VERSION", "InvalidDescriptionError", "describe", "rebuild"]
 
 FORMAT = "prune-explorer-shrunk"
@@ -79,10 +81,6 @@ def _size_keys(module: nn.Module) -> tuple[str, ...] | None:
                                         for k in keys):
             return None
     return keys
-
-
-class InvalidDescriptionError(ValueError):
-    """A shrunk-architecture description that does not fit the format or the model."""
 
 
 def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:
