@@ -35,7 +35,6 @@ from ..model.aliases import share_aliases
 from ..model.watch import (
     MASK_REPLACED,
     MASK_WRITTEN,
-    ModelChangedError,
     changed_error,
     describe_change,
     seen,
