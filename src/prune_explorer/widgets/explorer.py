@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import torch
@@ -46,19 +46,22 @@ from prune_explorer.session.analysis.wording import describe_change, percent, pl
 
 from .errors import WidgetInputError
 from .parts.html import esc
+from .parts.pane import Pane
 from .parts.status import Progress, StatusBar
 from .parts.stylesheet import stylesheet
 from .parts.ui import UI, add_header, model_device
-from .tabs.commit import CommitPane
-from .tabs.compare import ComparePane
 from .tabs.explore.maskfile import check_custom
 from .tabs.explore.metric import Evaluate, MetricReadout
-from .tabs.explore.pane import ExplorePane
 from .tabs.explore.preview import MaskSummary, PreviewRequest
-from .tabs.export import ExportPane
-from .tabs.history import HistoryPane
-from .tabs.shrink import ShrinkPane
-from .tabs.titles import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
+from .tabs.registry import TAB_TITLES, TABS
+
+if TYPE_CHECKING:
+    from .tabs.commit import CommitPane
+    from .tabs.compare import ComparePane
+    from .tabs.explore.pane import ExplorePane
+    from .tabs.export import ExportPane
+    from .tabs.history import HistoryPane
+    from .tabs.shrink import ShrinkPane
 
 __all__ = ["UI", "Explorer", "explore"]
 
@@ -117,6 +120,14 @@ class Explorer:
         Previews rendered so far.
     """
 
+    # The panes of the tabs (built from TABS; typed here for the explorer's own use and tests).
+    explore_pane: ExplorePane
+    history_pane: HistoryPane
+    compare_pane: ComparePane
+    commit_pane: CommitPane
+    shrink_pane: ShrinkPane
+    export_pane: ExportPane
+
     def __init__(
         self,
         model: nn.Module | None = None,
@@ -159,24 +170,25 @@ class Explorer:
             session, evaluate, debounce=debounce, label=metric_label)
         if self.metric is not None:
             self.ui.add("metric", self.metric.html)
-        self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi,
-                                        pixel_ratio=pixel_ratio)
-        self.history_pane = HistoryPane(self)
-        self.compare_pane = ComparePane(self)
-        self.commit_pane = CommitPane(self)
         self.example_inputs: Any = None  # one input batch, for Shrink (demo models: own)
-        self.shrink_pane = ShrinkPane(self)
-        self.export_pane = ExportPane(self)
-        commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
-        tabs = widgets.Tab(
-            children=[self.explore_pane.tab, self.history_pane.box, self.compare_pane.box,
-                      commit_tab, self.export_pane.box],
-            titles=TAB_TITLES,
-        )
+        options = {"custom_masks": masks, "figsize": figsize, "dpi": dpi,
+                   "pixel_ratio": pixel_ratio, "evaluate": evaluate}
+        self.panes: dict[str, Pane] = {}  #: every pane by name, in the order of the tabs
+        self._tab_panes: list[tuple[Pane, ...]] = []  # the panes of each tab, by index
+        children = []
+        for tab in TABS:  # the one list of the tabs (see tabs/registry.py)
+            built = []
+            for part in tab.parts:
+                pane = self.panes[part.name] = part.build(self, options)
+                setattr(self, f"{part.name}_pane", pane)
+                built.append(pane)
+            self._tab_panes.append(tuple(built))
+            children.append(built[0].widget if len(built) == 1 else
+                            widgets.VBox([pane.widget for pane in built]))
+        tabs = widgets.Tab(children=children, titles=TAB_TITLES)
         self.ui.add("tabs", tabs)
-        for name, child in zip(("explore_tab", "history_tab", "compare_tab", "commit_tab",
-                                "export_tab"), tabs.children, strict=True):
-            self.ui.add(name, child)
+        for tab, child in zip(TABS, tabs.children, strict=True):
+            self.ui.add(f"{tab.name}_tab", child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
         header.add_class("pe-header")  # wraps: the summary takes its own line when narrow
@@ -264,9 +276,8 @@ class Explorer:
 
     def flush(self) -> None:
         """Render every pending picture now (preview, history, comparison) and return."""
-        self.explore_pane.runner.flush()
-        self.history_pane.runner.flush()
-        self.compare_pane.runner.flush()
+        for pane in self.panes.values():
+            pane.flush()
         if self.metric is not None:
             self.metric.runner.flush()
 
@@ -276,10 +287,8 @@ class Explorer:
             self._refresh_picker()
         self.explore_pane.refresh()
         self._refresh_summary()
-        self.history_pane.invalidate()
-        self.compare_pane.invalidate()
-        self.commit_pane.invalidate()
-        self.export_pane.invalidate()
+        for pane in self.panes.values():
+            pane.invalidate()
         self.request_preview()
 
     # -- actions (buttons call these) -------------------------------------------------------------
@@ -355,10 +364,8 @@ class Explorer:
 
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
-        self.explore_pane.runner.close()
-        self.explore_pane.panels.close()
-        self.history_pane.runner.close()
-        self.compare_pane.runner.close()
+        for pane in self.panes.values():
+            pane.close()
         if self.metric is not None:
             self.metric.close()
         self._unsubscribe()
@@ -431,19 +438,19 @@ class Explorer:
 
     def _on_tab(self, change: dict[str, Any]) -> None:
         index = change["new"]
-        if index == HISTORY_TAB:
-            self.history_pane.invalidate()
-        elif index == COMPARE_TAB:
-            self.compare_pane.invalidate()
-        elif index == COMMIT_TAB:
-            self.commit_pane.invalidate()
-        elif index == EXPORT_TAB:
-            self.export_pane.invalidate()
+        if index is not None:
+            for pane in self._tab_panes[index]:
+                pane.invalidate()
 
     @property
     def selected_tab(self) -> int | None:
         """Index of the tab on show (see :data:`TAB_TITLES`)."""
         return self.ui.tabs.selected_index
+
+    def shows(self, pane: Pane) -> bool:
+        """Whether the tab holding ``pane`` is on show (a pane draws only then)."""
+        index = self.selected_tab
+        return index is not None and pane in self._tab_panes[index]
 
     # -- refreshing -------------------------------------------------------------------------------
     def _refresh_picker(self) -> None:
