@@ -52,6 +52,8 @@ from .history.commits import CommitResult, CommitReview, Committing
 from .history.journal import Action, Journal, locked
 from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .loop.fine_tuning import FineTuning, TrainFunction, check_undo_bytes
+from .loop.results import ScheduleRun
 from .model.aliases import tied_step, unshared
 from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
 from .model.saving import guard_saving
@@ -64,6 +66,7 @@ from .slider.order_cache import OrderCache
 from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed
 from .steps.step import Step, split_address
+from .steps.training import TrainingStep
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
 
@@ -98,7 +101,7 @@ def _placement(model: nn.Module, histories: dict[str, list[HistoryEntry]]
     return put_back
 
 
-class Session(Reporting, Committing):
+class Session(Reporting, Committing, FineTuning):
     """An exploration of pruning on ``model``, which it prunes in place.
 
     Parameters
@@ -114,6 +117,9 @@ class Session(Reporting, Committing):
     seed : int or None, default 0
         Seeds the session's own ``random.Random``, which draws the seed of each random step
         that is not given one. ``None`` draws from the operating system.
+    undo_bytes : int or None, default None
+        The most bytes of weight copies the history keeps so that fine-tunes and rewinds can
+        be undone exactly (None: no cap); see :attr:`undo_bytes`.
 
     Notes
     -----
@@ -136,11 +142,15 @@ class Session(Reporting, Committing):
     Session(Sequential: 2 tensors, 1 pruned, 1 step (1 undoable), 4 of 10 entries masked (40.0%))
     """
 
-    def __init__(self, model: nn.Module, *, seed: int | None = 0) -> None:
+    def __init__(self, model: nn.Module, *, seed: int | None = 0,
+                 undo_bytes: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Session: model must be a torch.nn.Module; got {type(model).__name__}")
         if seed is not None:
             seed = check_seed(seed, "Session")
+        self._undo_bytes = check_undo_bytes(undo_bytes, "Session")
+        self._kept_weights = None  # what a rewind step writes back (keep_weights)
+        self._runs: list[ScheduleRun] = []
         self._model = model
         self._lock = threading.RLock()
         self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
@@ -365,6 +375,8 @@ class Session(Reporting, Committing):
                 at = f"{where}: steps[{index}]" if plan else where
                 if not isinstance(step, Step):
                     raise TypeError(f"{at} must be a Step; got {type(step).__name__}")
+                if isinstance(step, TrainingStep):  # checked only by running the training
+                    continue
                 step = tied_step(step, self._known, self._aliases, at)
                 if touched.isdisjoint(step.targets):
                     check_step(self._model, self._known, step, at)
@@ -390,6 +402,8 @@ class Session(Reporting, Committing):
             return ("nothing to undo; no steps are applied"
                     + (" inside this transaction" if floor else ""))
         action = journal.actions[-1]
+        if action.snapshots is None and action.dropped is not None:
+            return f"the last step, {action.step!r}, cannot be undone exactly: {action.dropped}"
         if action.kind == "commit" or action.snapshots is None:
             return (f"the last action was commit of {action.step.target!r}, which is not "
                     "undoable: prune.remove made that pruning permanent and freed the _orig "
@@ -444,12 +458,15 @@ class Session(Reporting, Committing):
         *,
         where: str = "Session.apply_all",
         progress: Callable[[int, int], object] | None = None,
+        train: TrainFunction | None = None,
     ) -> list[Step]:
         """Apply ``steps`` (a :class:`Plan` or any iterable of Step) in order as one transaction.
 
-        A ``remove`` step commits its tensor. If any step fails, nothing is applied and the
-        error names it (``"<where>: steps[i]: ..."``). ``progress(done, total)`` is called after
-        each step. Returns the steps.
+        A ``remove`` step commits its tensor; a ``fine_tune`` step calls ``train(model,
+        epochs)`` (required then), ``keep_weights`` and ``rewind`` keep and write back the
+        weights (:mod:`~prune_explorer.session.steps.training`). If any step fails, nothing is
+        applied and the error names it (``"<where>: steps[i]: ..."``). ``progress(done,
+        total)`` is called after each step. Returns the steps.
         """
         steps = list(steps)
         with self.transaction():
@@ -457,9 +474,10 @@ class Session(Reporting, Committing):
                 if not isinstance(step, Step):
                     raise TypeError(f"{where}: steps[{index}] must be a Step; got "
                                     f"{type(step).__name__}")
-                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]")
+                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]", train)
                 if progress is not None:
                     progress(index + 1, len(steps))
+        self._enforce_undo_cap()
         return steps
 
     # -- apply ----------------------------------------------------------------------------------
@@ -540,17 +558,22 @@ class Session(Reporting, Committing):
             return self._apply_ready(self._global_step(where, targets, method, amount, seed),
                                      where)
 
-    def apply_step(self, step: Step) -> Step:
+    def apply_step(self, step: Step, *, train: TrainFunction | None = None) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
 
-        A ``remove`` step is a :meth:`commit` of its tensor (not undoable).
+        A ``remove`` step is a :meth:`commit` of its tensor (not undoable); a ``fine_tune``
+        step needs ``train`` (see :meth:`apply_all`).
         """
         if not isinstance(step, Step):
             raise TypeError(f"Session.apply_step: step must be a Step; got {type(step).__name__}")
         with self.transaction():
-            return self._apply_ready(step, "Session.apply_step")
+            done = self._apply_ready(step, "Session.apply_step", train)
+        self._enforce_undo_cap()
+        return done
 
-    def _apply_ready(self, step: Step, where: str) -> Step:
+    def _apply_ready(self, step: Step, where: str, train: TrainFunction | None = None) -> Step:
+        if isinstance(step, TrainingStep):
+            return self._apply_training(step, where, train)
         if step.method == "remove":
             step = tied_step(step, self._known, self._aliases, where)  # as recorded
             self._commit([step.target], where)

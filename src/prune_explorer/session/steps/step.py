@@ -244,6 +244,10 @@ class Step:
             )
         if "method" not in data:
             raise InvalidStepError(f"{where}: missing field 'method'", "method")
+        from .training import TRAINING_METHODS, TrainingStep  # they are Steps too
+
+        if data["method"] in TRAINING_METHODS:
+            return TrainingStep.from_dict(data, where, version)
         spec = check_method(data["method"], where)
         target_key = "targets" if spec.name == "global_unstructured" else "target"
         fields = ["method", target_key, *spec.settings]

@@ -1,0 +1,121 @@
+"""The weights a fine-tune changes, copied and written back bit for bit.
+
+*The weights* of a model are every parameter (for a pruned tensor: its ``*_orig``, all entries,
+pruned ones included) and every buffer (BatchNorm's running statistics...) except the pruning
+masks, each tensor once however many names it has. :func:`weight_tensors` lists them; a
+:class:`WeightValues` copies their values (plus each module's train/eval mode and each
+parameter's ``.grad`` object), and :meth:`WeightValues.restore` writes them back in place with
+``copy_``: the same tensor objects, so optimizers, hooks and the session's records still point
+at them, and their version counters move (caches keyed on them see the change).
+
+It is the one snapshot of weights: undo of a fine-tune or a rewind restores one, a rewind writes
+the one ``keep_weights`` took, and the run's Stop restores one.
+
+Examples
+--------
+>>> import torch
+>>> layer = torch.nn.Linear(3, 2)
+>>> before = WeightValues(layer)
+>>> with torch.no_grad():
+...     _ = layer.weight.add_(1.0)
+>>> before.restore()
+>>> torch.equal(layer.weight, before.values[0])
+True
+>>> before.nbytes  # 6 weights and 2 biases in float32
+32
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from ..model.hooks import refresh_pruned
+
+__all__ = ["WeightValues", "refresh_all_pruned", "weight_tensors"]
+
+
+def _is_mask(module: nn.Module, buffer_name: str) -> bool:
+    return buffer_name.endswith("_mask") and (buffer_name[:-5] + "_orig") in module._parameters
+
+
+def weight_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(qualified name, tensor)`` of every parameter and non-mask buffer, each tensor once.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from prune_explorer import prune
+    >>> layer = prune.l1_unstructured(torch.nn.Linear(2, 1), "weight", amount=1)
+    >>> [name for name, _ in weight_tensors(layer)]
+    ['bias', 'weight_orig']
+    """
+    seen: set[int] = set()
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for name, tensor in [*module._parameters.items(), *module._buffers.items()]:
+            if tensor is None or id(tensor) in seen or (
+                    name in module._buffers and _is_mask(module, name)):
+                continue
+            seen.add(id(tensor))
+            yield (f"{prefix}.{name}" if prefix else name), tensor
+
+
+def refresh_all_pruned(model: nn.Module) -> None:
+    """Recompute every pruned copy (``name = name_orig * name_mask``) as the forward pre-hook
+    would: after the weights were written outside a forward pass, the next pruning step ranks
+    the weights as they are now, not as the last forward pass saw them."""
+    for module in model.modules():
+        for key in list(module._parameters):
+            if key.endswith("_orig"):
+                refresh_pruned(module, key[:-5])
+
+
+class WeightValues:
+    """A copy of a model's weights (see the module docstring) that can be written back.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+
+    Attributes
+    ----------
+    tensors : list of torch.Tensor
+        The live tensors, by reference.
+    values : list of torch.Tensor
+        Their values when the copy was taken.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        pairs = list(weight_tensors(model))
+        self.names = [name for name, _ in pairs]
+        self.tensors = [tensor for _, tensor in pairs]
+        with torch.no_grad():
+            self.values = [tensor.detach().clone() for tensor in self.tensors]
+        self.grads = [tensor.grad if isinstance(tensor, nn.Parameter) else None
+                      for tensor in self.tensors]
+        self.modes = [(module, module.training) for module in model.modules()]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of tensor data the copy holds."""
+        return sum(v.numel() * v.element_size() for v in self.values)
+
+    def restore(self, *, grads: bool = True) -> None:
+        """Write the values back in place (and the train/eval modes; the ``.grad`` objects
+        too with ``grads``), then bring the pruned copies up to date."""
+        with torch.no_grad():
+            for tensor, value in zip(self.tensors, self.values, strict=True):
+                tensor.copy_(value)
+        if grads:
+            for tensor, grad in zip(self.tensors, self.grads, strict=True):
+                if isinstance(tensor, nn.Parameter):
+                    tensor.grad = grad
+            for module, training in self.modes:
+                module.training = training
+        refresh_all_pruned(self.model)
+
+    def __repr__(self) -> str:
+        return f"WeightValues({len(self.tensors)} tensors, {self.nbytes:,} bytes)"
