@@ -100,7 +100,7 @@ class Action:
     @property
     def kept_bytes(self) -> int:
         """Bytes of value copies its snapshots hold (0 once sealed)."""
-        return sum(getattr(s, "nbytes", None) or getattr(s, "size", 0)
+        return sum(int(getattr(s, "nbytes", 0)) + int(getattr(s, "size", 0))
                    for s in self.snapshots or ())
 
     def restore(self) -> None:

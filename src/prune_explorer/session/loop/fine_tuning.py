@@ -64,9 +64,10 @@ class _WeightsUndo:
 class _KeptUndo:
     """Undo of a keep_weights: the weights kept before it (or none)."""
 
+    nbytes = 0
+
     def __init__(self, owner: FineTuning, kept: WeightValues | None) -> None:
         self.owner, self.kept = owner, kept
-    nbytes = 0
 
     def restore(self) -> None:
         self.owner._kept_weights = self.kept
@@ -81,7 +82,7 @@ def check_train(train: Any, where: str) -> TrainFunction:
         raise InvalidStepError(
             f"{where}: train must be a function train(model, epochs) that trains the model in "
             f"place; got {type(train).__name__}", "train")
-    return train  # type: ignore[no-any-return]
+    return train
 
 
 class FineTuning(Transactional):
@@ -200,7 +201,7 @@ class FineTuning(Transactional):
                 refresh_all_pruned(self._model)
             else:
                 assert self._kept_weights is not None
-                self._kept_weights.restore(grads=False)
+                self._kept_weights.restore(exact=False)
             for name in names:
                 history = self._histories[name]
                 history.append(HistoryEntry(len(history), step, history[-1].mask))

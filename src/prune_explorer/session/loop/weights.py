@@ -97,25 +97,37 @@ class WeightValues:
         self.grads = [tensor.grad if isinstance(tensor, nn.Parameter) else None
                       for tensor in self.tensors]
         self.modes = [(module, module.training) for module in model.modules()]
+        # the pruned copies (plain attributes, replaced -- never written -- by each forward)
+        self.copies = [(module, key[:-5], module.__dict__[key[:-5]])
+                       for module in model.modules() for key in module._parameters
+                       if key.endswith("_orig") and key[:-5] in module.__dict__]
 
     @property
     def nbytes(self) -> int:
         """Bytes of tensor data the copy holds."""
         return sum(v.numel() * v.element_size() for v in self.values)
 
-    def restore(self, *, grads: bool = True) -> None:
-        """Write the values back in place (and the train/eval modes; the ``.grad`` objects
-        too with ``grads``), then bring the pruned copies up to date."""
+    def restore(self, *, exact: bool = True) -> None:
+        """Write the values back in place.
+
+        ``exact`` (undo, rollback): also put back each parameter's ``.grad`` object, each
+        module's train/eval mode and the pruned copies as they were. Otherwise (a rewind,
+        where the masks may have changed since): recompute the pruned copies.
+        """
         with torch.no_grad():
             for tensor, value in zip(self.tensors, self.values, strict=True):
                 tensor.copy_(value)
-        if grads:
-            for tensor, grad in zip(self.tensors, self.grads, strict=True):
-                if isinstance(tensor, nn.Parameter):
-                    tensor.grad = grad
-            for module, training in self.modes:
-                module.training = training
-        refresh_all_pruned(self.model)
+        if not exact:
+            refresh_all_pruned(self.model)
+            return
+        for tensor, grad in zip(self.tensors, self.grads, strict=True):
+            if isinstance(tensor, nn.Parameter):
+                tensor.grad = grad
+        for module, training in self.modes:
+            module.training = training
+        for module, name, copy in self.copies:
+            if name in module.__dict__:
+                module.__dict__[name] = copy
 
     def __repr__(self) -> str:
         return f"WeightValues({len(self.tensors)} tensors, {self.nbytes:,} bytes)"

@@ -67,6 +67,7 @@ from prune_explorer.prune.validation import show_value
 from ..codegen.snippet import to_snippet
 from ..errors import InvalidStepError
 from ..steps.step import Step
+from ..steps.training import TrainingStep
 from .reading import (
     PLAN_FORMAT,
     PLAN_VERSION,
@@ -78,6 +79,7 @@ from .reading import (
 
 if TYPE_CHECKING:
     from .. import Session
+    from ..loop.fine_tuning import TrainFunction
 
 __all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
 
@@ -251,19 +253,28 @@ class Plan:
         """
         return to_snippet(self._steps, self._tied)
 
-    def validate(self, model: nn.Module) -> None:
+    def validate(self, model: nn.Module, *, train: TrainFunction | None = None) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.
 
-        Raises the same errors as :meth:`apply`. Costs one full application.
+        Raises the same errors as :meth:`apply`. Costs one full application, training
+        included when ``train`` is given; without it the training steps (``fine_tune``,
+        ``keep_weights``, ``rewind``) are left out of the dry run.
         """
         from .. import Session  # the session uses plans; plans are run by a session
 
+        steps = self._steps if train is not None else [
+            step for step in self._steps if not isinstance(step, TrainingStep)]
         session = Session(model, seed=0)
         with session.transaction(dry_run=True):
-            session.apply_all(self._steps, where="Plan.apply")
+            session.apply_all(steps, where="Plan.apply", train=train)
 
-    def apply(self, model: nn.Module, *, seed: int | None = 0) -> Session:
+    def apply(self, model: nn.Module, *, seed: int | None = 0,
+              train: TrainFunction | None = None) -> Session:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
+
+        A plan with ``fine_tune`` steps (a schedule's) needs ``train``, the training function
+        ``train(model, epochs)`` the session was given: the same function on the same model
+        gives the same weights and masks.
 
         All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
         (unknown tensor, bad ``dim``...) or anything fails, even an interrupt, the steps already
@@ -273,5 +284,5 @@ class Plan:
         from .. import Session
 
         session = Session(model, seed=seed)
-        session.apply_all(self._steps, where="Plan.apply")
+        session.apply_all(self._steps, where="Plan.apply", train=train)
         return session
