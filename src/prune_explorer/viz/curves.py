@@ -102,7 +102,7 @@ class CurvePlot:
         names = ", ".join(map(repr, self.lines))
         count = len(self.lines)
         base = ("no baseline" if self.baseline is None else
-                f"baseline: {len(self.baseline.get_xdata())} points")
+                f"baseline: {np.size(self.baseline.get_xdata())} points")
         return f"CurvePlot({count} line{'s' * (count != 1)}: {names or '-'}; {base})"
 
 
@@ -233,6 +233,7 @@ def plot_accuracy_vs_sparsity(
     ax.grid(True, alpha=0.3)
     ax.set_title(title if title is not None else f"{metric_label} vs sparsity",
                  fontsize="medium")
-    legend = (ax.legend(fontsize="small", title="schedule, epoch budget",
+    # accuracy falls as sparsity grows: the lower left corner is where the lines are not
+    legend = (ax.legend(loc="lower left", fontsize="small", title="schedule, epoch budget",
                         title_fontsize="small") if lines or baseline_line is not None else None)
     return CurvePlot(lines, baseline_line, legend)

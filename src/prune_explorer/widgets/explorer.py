@@ -6,9 +6,10 @@ preview and performs Apply/Undo/Reset/Commit/Import; the explorer redraws whenev
 reports a change (:meth:`Session.on_change`), also when you drive the session from code.
 
 Layout: a tensor picker, device and summary on top; tabs *Explore* (controls, live preview,
-Apply/Undo/Reset), *History*, *Global vs local*, *Commit* and *Export*; a status line and a
-progress bar at the bottom. Every widget that matters has a stable CSS class ``pe-<name>`` and
-is reachable as ``explorer.ui.<name>`` (see :attr:`Explorer.ui`).
+Apply/Undo/Reset), *History*, *Global vs local*, *Commit*, *Export* and *Fine-tune* (listed in
+:mod:`.tabs.registry`); a status line and a progress bar at the bottom. Every widget that
+matters has a stable CSS class ``pe-<name>`` and is reachable as ``explorer.ui.<name>`` (see
+:attr:`Explorer.ui`).
 
 Examples
 --------
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from .tabs.compare import ComparePane
     from .tabs.explore.pane import ExplorePane
     from .tabs.export import ExportPane
+    from .tabs.fine_tune import FineTunePane
     from .tabs.history import HistoryPane
     from .tabs.shrink import ShrinkPane
 
@@ -97,6 +99,10 @@ class Explorer:
     metric_label : str, optional
         What ``evaluate`` measures, for its readout ("test accuracy"); default: the
         function's ``metric_label`` attribute, else "score".
+    train : callable, optional
+        ``train(model, epochs)``, training the model in place (its optimizer built inside), for
+        the *Fine-tune* tab's schedules (see :mod:`.tabs.fine_tune`); the demo's is
+        :func:`prune_explorer.demo.train`. Without it that tab says how to give one.
 
     Attributes
     ----------
@@ -127,6 +133,7 @@ class Explorer:
     commit_pane: CommitPane
     shrink_pane: ShrinkPane
     export_pane: ExportPane
+    fine_tune_pane: FineTunePane
 
     def __init__(
         self,
@@ -140,6 +147,7 @@ class Explorer:
         pixel_ratio: float = 1.0,
         evaluate: Evaluate | None = None,
         metric_label: str | None = None,
+        train: Callable[[nn.Module, int], object] | None = None,
     ) -> None:
         if session is None:
             if model is None:
@@ -172,7 +180,8 @@ class Explorer:
             self.ui.add("metric", self.metric.html)
         self.example_inputs: Any = None  # one input batch, for Shrink (demo models: own)
         options = {"custom_masks": masks, "figsize": figsize, "dpi": dpi,
-                   "pixel_ratio": pixel_ratio, "evaluate": evaluate}
+                   "pixel_ratio": pixel_ratio, "evaluate": evaluate,
+                   "metric_label": metric_label, "train": train}
         self.panes: dict[str, Pane] = {}  #: every pane by name, in the order of the tabs
         self._tab_panes: list[tuple[Pane, ...]] = []  # the panes of each tab, by index
         children = []

@@ -88,7 +88,13 @@ def count(n: int) -> str:
     return f"{int(n):,}"
 
 
+#: Words ending in a "ch" said as "k", which take a plain "s".
+_HARD_CH = ("epoch",)
+
+
 def _plural_word(word: str) -> str:
+    if word in _HARD_CH:
+        return word + "s"
     if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u"):
         return word[:-1] + "ies"
     if word.endswith(("s", "x", "ch", "sh")):
@@ -104,6 +110,8 @@ def noun(n: int, singular: str) -> str:
     ('entry', 'entries', 'slices along dim 1')
     >>> noun(2, "kernel row (dim 2)"), noun(3, "entry over 2 tensors")
     ('kernel rows (dim 2)', 'entries over 2 tensors')
+    >>> noun(2, "batch"), noun(10, "epoch")
+    ('batches', 'epochs')
     """
     if int(n) == 1:
         return singular

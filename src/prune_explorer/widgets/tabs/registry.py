@@ -27,13 +27,15 @@ from .commit import CommitPane
 from .compare import ComparePane
 from .explore.pane import ExplorePane
 from .export import ExportPane
+from .fine_tune import FineTunePane
 from .history import HistoryPane
 from .shrink import ShrinkPane
 
 __all__ = ["OPTIONS", "TABS", "TAB_TITLES", "Part", "Tab"]
 
 #: The explorer's options a part may need (passed to its factory by keyword).
-OPTIONS = ("custom_masks", "figsize", "dpi", "pixel_ratio", "evaluate", "train")
+OPTIONS = ("custom_masks", "figsize", "dpi", "pixel_ratio", "evaluate", "metric_label",
+           "train")
 
 
 class Part:
@@ -104,6 +106,7 @@ TABS: tuple[Tab, ...] = (
     Tab("Global vs local", Part("compare", ComparePane)),
     Tab("Commit", Part("commit", CommitPane), Part("shrink", ShrinkPane)),
     Tab("Export", Part("export", ExportPane)),
+    Tab("Fine-tune", Part("fine_tune", FineTunePane, needs=("train", "evaluate", "metric_label"))),
 )
 
 #: The titles, in order (``explorer.selected_tab`` is an index into them).
