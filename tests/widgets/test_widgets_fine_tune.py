@@ -289,3 +289,31 @@ def test_close_during_a_run_stops_it():
     ex.close()
     assert not ex.fine_tune_pane.running
     assert len(ex.session.runs[-1].rounds) < 3
+
+
+def test_other_actions_are_refused_while_a_run_is_in_progress():
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow(model, epochs):
+        started.set()
+        release.wait(30)
+        train(model, epochs)
+
+    ex = explorer(train=slow)
+    try:
+        set_schedule(ex, "one_shot", target=0.5, epochs=1)
+        ex.ui.fine_tune_run.click()
+        assert started.wait(30)
+        ex.ui.apply.click()  # returns at once: the kernel stays free for Stop
+        assert ex.status.kind == "error"
+        assert ex.status.text == ("Apply failed: a fine-tune run is in progress; press Stop on "
+                                  "its tab and try again")
+        release.set()
+        assert ex.fine_tune_pane.wait(timeout=60)
+        assert [s.method for s in ex.session.steps] == ["global_unstructured", "fine_tune"]
+        ex.ui.apply.click()  # free again
+        assert len(ex.session.steps) == 3
+    finally:
+        release.set()
+        ex.close()

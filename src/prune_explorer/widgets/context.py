@@ -142,6 +142,9 @@ class PaneContext(Protocol):
     def request_preview(self) -> None:
         """Ask for a new preview of the current controls."""
 
+    def reserve(self, what: str | None) -> None:
+        """While ``what`` is set, every other action is refused, naming it (None: release)."""
+
 
 @runtime_checkable
 class ExploreContext(PaneContext, Protocol):

@@ -166,6 +166,7 @@ class Explorer:
         self._quiet_depth = 0
         self._batch_depth = 0
         self._batch_dirty = False
+        self._reserved: str | None = None  # see reserve()
         self.version = 0  #: session changes seen so far (keys the panes' caches)
         self._zeros: dict[str, int] = {}  # exact zeros per tensor, from the last report
 
@@ -307,11 +308,22 @@ class Explorer:
         """Run a session action at the widget boundary: errors become a status message. One
         transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
         failed: interrupted") or, if it came while redrawing, as after (the done message)."""
+        if self._reserved is not None:  # a background run changes the session meanwhile
+            self.status.error(WidgetInputError(
+                f"{self._reserved} is in progress; press Stop on its tab and try again"),
+                what, source=source)
+            return None
         with self.session.lock:  # a partial, not a lambda: no frame of ours between the
             # action's return and the status bar's, where an interrupt would cut in
             return self.status.run(what, functools.partial(self._atomically, action,
                                                            atomic=atomic),
                                    done=done, source=source)
+
+    def reserve(self, what: str | None) -> None:
+        """While ``what`` (say "a fine-tune run") is set, :meth:`act` refuses every other
+        action with a line naming it: a run on a background thread owns the session between
+        its rounds too. ``None`` ends the reservation."""
+        self._reserved = what
 
     def _atomically(self, action: Callable[[Progress], Any], progress: Progress,
                     atomic: bool) -> Any:

@@ -292,6 +292,8 @@ class FineTunePane(Pane):
 
     def _set_running(self, running: bool) -> None:
         self.running = running
+        # the run owns the session between its rounds too: Apply, Undo... wait for it
+        self.ex.reserve("a fine-tune run" if running else None)
         self.stop_button.disabled = not running
         for widget in (self.schedule, self.target, self.epochs, self.rounds, self.rewind,
                        self.scope, self.targets):
