@@ -1,12 +1,13 @@
 """Accuracy against sparsity for the four schedules on the demo models (issue 31's table).
 
 For each model, seed and target sparsity, the same trained model (``trained_model(name, seed)``:
-30 epochs from ``untrained_model(name, seed)``) is pruned per tensor by magnitude
-(``scope="local"``, the weights ``Session.default_targets()`` picks) and
+30 epochs from ``untrained_model(name, seed)``) is pruned by magnitude -- per tensor
+(``--scope local``, the default, as in the issue's table) or with one threshold over all of
+them (``--scope global``) -- the weights ``Session.default_targets()`` picks, and
 
 - one-shot, no fine-tune (``Schedule.one_shot(s, 0)``);
 - one-shot + 10 epochs (``Schedule.one_shot(s, 10)``);
-- gradual cubic over 10 epochs (``Schedule.gradual(s, 10)``: 10 rounds of 1 epoch);
+- gradual cubic over 10 epochs (``Schedule.gradual(s, 10)``: 5 rounds of 2 epochs);
 - lottery ticket, 3 rounds, rewind to init (``Schedule.lottery_ticket(s, 3, 30)``), started from
   the untrained model: round 0 trains it 30 epochs (the same training that made the trained
   model), then 3 rounds of prune, rewind, train 30 epochs: 120 epochs, 12x the one-shot's 10.
@@ -48,7 +49,7 @@ def schedules(target: float) -> list[tuple[str, Schedule, bool]]:
 
 
 def run_one(name: str, seed: int, schedule: Schedule, untrained: bool,
-            dense: dict[str, nn.Module]) -> tuple[float, int, float]:
+            dense: dict[str, nn.Module], scope: str) -> tuple[float, int, float]:
     """Accuracy at the end, epochs trained, seconds."""
     key = f"{name}/{seed}/{'init' if untrained else 'trained'}"
     if key not in dense:
@@ -61,19 +62,20 @@ def run_one(name: str, seed: int, schedule: Schedule, untrained: bool,
 
     session = Session(model, undo_bytes=0)  # a benchmark: no undo needed
     start = time.perf_counter()
-    run = session.fine_tune_schedule(schedule, fit, evaluate, scope="local")
+    run = session.fine_tune_schedule(schedule, fit, evaluate, scope=scope)
     seconds = time.perf_counter() - start
     last = run.rounds[-1]
     assert last.accuracy_after is not None
     return last.accuracy_after, run.epochs_total, seconds
 
 
-def table(name: str, seeds: list[int], targets: list[float], each: bool,
+def table(name: str, seeds: list[int], targets: list[float], each: bool, scope: str,
           out: Callable[[str], None] = print) -> dict[tuple[float, str], float]:
     dense: dict[str, nn.Module] = {}
     means: dict[tuple[float, str], float] = {}
     epochs_time: list[tuple[int, float]] = []
-    out(f"\n{name}: mean test accuracy over seeds {seeds} (per-tensor magnitude)\n")
+    how = "per-tensor" if scope == "local" else "global"
+    out(f"\n{name}: mean test accuracy over seeds {seeds} ({how} magnitude)\n")
     out("| target sparsity | " + " | ".join(COLUMNS) + " |")
     out("|---" * (len(COLUMNS) + 1) + "|")
     for target in targets:
@@ -81,7 +83,8 @@ def table(name: str, seeds: list[int], targets: list[float], each: bool,
         for column, schedule, untrained in schedules(target):
             values = []
             for seed in seeds:
-                accuracy, epochs, seconds = run_one(name, seed, schedule, untrained, dense)
+                accuracy, epochs, seconds = run_one(name, seed, schedule, untrained, dense,
+                                                    scope)
                 values.append(accuracy)
                 if epochs:
                     epochs_time.append((epochs, seconds))
@@ -107,12 +110,14 @@ def main() -> None:
     parser.add_argument("--model", choices=("mlp", "cnn"), nargs="+", default=["mlp"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--targets", type=float, nargs="+", default=[0.8, 0.9, 0.95, 0.98])
+    parser.add_argument("--scope", choices=("local", "global"), nargs="+", default=["local"])
     parser.add_argument("--each", action="store_true", help="print every seed's result")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread")
     for name in args.model:
-        table(name, args.seeds, args.targets, args.each)
+        for scope in args.scope:
+            table(name, args.seeds, args.targets, args.each, scope)
 
 
 if __name__ == "__main__":
