@@ -31,7 +31,7 @@ def test_iterative_prunes_the_same_share_each_round(target, rounds):
 
 
 def test_gradual_is_zhu_and_gupta_cubic():
-    s = Schedule.gradual(0.9, epochs=10)
+    s = Schedule.gradual(0.9, epochs=10, rounds=10)
     n = 10
     expected = [0.9 + (0.0 - 0.9) * (1 - t / n) ** 3 for t in range(1, n + 1)]
     assert s.targets == pytest.approx(expected, abs=1e-15)
@@ -44,6 +44,14 @@ def test_gradual_is_zhu_and_gupta_cubic():
     assert uneven.epochs == (2, 2, 3)
     assert uneven.targets[0] > 0.2
     assert uneven.targets[-1] == 0.5
+
+
+@pytest.mark.parametrize(("epochs", "rounds"), [(10, 5), (11, 5), (1, 1), (2, 1), (3, 1)])
+def test_gradual_prunes_every_second_epoch_by_default(epochs, rounds):
+    s = Schedule.gradual(0.9, epochs=epochs)
+    assert s.rounds == rounds
+    assert s.epochs_total == epochs
+    assert s.targets == Schedule.gradual(0.9, epochs=epochs, rounds=rounds).targets
 
 
 def test_lottery_ticket_has_a_dense_round_zero_and_more_epochs():

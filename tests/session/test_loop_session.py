@@ -116,7 +116,7 @@ def test_rounds_compound_in_one_pruning_container():
 
 def test_each_round_is_in_the_history_and_the_table():
     s = Session(model())
-    run = s.fine_tune_schedule(Schedule.gradual(0.8, epochs=3), train, evaluate,
+    run = s.fine_tune_schedule(Schedule.gradual(0.8, epochs=3, rounds=3), train, evaluate,
                                targets=list(WEIGHTS))
     assert [st.method for st in s.steps] == ["global_unstructured", "fine_tune"] * 3
     history = s.history("2.weight")
@@ -125,7 +125,7 @@ def test_each_round_is_in_the_history_and_the_table():
     table = run.table()
     assert list(table["round"]) == [1, 2, 3]
     assert list(table["epochs"]) == [1, 1, 1]
-    assert list(table["target"]) == list(Schedule.gradual(0.8, epochs=3).targets)
+    assert list(table["target"]) == list(Schedule.gradual(0.8, epochs=3, rounds=3).targets)
     assert table["realized sparsity"].is_monotonic_increasing
     assert table["mask IoU with previous"].between(0, 1).all()
     assert (table["kept for undo (bytes)"] >= sum(p.numel() * 4 for p in s.model.parameters())
@@ -133,6 +133,16 @@ def test_each_round_is_in_the_history_and_the_table():
     assert s.runs == (run,)
     assert run.label == "gradual cubic, 3 epochs"
     assert run.outcome == "finished round 3 of 3; the model is as at the end of round 3"
+
+
+def test_training_steps_read_as_words():
+    from prune_explorer.session.analysis.wording import describe_change, describe_step
+
+    assert describe_step(TrainingStep.fine_tune(1), pruned=0, sparsity=0.5) == \
+        "fine-tune, 1 epoch"
+    assert describe_change("Undid", [TrainingStep.rewind()], {}, {}, {}) == \
+        "Undid rewind every weight to the kept ones (masks unchanged)."
+    assert "keep the weights" in describe_step(TrainingStep.keep_weights())
 
 
 # -- 2. rewinding is exact -------------------------------------------------------------------------
@@ -223,6 +233,11 @@ def test_past_the_cap_undo_refuses_in_one_clear_line():
     assert why.startswith("the last step, TrainingStep.fine_tune(epochs=1), cannot be undone")
     with pytest.raises(NotUndoableError, match=r"Session\.undo: the last step"):
         s.undo()
+    assert s.reset_blocker().startswith("the model cannot go back to how the session found it "
+                                        "because step TrainingStep.fine_tune(epochs=1) cannot")
+    with pytest.raises(NotUndoableError, match=r"Session\.reset: the model cannot go back"):
+        s.reset()
+    assert len(s.steps) == 1  # refused: nothing changed
     s.undo_bytes = 0  # lowering the cap lets go of what it no longer allows
     assert s.undo_kept_bytes == 0
     with pytest.raises(ValueError, match=r"undo_bytes must be None .* got -1"):
@@ -314,6 +329,42 @@ def test_stop_in_the_middle_of_a_round_rolls_that_round_back():
     assert_exact_state(start, exact_state(m))
 
 
+def train_with_progress(model: nn.Module, epochs: int, *, progress=None) -> None:
+    for epoch in range(epochs):
+        train(model, 1)
+        if progress is not None:
+            progress(epoch + 1)
+
+
+def test_a_train_that_takes_progress_reports_and_stops_per_epoch():
+    m = model()
+    s = Session(m)
+    seen: list[tuple[int, int, int]] = []
+    run = s.fine_tune_schedule(Schedule.iterative(0.5, 2, 3), train_with_progress,
+                               on_epoch=lambda *a: seen.append(a))
+    assert seen == [(1, 0, 3), (1, 1, 3), (1, 2, 3), (1, 3, 3),
+                    (2, 0, 3), (2, 1, 3), (2, 2, 3), (2, 3, 3)]
+    assert not run.stopped
+    # Stop seen after an epoch, in the middle of a training call: that round is rolled back
+    m = model()
+    s = Session(m)
+    states = {}
+    epochs_seen = []
+
+    def on_epoch(index: int, done: int, total: int) -> None:
+        epochs_seen.append((index, done))
+
+    run = s.fine_tune_schedule(
+        Schedule.iterative(0.5, 2, 3), train_with_progress, on_epoch=on_epoch,
+        on_round=lambda r: states.setdefault(r.index, exact_state(m)),
+        should_stop=lambda: epochs_seen[-1:] == [(2, 1)])
+    assert run.stopped
+    assert [r.index for r in run.rounds] == [1]
+    assert epochs_seen[-1] == (2, 1)  # stopped after epoch 1 of round 2's 3
+    assert_exact_state(states[1], exact_state(m))
+    assert len(s.steps) == 2
+
+
 # -- 6. export -------------------------------------------------------------------------------------
 def test_the_plan_carries_the_training_steps_and_replays_with_the_same_train():
     m, twin = model(), model()
@@ -333,7 +384,8 @@ def test_the_plan_carries_the_training_steps_and_replays_with_the_same_train():
 def test_the_snippet_replays_the_schedule_on_stock_torch():
     m, twin = model(), model()
     s = Session(m)
-    s.fine_tune_schedule(Schedule.gradual(0.9, epochs=3), train, evaluate, scope="local",
+    s.fine_tune_schedule(Schedule.gradual(0.9, epochs=3, rounds=3), train, evaluate,
+                         scope="local",
                          targets=list(WEIGHTS))
     snippet = s.plan.to_snippet()
     assert "prune_explorer" not in snippet

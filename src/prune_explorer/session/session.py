@@ -418,6 +418,10 @@ class Session(Reporting, Committing, FineTuning):
             return ("the model cannot go back to how the session found it because commit "
                     f"made pruning permanent for {committed}; undo() still goes back to just "
                     "after the last commit")
+        dropped = [a for a in journal.actions if a.snapshots is None and a.dropped]
+        if dropped:
+            return (f"the model cannot go back to how the session found it because step "
+                    f"{dropped[-1].step!r} cannot be undone exactly: {dropped[-1].dropped}")
         if journal.outer_floor if outer else journal.floor:
             return "cannot reset inside a transaction that started after the first step"
         if not journal.actions:

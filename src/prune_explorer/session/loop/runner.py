@@ -23,8 +23,16 @@ Stop and Ctrl-C
 True, the round in progress is rolled back and the run ends. Ctrl-C (``KeyboardInterrupt``) at
 any moment does the same and then raises :class:`RunInterrupted`. Either way the model is
 exactly as at the end of the last completed round, or as before the run, and
-:attr:`ScheduleRun.outcome` says which. (A training call is not cut short by Stop: ask for
-shorter rounds to stop sooner.)
+:attr:`ScheduleRun.outcome` says which.
+
+Per epoch
+---------
+When ``train`` takes a keyword ``progress`` (as :func:`prune_explorer.demo.train` does), the
+session calls ``train(model, epochs, progress=f)``, and ``train`` calls ``f(epochs_done)``
+after each epoch: ``on_epoch`` then reports every epoch and ``should_stop`` is asked there too
+(``f`` raises to stop; the round is rolled back). Otherwise a training call runs to its end
+before Stop is seen, and ``on_epoch`` is called before and after it. ``progress`` only
+observes: replays call ``train(model, epochs)``.
 
 Optimizers
 ----------
@@ -39,6 +47,7 @@ model is no longer what a fresh optimizer gives, and a replay must do the same. 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +69,20 @@ __all__ = ["run_schedule"]
 SCOPES = ("global", "local")
 
 
-class _Stopped(Exception):
-    """Raised inside a round when ``should_stop()`` says so (never escapes)."""
+class _Stopped(BaseException):
+    """Raised inside a round when ``should_stop()`` says so (never escapes; a BaseException
+    so that a training loop's ``except Exception`` does not swallow it)."""
+
+
+def takes_progress(train: Callable[..., object]) -> bool:
+    """Whether ``train`` takes a ``progress`` keyword (see the module docstring)."""
+    try:
+        parameters = inspect.signature(train).parameters
+    except (TypeError, ValueError):  # a builtin or an odd callable: call it plainly
+        return False
+    found = parameters.get("progress")
+    return found is not None and found.kind in (inspect.Parameter.KEYWORD_ONLY,
+                                                inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def _sparsity(masks: Sequence[PackedMask]) -> float:
@@ -154,13 +175,25 @@ def run_schedule(
     def measure() -> float | None:
         return None if evaluate is None else float(evaluate(session._model))
 
+    per_epoch = takes_progress(train)
+
     def trained(index: int, epochs: int, done: int, total: int) -> None:
         if stop():
             raise _Stopped
         if on_epoch is not None:
             on_epoch(index, done, total)
-        session._apply_training(TrainingStep.fine_tune(epochs), where, train)
-        if on_epoch is not None:
+        function = train
+        if per_epoch:
+            def progress(epochs_done: int) -> None:  # called by train after each epoch
+                if on_epoch is not None:
+                    on_epoch(index, done + epochs_done, total)
+                if epochs_done < epochs and stop():
+                    raise _Stopped
+
+            def function(model: nn.Module, epochs: int) -> object:
+                return train(model, epochs, progress=progress)  # type: ignore[call-arg]
+        session._apply_training(TrainingStep.fine_tune(epochs), where, function)
+        if on_epoch is not None and not per_epoch:
             on_epoch(index, done + epochs, total)
 
     with session._lock:

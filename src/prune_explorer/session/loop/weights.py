@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -41,6 +42,19 @@ def _is_mask(module: nn.Module, buffer_name: str) -> bool:
     return buffer_name.endswith("_mask") and (buffer_name[:-5] + "_orig") in module._parameters
 
 
+def _weight_places(model: nn.Module) -> Iterator[tuple[str, nn.Module, str, bool]]:
+    """``(qualified name, module, name, is a parameter)`` of each weight, each tensor once."""
+    seen: set[int] = set()
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for is_param, entries in ((True, module._parameters), (False, module._buffers)):
+            for name, tensor in entries.items():
+                if tensor is None or id(tensor) in seen or (
+                        not is_param and _is_mask(module, name)):
+                    continue
+                seen.add(id(tensor))
+                yield (f"{prefix}.{name}" if prefix else name), module, name, is_param
+
+
 def weight_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """``(qualified name, tensor)`` of every parameter and non-mask buffer, each tensor once.
 
@@ -52,14 +66,22 @@ def weight_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     >>> [name for name, _ in weight_tensors(layer)]
     ['bias', 'weight_orig']
     """
-    seen: set[int] = set()
-    for prefix, module in model.named_modules(remove_duplicate=False):
-        for name, tensor in [*module._parameters.items(), *module._buffers.items()]:
-            if tensor is None or id(tensor) in seen or (
-                    name in module._buffers and _is_mask(module, name)):
-                continue
-            seen.add(id(tensor))
-            yield (f"{prefix}.{name}" if prefix else name), tensor
+    for qualified, module, name, is_param in _weight_places(model):
+        yield qualified, _live(module, name, is_param)
+
+
+def _live(module: nn.Module, name: str, is_param: bool) -> torch.Tensor:
+    """The tensor at a weight's place now: a parameter pruned since is at ``name_orig``, one
+    committed since back at ``name``; ``Module.to`` may have replaced a buffer."""
+    entries: dict[str, Any] = module._parameters if is_param else module._buffers
+    if is_param and name.endswith("_orig") and name not in entries:
+        name = name[:-5]  # committed (prune.remove) since
+    found = entries.get(name)
+    if found is None and is_param:
+        found = entries[name + "_orig"]
+    if not isinstance(found, torch.Tensor):
+        raise KeyError(f"WeightValues: {type(module).__name__} no longer has {name!r}")
+    return found
 
 
 def refresh_all_pruned(model: nn.Module) -> None:
@@ -82,16 +104,20 @@ class WeightValues:
     Attributes
     ----------
     tensors : list of torch.Tensor
-        The live tensors, by reference.
+        The tensors when the copy was taken (restore writes to the tensors at the same
+        places then: see :func:`weight_tensors`).
     values : list of torch.Tensor
         Their values when the copy was taken.
     """
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
-        pairs = list(weight_tensors(model))
-        self.names = [name for name, _ in pairs]
-        self.tensors = [tensor for _, tensor in pairs]
+        places = list(_weight_places(model))
+        self.names = [qualified for qualified, _, _, _ in places]
+        # where each weight lives, not the tensor object: a later prune moves a parameter to
+        # name_orig and Module.to replaces buffers
+        self.places = [(module, name, is_param) for _, module, name, is_param in places]
+        self.tensors = [_live(*place) for place in self.places]
         with torch.no_grad():
             self.values = [tensor.detach().clone() for tensor in self.tensors]
         self.grads = [tensor.grad if isinstance(tensor, nn.Parameter) else None
@@ -114,13 +140,14 @@ class WeightValues:
         module's train/eval mode and the pruned copies as they were. Otherwise (a rewind,
         where the masks may have changed since): recompute the pruned copies.
         """
+        live = [_live(*place) for place in self.places]
         with torch.no_grad():
-            for tensor, value in zip(self.tensors, self.values, strict=True):
+            for tensor, value in zip(live, self.values, strict=True):
                 tensor.copy_(value)
         if not exact:
             refresh_all_pruned(self.model)
             return
-        for tensor, grad in zip(self.tensors, self.grads, strict=True):
+        for tensor, grad in zip(live, self.grads, strict=True):
             if isinstance(tensor, nn.Parameter):
                 tensor.grad = grad
         for module, training in self.modes:
