@@ -317,3 +317,36 @@ def test_other_actions_are_refused_while_a_run_is_in_progress():
     finally:
         release.set()
         ex.close()
+
+
+def test_with_a_train_that_reports_epochs_stop_ends_within_the_round_and_rolls_it_back():
+    holder = {}
+    seen = []
+
+    def reporting(model, epochs, progress=None):
+        for epoch in range(1, epochs + 1):
+            train(model, 1)
+            seen.append(holder["ex"].ui.fine_tune_progress_text.value)
+            if len(seen) == 3:  # the last epoch of round 1: the state the run must end in
+                holder["end of round 1"] = {k: v.clone() for k, v in model.state_dict().items()}
+            if len(seen) == 4:  # round 2, epoch 1 of 3: as a click would
+                holder["ex"].ui.fine_tune_stop.click()
+            if progress is not None:
+                progress(epoch)
+
+    ex = holder["ex"] = explorer(train=reporting)
+    try:
+        set_schedule(ex, "iterative", target=0.75, epochs=3, rounds=2)
+        run(ex)
+        (done,) = ex.session.runs
+        assert [r.index for r in done.rounds] == [1]
+        assert done.stopped
+        assert "stopped after round 1 of 2" in ex.status.text
+        assert seen[3].startswith("round 2 of 2 · epoch 0 of 3 (3 of 6 epochs)")
+        assert len(seen) == 4  # not a fifth epoch
+        assert [s.method for s in ex.session.steps] == ["global_unstructured", "fine_tune"]
+        kept, now = holder["end of round 1"], ex.model.state_dict()
+        assert kept.keys() == now.keys()
+        assert all(torch.equal(kept[k], now[k]) for k in kept)  # round 2 rolled back exactly
+    finally:
+        ex.close()

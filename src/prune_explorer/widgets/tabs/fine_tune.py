@@ -5,12 +5,14 @@ lottery ticket rewinding to init or to epoch k), the target sparsity, the epochs
 and whether one threshold runs over all of them (global) or each is pruned to the target on its
 own. *Run* (``pe-fine-tune-run``) calls :meth:`Session.fine_tune_schedule
 <prune_explorer.session.Session.fine_tune_schedule>` on a background thread, so the page stays
-live: the progress bar (``pe-fine-tune-progress``) shows the round and the epochs, the chart
-(``pe-fine-tune-chart``, :func:`~prune_explorer.viz.plot_accuracy_vs_sparsity`) gains a point
-as each round ends, and *Stop* (``pe-fine-tune-stop``) ends the run before its next training
-call: the model is then exactly as at the end of the last completed round, or as before the
-run, and the status line says which. Each round's steps land in the History tab like any step
-(undo one, and its weights come back bit for bit).
+live: the progress bar (``pe-fine-tune-progress``) shows the round and the epochs (each epoch
+when ``train`` reports them through its ``progress=`` keyword, as the demo's does; else each
+training call), the chart (``pe-fine-tune-chart``,
+:func:`~prune_explorer.viz.plot_accuracy_vs_sparsity`) gains a point as each round ends, and
+*Stop* (``pe-fine-tune-stop``) ends the run at the next epoch (or training call): the round in
+progress is rolled back, so the model is exactly as at the end of the last completed round, or
+as before the run, and the status line says which. Each round's steps land in the History tab
+like any step (undo one, and its weights come back bit for bit).
 
 The chart keeps every run of the session (``Session.runs``), each line labelled with its
 schedule and epoch budget, beside the "no fine-tune" line: the same targets pruned one-shot to
@@ -178,7 +180,7 @@ class FineTunePane(Pane):
             tooltip="prune and train by the schedule (on a background thread)"))
         self.stop_button = ui.add("fine_tune_stop", widgets.Button(
             description="Stop", button_style="warning", disabled=True,
-            tooltip="end the run before its next training call; the model keeps the last "
+            tooltip="end the run: the round in progress is undone, the model keeps the last "
                     "completed round"))
         self.plan = ui.add("fine_tune_plan", widgets.HTML(value=""))  # what Run will do
         self.progress = ui.add("fine_tune_progress", widgets.IntProgress(
@@ -275,13 +277,16 @@ class FineTunePane(Pane):
         self._thread.start()
 
     def do_stop(self) -> None:
-        """Ask the run to end before its next training call (the Stop button)."""
+        """Ask the run to end (the Stop button): after the epoch in progress when ``train``
+        reports epochs (takes ``progress=``, as the demo's does), else after the training call
+        in progress; the round in progress is rolled back."""
         if not self.running:
             return
         self._stop.set()
         self.stop_button.disabled = True
-        self.ex.status.show("working", "Fine-tune: stopping after the training call in "
-                                       "progress…")
+        self.ex.status.show("working", "Fine-tune: stopping… (at the end of the epoch in "
+                                       "progress, or of the training call when train does not "
+                                       "report epochs)")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the run in progress to end; True once none is running."""
