@@ -45,6 +45,7 @@ def lm_loss(model: nn.Module) -> float:
         return float(model(input_ids=tokens, labels=tokens).loss)
 
 
+@pytest.mark.slow
 def test_a_schedule_runs_on_gpt2_with_a_user_training_function():
     model = gpt2()
     twin = copy.deepcopy(model)
@@ -80,8 +81,7 @@ def _shift(model: nn.Module, epochs: int) -> None:
 def test_on_cuda_the_rounds_give_the_cpu_masks():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    cpu, gpu = gpu_pair = gpt2(), gpt2().to("cuda")
-    del gpu_pair
+    cpu, gpu = gpt2(), gpt2().to("cuda")
     runs = []
     for model in (cpu, gpu):
         s = Session(model)

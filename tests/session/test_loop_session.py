@@ -392,3 +392,38 @@ def test_the_snippet_replays_the_schedule_on_stock_torch():
     assert "train(model, 1)" in snippet
     exec(compile(snippet, "snippet", "exec"), {"model": twin, "train": train})
     same_state(m, twin)
+
+
+@pytest.mark.parametrize(("step", "words"), [
+    ({"method": "fine_tune"}, "steps[0]: missing field 'epochs'; fine_tune needs: epochs"),
+    ({"method": "fine_tune", "epochs": 1.5}, "steps[0]: epochs must be an int >= 0; got 1.5"),
+    ({"method": "fine_tune", "epochs": True}, "epochs must be an int >= 0; got True"),
+    ({"method": "rewind", "target": "fc.weight"},
+     "steps[0]: unexpected field 'target' for rewind; its fields are: method"),
+    ({"method": "keep_weights", "seed": 1}, "unexpected field 'seed' for keep_weights"),
+])
+def test_malformed_training_steps_are_refused_naming_step_and_field(step, words):
+    from prune_explorer.session import InvalidPlanError
+
+    document = {"format": "prune-explorer-plan", "version": 2, "steps": [step]}
+    with pytest.raises(InvalidPlanError) as err:
+        Plan.from_dict(document)
+    assert words in str(err.value)
+    assert err.value.step == 0
+
+
+def test_the_demo_train_reports_each_epoch_and_is_seen_to_take_progress():
+    import functools
+
+    from prune_explorer.demo import DigitsMLP
+    from prune_explorer.demo import train as demo_train
+    from prune_explorer.session.loop.runner import takes_progress
+
+    assert takes_progress(functools.partial(demo_train, seed=3))
+    assert takes_progress(train_with_progress)
+    assert not takes_progress(train)
+    assert not takes_progress(lambda m, e: demo_train(m, e, seed=3))
+    done: list[int] = []
+    torch.manual_seed(0)
+    demo_train(DigitsMLP(), 2, progress=done.append)
+    assert done == [1, 2]

@@ -61,3 +61,16 @@ def test_digits_mlp_meets_the_issue_targets():
     assert ticket.epochs_total == 12 * one_shot.epochs_total
     assert ticket.label == "lottery ticket, 3 rounds, rewind to init, 120 epochs"
     assert one_shot.label == "one-shot, 10 epochs"
+
+
+@pytest.mark.slow
+def test_digits_cnn_meets_the_thresholds_measured_for_it():
+    # DigitsCNN, one threshold over its 3 weights (per tensor, 98% would leave its first
+    # convolution 3 of 144 weights). Measured (bench_schedules.py --model cnn --scope global,
+    # seeds 0 1): one-shot 90% + 10 epochs 96.8% (seed 0: 96.4%), gradual 10 epochs 96.8% at
+    # 90% (96.0%) and 91.3% at 95% (88.7%). The lottery ticket (120 CNN epochs) is in the
+    # benchmark only, to keep this test near a minute.
+    dense = trained_model("cnn", SEED)
+    assert accuracy(run(copy_of(dense), Schedule.one_shot(0.9, 10), "global")) >= 0.95
+    assert accuracy(run(copy_of(dense), Schedule.gradual(0.9, 10), "global")) >= 0.95
+    assert accuracy(run(copy_of(dense), Schedule.gradual(0.95, 10), "global")) >= 0.87

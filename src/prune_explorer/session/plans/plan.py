@@ -35,6 +35,10 @@ File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
   (``block_structured``, with ``amount`` counting blocks).
 - ``mask`` is the shape and the bits, 8 entries a byte, row-major, first entry in the high bit,
   zero padding, base64.
+- A schedule's steps that train (:mod:`~prune_explorer.session.steps.training`) have no target
+  and no seed: ``{"method": "fine_tune", "epochs": 10}`` (replayed by calling the training
+  function: :meth:`Plan.apply` with ``train=``), ``{"method": "keep_weights"}`` and
+  ``{"method": "rewind"}`` (a lottery ticket's). Plans without them read as before.
 
 Version 1 is the same except that ``amount`` is a bare number: a float is a fraction and an int
 a count (``1.0`` is everything, ``1`` one entry). Version-1 files are read exactly as before.
