@@ -1,7 +1,7 @@
 """The session's side of the loop: a fine-tune (and a rewind) is a step like a pruning step.
 
-:class:`FineTuning` is a mixin of :class:`~prune_explorer.session.Session`. It runs the three
-training steps of :mod:`~prune_explorer.session.steps.training` inside the session's
+:class:`FineTuning` is a part of :class:`~prune_explorer.session.Session` (``state.py``). It
+runs the three training steps of :mod:`~prune_explorer.session.steps.training` inside the session's
 transaction, records each as an action of the journal with a snapshot of the weights before it
 (:class:`~prune_explorer.session.loop.weights.WeightValues`), and appends a history entry to
 every tensor (its mask unchanged: the step changed its values). So undo, reset, the plan and the
@@ -12,8 +12,8 @@ What undo keeps
 ---------------
 Undoing a fine-tune exactly needs the weights from before it: a copy of the model's parameters
 and buffers (:attr:`ScheduleRun.rounds[i].kept_bytes <RoundResult.kept_bytes>` says how much
-each round keeps; :attr:`FineTuning.undo_kept_bytes` the total). ``Session(model,
-undo_bytes=N)`` (or setting :attr:`FineTuning.undo_bytes`) caps it: once a new step would take
+each round keeps; ``Session.undo_kept_bytes`` the total). ``Session(model,
+undo_bytes=N)`` (or setting ``Session.undo_bytes``) caps it: once a new step would take
 the total past ``N``, the oldest copies are let go, and undo stops there with one line saying
 why, instead of restoring something approximate.
 """
@@ -27,21 +27,21 @@ from torch import nn
 
 from ..errors import InvalidStepError
 from ..events import SessionEvent
-from ..history.journal import Action, Transactional, locked
 from ..history.tensor_history import HistoryEntry
 from ..steps.step import Step
-from ..steps.training import TrainingStep
+from ..steps.training import TrainFunction, TrainingStep, check_train
+from ..transaction.journal import Action
 from .results import ScheduleRun
+from .runner import run_schedule
 from .weights import WeightValues, refresh_all_pruned
 
 if TYPE_CHECKING:
+    from ..parts.stepping import Stepping
+    from ..state import SessionState
     from .schedule import Schedule
 
-__all__ = ["FineTuning", "TrainFunction"]
+__all__ = ["FineTuning", "check_undo_bytes"]
 
-#: ``train(model, epochs)``: trains ``model`` in place for ``epochs``; its return value is
-#: ignored.
-TrainFunction = Callable[[nn.Module, int], object]
 
 
 class _WeightsUndo:
@@ -76,55 +76,48 @@ class _KeptUndo:
         return _KeptUndo(self.owner, self.owner._kept_weights)
 
 
-def check_train(train: Any, where: str) -> TrainFunction:
-    """``train`` if it is callable, else an :class:`InvalidStepError` naming it."""
-    if not callable(train):
-        raise InvalidStepError(
-            f"{where}: train must be a function train(model, epochs) that trains the model in "
-            f"place; got {type(train).__name__}", "train")
-    return train
+class FineTuning:
+    """Fine-tuning, keeping and rewinding weights, and schedules, as session steps: a part of
+    :class:`~prune_explorer.session.Session` (see ``state.py``), working on its state."""
 
-
-class FineTuning(Transactional):
-    """Fine-tuning, keeping and rewinding weights, and schedules, as session steps."""
-
-    _undo_bytes: int | None
-    _kept_weights: WeightValues | None
-    _runs: list[ScheduleRun]
+    def __init__(self, state: SessionState, stepping: Stepping, undo_bytes: int | None) -> None:
+        self._s = state
+        self._stepping = stepping
+        self._undo_bytes = undo_bytes
+        self._kept_weights: WeightValues | None = None  # what a rewind writes back
+        self._runs: list[ScheduleRun] = []
 
     # -- the cap on what undo keeps ---------------------------------------------------------------
     @property
     def undo_bytes(self) -> int | None:
-        """The most bytes of weight copies the history keeps for undo (None: no cap).
-
-        Past it, the oldest copies are let go after each action; undo then refuses at the
-        first step it can no longer restore exactly (:meth:`undo_blocker` says why).
-        """
+        """The cap (None: none)."""
         return self._undo_bytes
 
-    @undo_bytes.setter
-    def undo_bytes(self, value: int | None) -> None:
-        self._undo_bytes = check_undo_bytes(value, "Session.undo_bytes")
-        with self._lock:
-            self._enforce_undo_cap()
+    def set_undo_bytes(self, value: int | None) -> None:
+        """Set the cap and let go of what it no longer allows."""
+        with self._s._lock:
+            self._undo_bytes = value
+            self.enforce_undo_cap()
 
     @property
-    @locked
     def undo_kept_bytes(self) -> int:
-        """Bytes of value copies the history keeps now so that undo is exact."""
-        return sum(a.kept_bytes for a in self._journal.actions)
+        """Bytes of value copies the history keeps now."""
+        with self._s._lock:
+            return sum(a.kept_bytes for a in self._s._journal.actions)
 
     @property
-    @locked
     def kept_weights_bytes(self) -> int:
         """Bytes of the weights kept by the last ``keep_weights`` step (0 if none)."""
-        return 0 if self._kept_weights is None else self._kept_weights.nbytes
+        with self._s._lock:
+            return 0 if self._kept_weights is None else self._kept_weights.nbytes
 
-    def _enforce_undo_cap(self) -> None:
-        # After the outermost transaction only: a rollback needs every copy until then.
-        if self._undo_bytes is None or self._journal.depth:
+    def enforce_undo_cap(self) -> None:
+        """Let go of the oldest copies past the cap (after the outermost transaction only: a
+        rollback needs every copy until then)."""
+        journal = self._s._journal
+        if self._undo_bytes is None or journal.depth:
             return
-        actions = self._journal.actions
+        actions = journal.actions
         total = sum(a.kept_bytes for a in actions)
         if total <= self._undo_bytes:
             return
@@ -170,19 +163,21 @@ class FineTuning(Transactional):
         """
         where = "Session.fine_tune"
         step = _checked_step(where, lambda: TrainingStep.fine_tune(epochs))
-        with self.transaction():
-            done = self._apply_training(step, where, check_train(train, where))
-        self._enforce_undo_cap()
+        with self._stepping.transaction():
+            done = self.apply_training(step, where, check_train(train, where))
+        self.enforce_undo_cap()
         return done
 
-    def _apply_training(self, step: TrainingStep, where: str,
-                        train: TrainFunction | None) -> Step:
-        names = tuple(self._known)
-        self._check_in_sync(names, where)
+    def apply_training(self, step: TrainingStep, where: str,
+                       train: TrainFunction | None) -> Step:
+        """Run ``step`` inside the current transaction and record it."""
+        state, journal = self._s, self._s._journal
+        names = tuple(state._known)
+        self._stepping.check_in_sync(names, where)
         if step.method == "keep_weights":
             action = Action("train", step, [_KeptUndo(self, self._kept_weights)], ())
-            self._journal.record(action)
-            self._kept_weights = WeightValues(self._model)
+            journal.record(action)
+            self._kept_weights = WeightValues(state._model)
         else:
             if step.method == "fine_tune" and train is None:
                 raise InvalidStepError(
@@ -192,26 +187,27 @@ class FineTuning(Transactional):
                 raise InvalidStepError(
                     f"{where}: rewind writes back the weights a keep_weights step kept; no "
                     "keep_weights step came before it", "method")
-            action = Action("train", step, [_WeightsUndo(WeightValues(self._model))], names)
-            self._journal.record(action)
+            action = Action("train", step, [_WeightsUndo(WeightValues(state._model))], names)
+            journal.record(action)
             if step.method == "fine_tune":
                 assert train is not None
-                train(self._model, step.epochs)
-                self._check_in_sync(names, where)  # train must not prune or remove
-                refresh_all_pruned(self._model)
+                train(state._model, step.epochs)
+                self._stepping.check_in_sync(names, where)  # train must not prune or remove
+                refresh_all_pruned(state._model)
             else:
                 assert self._kept_weights is not None
                 self._kept_weights.restore(exact=False)
             for name in names:
-                history = self._histories[name]
+                history = state._histories[name]
                 history.append(HistoryEntry(len(history), step, history[-1].mask))
-            self._resee(names)
-        self._journal.emit(SessionEvent("apply", action.names, (step,)))
+            self._stepping.resee(names)
+        journal.emit(SessionEvent("apply", action.names, (step,)))
         return step
 
     # -- schedules --------------------------------------------------------------------------------
     def fine_tune_schedule(
         self,
+        session: Any,
         schedule: Schedule,
         train: TrainFunction,
         evaluate: Callable[[nn.Module], float] | None = None,
@@ -225,22 +221,38 @@ class FineTuning(Transactional):
     ) -> ScheduleRun:
         """Run ``schedule``: rounds of pruning ``targets`` and training with ``train``.
 
-        See :func:`prune_explorer.session.loop.runner.run_schedule` for the rounds, the
-        arguments and what Stop and Ctrl-C leave. Each round is one transaction of ordinary
-        steps (the pruning, a ``rewind`` for a lottery ticket, a ``fine_tune``), each in the
-        history, the plan and undo. Returns the :class:`ScheduleRun`, also kept in :attr:`runs`.
-        """
-        from .runner import run_schedule
+        See :mod:`prune_explorer.session.loop.runner` for the rounds, the arguments and what
+        Stop and Ctrl-C leave. Each round is one transaction of ordinary steps (the pruning,
+        a ``rewind`` for a lottery ticket, a ``fine_tune``), each in the history, the plan and
+        undo. Returns the :class:`ScheduleRun`, also kept in :attr:`runs`.
 
-        return run_schedule(self, schedule, train, evaluate, targets=targets, scope=scope,
-                            method=method, on_round=on_round, on_epoch=on_epoch,
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> from prune_explorer.session import Schedule
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4)))
+        >>> run = s.fine_tune_schedule(Schedule.iterative(0.75, rounds=2, epochs_per_round=1),
+        ...                            train=lambda model, epochs: None)
+        >>> [(r.index, r.target, r.realized) for r in run.rounds]
+        [(1, 0.5, 0.5), (2, 0.75, 0.75)]
+        >>> run.outcome
+        'finished round 2 of 2; the model is as at the end of round 2'
+        """
+        return run_schedule(session, self, schedule, train, evaluate, targets=targets,
+                            scope=scope, method=method, on_round=on_round, on_epoch=on_epoch,
                             should_stop=should_stop)
 
     @property
-    @locked
     def runs(self) -> tuple[ScheduleRun, ...]:
-        """Every schedule run of this session, in order (stopped ones too), for the chart."""
-        return tuple(self._runs)
+        """Every schedule run of this session, in order (stopped ones too)."""
+        with self._s._lock:
+            return tuple(self._runs)
+
+    def record_run(self, run: ScheduleRun) -> None:
+        """Keep ``run`` in :attr:`runs`."""
+        with self._s._lock:
+            self._runs.append(run)
 
 
 def check_undo_bytes(value: Any, where: str) -> int | None:

@@ -49,20 +49,36 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from torch import nn
 
 from ..errors import InterruptedAfterCommit, InvalidStepError
-from ..history.packed import PackedMask
 from ..steps.methods import GLOBAL_METHODS
-from ..steps.training import TrainingStep
-from .fine_tuning import TrainFunction, check_train
+from ..steps.step import Step
+from ..steps.training import TrainFunction, TrainingStep, check_train
+from ..tensors.packed import PackedMask
 from .results import RoundResult, RunInterrupted, ScheduleRun
 from .schedule import Schedule, relative_amount
 
-if TYPE_CHECKING:
-    from .fine_tuning import FineTuning
+
+class FineTuningPart(Protocol):
+    """What the runner uses of the session's fine-tuning part
+    (:class:`~prune_explorer.session.loop.fine_tuning.FineTuning`)."""
+
+    @property
+    def undo_kept_bytes(self) -> int:
+        """Bytes the history keeps for undo."""
+
+    def apply_training(self, step: TrainingStep, where: str,
+                       train: TrainFunction | None) -> Step:
+        """Run a training step inside the current transaction."""
+
+    def enforce_undo_cap(self) -> None:
+        """Let go of the oldest copies past the cap."""
+
+    def record_run(self, run: ScheduleRun) -> None:
+        """Keep ``run`` in the session's runs."""
 
 __all__ = ["run_schedule"]
 
@@ -100,7 +116,8 @@ def _iou(before: Sequence[PackedMask], after: Sequence[PackedMask]) -> float:
 
 
 def run_schedule(
-    session: FineTuning,
+    session: Any,
+    part: FineTuningPart,
     schedule: Schedule,
     train: TrainFunction,
     evaluate: Callable[[nn.Module], float] | None = None,
@@ -116,6 +133,10 @@ def run_schedule(
 
     Parameters
     ----------
+    session : Session
+        The session that runs it (its public ``apply``, ``apply_global``, ``transaction``).
+    part : FineTuning
+        Its fine-tuning part (the training steps, the runs, the cap on undo).
     schedule : Schedule
     train : callable
         ``train(model, epochs)``, training the model in place (build the optimizer inside).
@@ -161,19 +182,19 @@ def run_schedule(
     if method not in GLOBAL_METHODS:
         raise InvalidStepError(f"{where}: method must be one of {GLOBAL_METHODS}; got "
                                f"{method!r}", "method")
-    s: Any = session  # the Session (its public methods)
+    s = session
     names = tuple(s.default_targets() if targets is None else
-                  (s._check_name(t, where) for t in targets))
+                  (s._arguments.check_name(t, where) for t in targets))
     if not names:
         raise InvalidStepError(f"{where}: targets must name at least one tensor; got []",
                                "targets")
     stop = should_stop or (lambda: False)
 
     def masks() -> list[PackedMask]:
-        return [session._histories[n][-1].mask for n in names]
+        return [s._histories[n][-1].mask for n in names]
 
     def measure() -> float | None:
-        return None if evaluate is None else float(evaluate(session._model))
+        return None if evaluate is None else float(evaluate(s.model))
 
     per_epoch = takes_progress(train)
 
@@ -192,11 +213,11 @@ def run_schedule(
 
             def function(model: nn.Module, epochs: int) -> object:
                 return train(model, epochs, progress=progress)  # type: ignore[call-arg]
-        session._apply_training(TrainingStep.fine_tune(epochs), where, function)
+        part.apply_training(TrainingStep.fine_tune(epochs), where, function)
         if on_epoch is not None and not per_epoch:
             on_epoch(index, done + epochs, total)
 
-    with session._lock:
+    with s.lock:
         start = masks()
         accuracy_start = measure()
     run = ScheduleRun(schedule, scope=scope, method=method, targets=names,
@@ -213,19 +234,19 @@ def run_schedule(
             if stop():
                 raise _Stopped
             pending = None
-            with session.transaction():
-                kept_before = session.undo_kept_bytes
+            with s.transaction():
+                kept_before = part.undo_kept_bytes
                 amount = 0.0
                 if rewind and index == 0:  # the dense training, keeping the weights
                     before = measure()
                     k = schedule.rewind_to
                     if k == "init":
-                        session._apply_training(TrainingStep.keep_weights(), where, None)
+                        part.apply_training(TrainingStep.keep_weights(), where, None)
                         trained(index, epochs, 0, epochs)
                     else:
                         assert isinstance(k, int)
                         trained(index, k, 0, epochs)
-                        session._apply_training(TrainingStep.keep_weights(), where, None)
+                        part.apply_training(TrainingStep.keep_weights(), where, None)
                         trained(index, epochs - k, k, epochs)
                 else:
                     if scope == "global":
@@ -242,7 +263,7 @@ def run_schedule(
                     if rewind:
                         if stop():
                             raise _Stopped
-                        session._apply_training(TrainingStep.rewind(), where, None)
+                        part.apply_training(TrainingStep.rewind(), where, None)
                     trained(index, epochs, 0, epochs)
                 after = measure()
                 now = masks()
@@ -250,30 +271,30 @@ def run_schedule(
                     index=index, target=target, realized=_sparsity(now), amount=amount,
                     accuracy_before=before, accuracy_after=after, epochs=epochs,
                     iou_with_previous=None if last_masks is None else _iou(last_masks, now),
-                    kept_bytes=session.undo_kept_bytes - kept_before)
+                    kept_bytes=part.undo_kept_bytes - kept_before)
             run.add(pending)
             pending = None
             last_masks = now
             if index > 0:
                 previous = dict.fromkeys(names, target)
                 previous_union = target
-            session._enforce_undo_cap()
+            part.enforce_undo_cap()
             if on_round is not None:
                 on_round(run.rounds[-1])
     except _Stopped:
         run.finish(stopped=True)
-        session._runs.append(run)
+        part.record_run(run)
         return run
     except KeyboardInterrupt as err:
         if isinstance(err, InterruptedAfterCommit) and pending is not None:
             run.add(pending)  # the round took effect before the interrupt
         run.finish(stopped=True)
-        session._runs.append(run)
+        part.record_run(run)
         raise RunInterrupted(run) from None
     except BaseException:
         run.finish(stopped=True)
-        session._runs.append(run)
+        part.record_run(run)
         raise
     run.finish(stopped=False)
-    session._runs.append(run)
+    part.record_run(run)
     return run

@@ -32,8 +32,11 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
+
+from torch import nn
 
 from prune_explorer.prune.validation import show_value
 
@@ -41,7 +44,11 @@ from ..errors import InvalidStepError
 from .methods import MethodSpec
 from .step import Step
 
-__all__ = ["TRAINING_METHODS", "TrainingStep"]
+__all__ = ["TRAINING_METHODS", "TrainFunction", "TrainingStep", "check_train"]
+
+#: ``train(model, epochs)``: trains ``model`` in place for ``epochs``; its return value is
+#: ignored.
+TrainFunction = Callable[[nn.Module, int], object]
 
 #: The steps that train or rewind, with their settings (in JSON order).
 TRAINING_METHODS: dict[str, MethodSpec] = {
@@ -115,17 +122,10 @@ class TrainingStep(Step):
         """Epochs a ``fine_tune`` trains (0 for the others)."""
         return int(self._settings.get("epochs", 0))
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"method": ..., <settings>}`` (no target, no seed)."""
-        return {"method": self._method, **self._settings}
-
     @classmethod
-    def from_dict(cls, data: Any, where: str = "TrainingStep.from_dict",
-                  version: int = 2) -> TrainingStep:
-        """Strictly rebuild a training step from :meth:`to_dict` output."""
-        if not isinstance(data, dict):
-            raise InvalidStepError(
-                f"{where}: a step must be a JSON object; got {type(data).__name__}", None)
+    def _read(cls, data: dict[str, Any], where: str) -> TrainingStep:
+        """The step of the plan-file fields ``data`` (the plan format's reader calls this:
+        :func:`prune_explorer.session.plans.format.step_from_dict`)."""
         settings = dict(data)
         method = settings.pop("method", None)
         step = cls.__new__(cls)
@@ -138,3 +138,12 @@ class TrainingStep(Step):
     def __repr__(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self._settings.items())
         return f"TrainingStep.{self._method}({settings})"
+
+
+def check_train(train: Any, where: str) -> TrainFunction:
+    """``train`` if it is callable, else an :class:`InvalidStepError` naming it."""
+    if not callable(train):
+        raise InvalidStepError(
+            f"{where}: train must be a function train(model, epochs) that trains the model in "
+            f"place; got {type(train).__name__}", "train")
+    return train
