@@ -365,7 +365,7 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
         )
     if "method" not in data:
         raise InvalidStepError(f"{where}: missing field 'method'", "method")
-    if data["method"] in TRAINING_METHODS:
+    if isinstance(data["method"], str) and data["method"] in TRAINING_METHODS:
         return TrainingStep._read(data, where)
     spec = check_method(data["method"], where)
     target_key = "targets" if spec.name == "global_unstructured" else "target"

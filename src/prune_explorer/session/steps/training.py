@@ -71,7 +71,7 @@ class TrainingStep(Step):
         self._init_training("TrainingStep", method, settings)
 
     def _init_training(self, where: str, method: Any, settings: dict[str, Any]) -> None:
-        if method not in TRAINING_METHODS:
+        if not isinstance(method, str) or method not in TRAINING_METHODS:
             raise InvalidStepError(f"{where}: method must be one of "
                                    f"{', '.join(map(repr, TRAINING_METHODS))}; got "
                                    f"{show_value(method)}", "method")
