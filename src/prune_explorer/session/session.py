@@ -51,6 +51,9 @@ from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .loop.fine_tuning import FineTuning, check_undo_bytes
+from .loop.results import RoundResult, ScheduleRun
+from .loop.schedule import Schedule
 from .model.aliases import unshared
 from .model.hooks import find_hook, hook_methods, refresh_pruned
 from .model.saving import guard_merging, guard_saving
@@ -76,6 +79,7 @@ from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
 from .steps.tied import tied_step
+from .steps.training import TrainFunction, TrainingStep
 from .tensors.packed import MaskBits, PackedMask, ones_mask
 from .tensors.sharded import refuse_move, refuse_sharded, tensor_of
 from .transaction.journal import Action, Journal, locked
@@ -142,6 +146,9 @@ class Session:
     seed : int or None, default 0
         Seeds the session's own ``random.Random``, which draws the seed of each random step
         that is not given one. ``None`` draws from the operating system.
+    undo_bytes : int or None, default None
+        The most bytes of weight copies the history keeps so that fine-tunes and rewinds can
+        be undone exactly (None: no cap); see :attr:`undo_bytes`.
 
     Notes
     -----
@@ -168,11 +175,13 @@ class Session:
     Session(Sequential: 2 tensors, 1 pruned, 1 step (1 undoable), 4 of 10 entries masked (40.0%))
     """
 
-    def __init__(self, model: nn.Module, *, seed: int | None = 0) -> None:
+    def __init__(self, model: nn.Module, *, seed: int | None = 0,
+                 undo_bytes: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Session: model must be a torch.nn.Module; got {type(model).__name__}")
         if seed is not None:
             seed = check_seed(seed, "Session")
+        undo_bytes = check_undo_bytes(undo_bytes, "Session")
         self._model = model
         self._lock = threading.RLock()
         self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
@@ -210,6 +219,7 @@ class Session:
         self._previews = Previews(self, self._arguments)
         self._reports = Reports(self, self._arguments, self._previews)
         self._commits = Commits(self, self._stepping)
+        self._fine_tuning = FineTuning(self, self._stepping, undo_bytes)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
         guard_merging(model)  # peft's merge_and_unload refuses while it would lose the delta
 
@@ -596,6 +606,8 @@ class Session:
                 at = f"{where}: steps[{index}]" if plan else where
                 if not isinstance(step, Step):
                     raise TypeError(f"{at} must be a Step; got {type(step).__name__}")
+                if isinstance(step, TrainingStep):  # checked only by running the training
+                    continue
                 step = tied_step(step, self._known, self._aliases, at)
                 if touched.isdisjoint(step.targets):
                     check_step(self._model, self._known, step, at)
@@ -621,6 +633,8 @@ class Session:
             return ("nothing to undo; no steps are applied"
                     + (" inside this transaction" if floor else ""))
         action = journal.actions[-1]
+        if action.snapshots is None and action.dropped is not None:
+            return f"the last step, {action.step!r}, cannot be undone exactly: {action.dropped}"
         if action.kind == "commit" or action.snapshots is None:
             return (f"the last action was commit of {action.step.target!r}, which is not "
                     "undoable: prune.remove made that pruning permanent and freed the _orig "
@@ -635,6 +649,10 @@ class Session:
             return ("the model cannot go back to how the session found it because commit "
                     f"made pruning permanent for {committed}; undo() still goes back to just "
                     "after the last commit")
+        dropped = [a for a in journal.actions if a.snapshots is None and a.dropped]
+        if dropped:
+            return (f"the model cannot go back to how the session found it because step "
+                    f"{dropped[-1].step!r} cannot be undone exactly: {dropped[-1].dropped}")
         if journal.outer_floor if outer else journal.floor:
             return "cannot reset inside a transaction that started after the first step"
         if not journal.actions:
@@ -675,12 +693,15 @@ class Session:
         *,
         where: str = "Session.apply_all",
         progress: Callable[[int, int], object] | None = None,
+        train: TrainFunction | None = None,
     ) -> list[Step]:
         """Apply ``steps`` (a :class:`Plan` or any iterable of Step) in order as one transaction.
 
-        A ``remove`` step commits its tensor. If any step fails, nothing is applied and the
-        error names it (``"<where>: steps[i]: ..."``). ``progress(done, total)`` is called after
-        each step. Returns the steps.
+        A ``remove`` step commits its tensor; a ``fine_tune`` step calls ``train(model,
+        epochs)`` (required then), ``keep_weights`` and ``rewind`` keep and write back the
+        weights (:mod:`~prune_explorer.session.steps.training`). If any step fails, nothing is
+        applied and the error names it (``"<where>: steps[i]: ..."``). ``progress(done,
+        total)`` is called after each step. Returns the steps.
         """
         steps = list(steps)
         with self.transaction():
@@ -688,9 +709,10 @@ class Session:
                 if not isinstance(step, Step):
                     raise TypeError(f"{where}: steps[{index}] must be a Step; got "
                                     f"{type(step).__name__}")
-                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]")
+                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]", train)
                 if progress is not None:
                     progress(index + 1, len(steps))
+        self._fine_tuning.enforce_undo_cap()
         return steps
 
     # -- apply ----------------------------------------------------------------------------------
@@ -771,17 +793,22 @@ class Session:
             step = self._arguments.global_step(where, targets, method, amount, seed)
             return self._apply_ready(step, where)
 
-    def apply_step(self, step: Step) -> Step:
+    def apply_step(self, step: Step, *, train: TrainFunction | None = None) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
 
-        A ``remove`` step is a :meth:`commit` of its tensor (not undoable).
+        A ``remove`` step is a :meth:`commit` of its tensor (not undoable); a ``fine_tune``
+        step needs ``train`` (see :meth:`apply_all`).
         """
         if not isinstance(step, Step):
             raise TypeError(f"Session.apply_step: step must be a Step; got {type(step).__name__}")
         with self.transaction():
-            return self._apply_ready(step, "Session.apply_step")
+            done = self._apply_ready(step, "Session.apply_step", train)
+        self._fine_tuning.enforce_undo_cap()
+        return done
 
-    def _apply_ready(self, step: Step, where: str) -> Step:
+    def _apply_ready(self, step: Step, where: str, train: TrainFunction | None = None) -> Step:
+        if isinstance(step, TrainingStep):
+            return self._fine_tuning.apply_training(step, where, train)
         if step.method == "remove":
             step = tied_step(step, self._known, self._aliases, where)  # as recorded
             self._commits.commit_in_transaction([step.target], where)
@@ -789,6 +816,57 @@ class Session:
         step = self._stepping.run(step, where)
         self._journal.emit(SessionEvent("apply", step.targets, (step,)))
         return step
+
+    # -- the loop: fine-tune, schedules (loop/fine_tuning.py) ---------------------------------
+    @_told_by(FineTuning.fine_tune)
+    def fine_tune(self, train: TrainFunction, epochs: int) -> Step:
+        return self._fine_tuning.fine_tune(train, epochs)
+
+    @_told_by(FineTuning.fine_tune_schedule)
+    def fine_tune_schedule(
+        self,
+        schedule: Schedule,
+        train: TrainFunction,
+        evaluate: Callable[[nn.Module], float] | None = None,
+        *,
+        targets: Sequence[str] | None = None,
+        scope: str = "global",
+        method: str = "l1_unstructured",
+        on_round: Callable[[RoundResult], object] | None = None,
+        on_epoch: Callable[[int, int, int], object] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> ScheduleRun:
+        return self._fine_tuning.fine_tune_schedule(
+            self, schedule, train, evaluate, targets=targets, scope=scope, method=method,
+            on_round=on_round, on_epoch=on_epoch, should_stop=should_stop)
+
+    @property
+    def runs(self) -> tuple[ScheduleRun, ...]:
+        """Every schedule run of this session, in order (stopped ones too), for the chart."""
+        return self._fine_tuning.runs
+
+    @property
+    def undo_bytes(self) -> int | None:
+        """The most bytes of weight copies the history keeps for undo (None: no cap).
+
+        Past it, the oldest copies are let go after each action; undo then refuses at the
+        first step it can no longer restore exactly (:meth:`undo_blocker` says why).
+        """
+        return self._fine_tuning.undo_bytes
+
+    @undo_bytes.setter
+    def undo_bytes(self, value: int | None) -> None:
+        self._fine_tuning.set_undo_bytes(check_undo_bytes(value, "Session.undo_bytes"))
+
+    @property
+    def undo_kept_bytes(self) -> int:
+        """Bytes of value copies the history keeps now so that undo is exact."""
+        return self._fine_tuning.undo_kept_bytes
+
+    @property
+    def kept_weights_bytes(self) -> int:
+        """Bytes of the weights kept by the last ``keep_weights`` step (0 if none)."""
+        return self._fine_tuning.kept_weights_bytes
 
     def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
         """Score the model as each target (and all at once) is pruned more; see

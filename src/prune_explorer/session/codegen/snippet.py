@@ -49,8 +49,9 @@ import torch
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
 from ..steps.tied import tied_step
+from ..steps.training import TrainingStep
 from ..tensors.packed import PackedMask
-from . import alias_lines
+from . import alias_lines, training_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
@@ -107,6 +108,8 @@ def _mask_call(step: Step) -> list[str]:
 
 
 def _step_lines(step: Step) -> list[str]:
+    if isinstance(step, TrainingStep):
+        return training_lines.step_lines(step)
     if step.is_global:
         return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
@@ -122,6 +125,8 @@ def _step_lines(step: Step) -> list[str]:
 
 
 def _title(index: int, step: Step) -> str:
+    if isinstance(step, TrainingStep):
+        return training_lines.title(index, step)
     if step.is_global:
         inner = step.settings["pruning_method"]
         return (f"# step {index}: global_unstructured ({inner}) over {len(step.targets)} "
@@ -150,10 +155,12 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
+    trains = any(isinstance(step, TrainingStep) for step in steps)
     lines = [
         f"# Pruning plan exported by prune-explorer ({len(steps)} {plural}).",
         "# Bind `model` to a model equal to the one the plan was made on (same architecture and",
         "# weights) before running this; it prunes `model` in place.",
+        *(training_lines.HEADER if trains else ()),
         *(MASK_IMPORTS if encoded else ()),
         "import torch",
         "from torch.nn.utils import prune",
@@ -168,6 +175,8 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         lines += alias_lines.HELPER
     if find_ties:
         lines += [*alias_lines.FIND_HELPER, "", *alias_lines.FIND_CALL]
+    if trains:
+        lines += training_lines.HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:

@@ -55,6 +55,7 @@ from ..errors import InvalidPlanError, InvalidPlanStepError, InvalidStepError
 from ..steps import step as step_module
 from ..steps.methods import check_method
 from ..steps.step import Step, check_address
+from ..steps.training import TRAINING_METHODS, TrainingStep
 from ..tensors.packed import PackedMask
 
 __all__ = [
@@ -331,6 +332,8 @@ def steps_from_dict(data: Any, where: str) -> list[Step]:
 def step_to_dict(step: Step) -> dict[str, Any]:
     """A step as a version-2 plan file holds it (see :meth:`Step.to_dict
     <prune_explorer.session.Step.to_dict>`)."""
+    if isinstance(step, TrainingStep):  # no target, no seed: the method and its settings
+        return {"method": step.method, **step.settings}
     out: dict[str, Any] = {"method": step.method}
     if step.is_global:
         out["targets"] = list(step.targets)
@@ -368,6 +371,8 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
         )
     if "method" not in data:
         raise InvalidStepError(f"{where}: missing field 'method'", "method")
+    if isinstance(data["method"], str) and data["method"] in TRAINING_METHODS:
+        return TrainingStep._read(data, where)
     spec = check_method(data["method"], where)
     target_key = "targets" if spec.name == "global_unstructured" else "target"
     fields = ["method", target_key, *spec.settings]

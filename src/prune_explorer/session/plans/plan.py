@@ -42,6 +42,10 @@ File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
   without it (written before plans carried it, or by ``Plan(steps)`` without ``tied=``) still
   loads: its snippet then finds the ties on ``model`` when it runs (a ``tied_names`` function
   it defines), so a tied head is pruned with its embedding all the same.
+- A schedule's steps that train (:mod:`~prune_explorer.session.steps.training`) have no target
+  and no seed: ``{"method": "fine_tune", "epochs": 10}`` (replayed by calling the training
+  function: :meth:`Plan.apply` with ``train=``), ``{"method": "keep_weights"}`` and
+  ``{"method": "rewind"}`` (a lottery ticket's). Plans without them read as before.
 
 Version 1 is the same except that ``amount`` is a bare number: a float is a fraction and an int
 a count (``1.0`` is everything, ``1`` one entry). Version-1 files are read exactly as before.
@@ -72,6 +76,7 @@ from torch import nn
 
 from ..codegen.snippet import to_snippet
 from ..steps.step import Step
+from ..steps.training import TrainFunction, TrainingStep
 from .format import (
     PLAN_FORMAT,
     PLAN_VERSION,
@@ -91,8 +96,9 @@ class PlanSession(Protocol):
     :meth:`Plan.apply` and :meth:`Plan.validate` use)."""
 
     def apply_all(self, steps: Iterable[Step], *, where: str = "Session.apply_all",
-                  progress: Callable[[int, int], object] | None = None) -> list[Step]:
-        """Apply ``steps`` in order as one transaction."""
+                  progress: Callable[[int, int], object] | None = None,
+                  train: TrainFunction | None = None) -> list[Step]:
+        """Apply ``steps`` in order as one transaction (``train`` runs fine_tune steps)."""
 
     def transaction(self, *, dry_run: bool = False) -> AbstractContextManager[Any]:
         """All or nothing; ``dry_run`` always rolls back."""
@@ -263,17 +269,26 @@ class Plan:
         """
         return to_snippet(self._steps, self._tied, find_ties=self._find_ties)
 
-    def validate(self, model: nn.Module) -> None:
+    def validate(self, model: nn.Module, *, train: TrainFunction | None = None) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.
 
-        Raises the same errors as :meth:`apply`. Costs one full application.
+        Raises the same errors as :meth:`apply`. Costs one full application, training
+        included when ``train`` is given; without it the training steps (``fine_tune``,
+        ``keep_weights``, ``rewind``) are left out of the dry run.
         """
+        steps = self._steps if train is not None else [
+            step for step in self._steps if not isinstance(step, TrainingStep)]
         session = RUNNER.start(model, seed=0)
         with session.transaction(dry_run=True):
-            session.apply_all(self._steps, where="Plan.apply")
+            session.apply_all(steps, where="Plan.apply", train=train)
 
-    def apply(self, model: nn.Module, *, seed: int | None = 0) -> PlanSession:
+    def apply(self, model: nn.Module, *, seed: int | None = 0,
+              train: TrainFunction | None = None) -> PlanSession:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
+
+        A plan with ``fine_tune`` steps (a schedule's) needs ``train``, the training function
+        ``train(model, epochs)`` the session was given: the same function on the same model
+        gives the same weights and masks.
 
         All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
         (unknown tensor, bad ``dim``...) or anything fails, even an interrupt, the steps already
@@ -281,6 +296,6 @@ class Plan:
         session can ``undo``/``reset``/``report`` as usual.
         """
         session = RUNNER.start(model, seed=seed)
-        session.apply_all(self._steps, where="Plan.apply")
+        session.apply_all(self._steps, where="Plan.apply", train=train)
         return session
 

@@ -28,6 +28,7 @@ import ipywidgets as widgets
 from prune_explorer.session.analysis.wording import plural
 
 from ..errors import WidgetInputError
+from ..parts.pane import Pane
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -52,7 +53,7 @@ def example_inputs_for(explorer: TabContext) -> Any:
                            "(e.g. torch.zeros(1, 3, 32, 32)) so that it can be traced")
 
 
-class ShrinkPane:
+class ShrinkPane(Pane):
     """The Shrink button and its report."""
 
     def __init__(self, explorer: TabContext) -> None:

@@ -40,6 +40,7 @@ from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from ...errors import WidgetInputError
 from ...parts.html import collapse_warning, custom_note, message
+from ...parts.pane import Pane
 from ...parts.scheduler import LatestOnly
 from ...parts.status import describe_error
 from .controls import PruningControls, parse_count
@@ -62,7 +63,7 @@ __all__ = ["ExplorePane"]
 FRAME_INTERVAL_S = 0.25
 
 
-class ExplorePane:
+class ExplorePane(Pane):
     """Controls, preview picture and counts, and the Apply/Undo/Reset buttons.
 
     Attributes
@@ -158,6 +159,20 @@ class ExplorePane:
         ui.presentation.observe(self._on_presentation, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
+
+    @property
+    def widget(self) -> widgets.VBox:
+        """The Explore tab: the controls and picture, then the panels."""
+        return self.tab
+
+    def flush(self) -> None:
+        """Render the pending preview now."""
+        self.runner.flush()
+
+    def close(self) -> None:
+        """Stop the preview renderer and the panels' background work."""
+        self.runner.close()
+        self.panels.close()
 
     @property
     def preview_before(self) -> torch.Tensor | None:
