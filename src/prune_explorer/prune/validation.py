@@ -249,8 +249,8 @@ def constraint(param: str, method: str | None = None) -> Constraint:
 
     Examples
     --------
-    >>> constraint("n", "ln_structured").error("nuc"), constraint("n", "block_structured").error("nuc")
-    (None, <class 'RuntimeError'>)
+    >>> [constraint("n", m).error("nuc") for m in ("ln_structured", "block_structured")]
+    [None, <class 'RuntimeError'>]
     """
     return CONSTRAINTS.get(f"{method}.{param}") or CONSTRAINTS[param]
 
