@@ -4,8 +4,8 @@ The outputs: ``write_outputs`` (``apply --shrink``'s pair) and ``write_output`` 
 delivered as CPython delivers one (``helpers.interrupts.Interrupter``: to the handler installed
 then, at every line event of prune_explorer's code in the write), and a second one during what
 follows; afterwards the files are all old or all new (a Ctrl-C that came after the last rename
-was checked, or none was sent), with no temporary or backup file left. The checkpoint reader: no zip archive is
-left to a finaliser, where a Ctrl-C would be printed and swallowed.
+was checked, or none was sent), with no temporary or backup file left. The checkpoint reader:
+no zip archive is left to a finaliser, where a Ctrl-C would be printed and swallowed.
 """
 
 from __future__ import annotations
