@@ -17,6 +17,7 @@ made later are ``"new"``.
 from __future__ import annotations
 
 import dis
+import inspect
 import pickle
 import signal
 import sys
@@ -34,6 +35,7 @@ SOURCE = str(Path(prune_explorer.__file__).parent)
 
 
 _RETURN = dis.opmap["RETURN_VALUE"]
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class Interrupter:
@@ -41,6 +43,8 @@ class Interrupter:
     in the block (``n=0``: never; :attr:`count` then tells how many line events there were);
     ``Interrupter(n, then=k)`` presses it again at the ``k``-th line event after the first
     interrupt was delivered (an impatient user; ``then=0``: only count them, in :attr:`after`).
+    ``also`` adds source files (or folders) whose lines count and where Ctrl-C may land too,
+    e.g. torch's ``grad_mode.py``, to press it as a ``no_grad`` block's ``__exit__`` starts.
 
     The interrupt arrives as CPython delivers a real SIGINT: at the next point where the
     interpreter checks for signals -- a function starting (or a generator resuming), a call to
@@ -53,8 +57,9 @@ class Interrupter:
     the next call or return, so the line events of the rollback are seen.
     """
 
-    def __init__(self, n: int, then: int | None = None) -> None:
+    def __init__(self, n: int, then: int | None = None, also: tuple[str, ...] = ()) -> None:
         self.n = n
+        self.sources = (SOURCE, *also)  # whose line events count, where Ctrl-C lands
         self.then = then
         self.count = 0
         self.after = 0  # line events after the first interrupt (with ``then``)
@@ -70,9 +75,11 @@ class Interrupter:
         return self.fired_again or (self.fired and self.then is None)
 
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self._done or not frame.f_code.co_filename.startswith(SOURCE):
+        if self._done or not frame.f_code.co_filename.startswith(self.sources):
             return None
-        if self.armed:  # a function starts or a generator resumes: CPython checks here
+        # a function starts or a generator resumes with next() or send(): CPython checks here
+        # (not when close() or throw() resume it: it goes straight to the exception)
+        if self.armed and not (frame.f_code.co_flags & _GENERATOR and frame.f_lasti > 0):
             self._fire(frame, frame)
         return self._local
 
@@ -103,7 +110,7 @@ class Interrupter:
         sys.settrace(self._global)
         running: FrameType | None = frame
         while running is not None:
-            if running.f_code.co_filename.startswith(SOURCE):
+            if running.f_code.co_filename.startswith(self.sources):
                 running.f_trace = self._local
             running = running.f_back
 
@@ -114,10 +121,10 @@ class Interrupter:
             self.fired_again, self.where_again = True, where
         else:
             self.fired, self.where = True, where
+        if not self._done:  # if the interrupt raises here, the tracer is unset: re-arm it
+            sys.setprofile(self._rearm)
         handler = signal.getsignal(signal.SIGINT)
         if handler is signal.default_int_handler or not callable(handler):
-            if not self._done:
-                sys.setprofile(self._rearm)
             raise KeyboardInterrupt(f"injected at {where}")
         handler(signal.SIGINT, checked)
 
@@ -224,6 +231,8 @@ def state_of(session: Any, labels: Labels, events: list[Any],
         "lock_free": lock_is_free(session.lock),
         # the thread's autograd mode is the user's too: an action never leaves it switched off
         "grad_enabled": torch.is_grad_enabled(),
+        "threads": torch.get_num_threads(),
+        "sigint": signal.getsignal(signal.SIGINT),
         "events": [(e.kind, e.names, e.steps) for e in events],
         "status": None if explorer is None else (explorer.status.kind, explorer.status.text),
     }

@@ -49,6 +49,7 @@ from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.commits import CommitResult, CommitReview, Committing
+from .history.interrupts import thread_state_kept
 from .history.journal import Action, Journal, locked
 from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
@@ -565,7 +566,8 @@ class Session(Reporting, Committing):
         history and plan are left exactly as they were.
         """
         refuse_sharded(self._model, "Session.sensitivity")
-        return _sensitivity(self, evaluate, **options)
+        with thread_state_kept():  # its no_grad blocks run outside any transaction too
+            return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
     def undo(self) -> Step:

@@ -61,7 +61,7 @@ from ..steps.checks import check_step
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
-from .interrupts import held_interrupts
+from .interrupts import ThreadState, held_interrupts, thread_state_kept
 from .packed import MaskBits, PackedMask
 from .tensor_history import HistoryEntry, starting_mask
 
@@ -280,9 +280,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def locked(method: _F) -> _F:
     # Every public method holds the session's lock: a background preview and a notebook cell
     # never see the model half-changed.
+    # It gives the thread its state back on any exit (interrupts.thread_state_kept): a preview's
+    # no_grad block stopped by Ctrl-C never leaves autograd off.
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
+        with self._lock, thread_state_kept():
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -352,14 +354,14 @@ class Transactional:
                 gate.check()
             try:
                 point = journal.begin()
-                grad = torch.is_grad_enabled()  # the thread's autograd mode is the user's too
+                state = ThreadState.now()  # the thread's autograd mode is the user's too
                 try:
                     with gate.open():
                         yield self
                         if dry_run:
                             raise _DryRun
                 except BaseException as err:
-                    torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
+                    state.restore()  # an interrupt in a no_grad exit left autograd off
                     self._resee(journal.rollback(point))
                     if not isinstance(err, _DryRun):
                         raise
