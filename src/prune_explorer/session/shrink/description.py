@@ -56,6 +56,8 @@ from torch import nn
 
 from prune_explorer.prune.validation import excerpt
 
+from ..errors import InvalidDescriptionError
+
 __all__ = ["FORMAT", "VERSION", "InvalidDescriptionError", "describe", "rebuild"]
 
 FORMAT = "prune-explorer-shrunk"
@@ -69,10 +71,6 @@ _SIZES: dict[type[nn.Module], tuple[str, ...]] = {
     **{cls: ("num_features",) for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)},
 }
 _BY_NAME = {cls.__name__: cls for cls in _SIZES}
-
-
-class InvalidDescriptionError(ValueError):
-    """A shrunk-architecture description that does not fit the format or the model."""
 
 
 def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:
