@@ -63,6 +63,7 @@ class Interrupter:
         self.then = then
         self.count = 0
         self.after = 0  # line events after the first interrupt (with ``then``)
+        self.files: list[str] = []  # with n=0: the file of each line event
         self.armed = False
         self.fired = False  # the first interrupt was delivered
         self.fired_again = False
@@ -94,6 +95,8 @@ class Interrupter:
             elif not self.armed and not self.fired:
                 self.count += 1
                 self.armed = self.count == self.n
+                if self.n == 0:  # a counting run: where each line event was
+                    self.files.append(frame.f_code.co_filename)
             elif not self.armed:
                 self.after += 1
                 self.armed = self.after == self.then

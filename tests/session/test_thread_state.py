@@ -25,7 +25,8 @@ from prune_explorer.session import Session
 GRAD_MODE = inspect.getsourcefile(torch.no_grad.__exit__) or ""
 SEED = 36
 # points per action, drawn with SEED from all its line events (preview_global's global cut has
-# some 600,000 of them: each traced run takes seconds)
+# some 600,000 of them: each traced run takes seconds), and as many spread over those in
+# torch's grad_mode.py
 POINTS = {"preview": 60, "preview_global": 6, "sensitivity": 40}
 
 ACTIONS: dict[str, Callable[[Session], Any]] = {
@@ -55,9 +56,12 @@ def _run(action: Callable[[Session], Any], n: int, then: int | None) -> Interrup
 def test_ctrl_c_anywhere_gives_the_thread_its_state_back(name):
     action = ACTIONS[name]
     before = _state()
-    total = _run(action, 0, None).count
+    counted = _run(action, 0, None)
+    total = counted.count
+    in_grad_mode = [i + 1 for i, f in enumerate(counted.files) if f == GRAD_MODE]
     rng = random.Random(SEED)
-    chosen = sorted(rng.sample(range(1, total + 1), min(POINTS[name], total)))
+    chosen = sorted(set(rng.sample(range(1, total + 1), min(POINTS[name], total)))
+                    | set(in_grad_mode[:: max(1, len(in_grad_mode) // POINTS[name])]))
     problems, landed_in_grad_mode = [], 0
     for n in chosen:
         interrupter = _run(action, n, 0)
