@@ -22,6 +22,7 @@ from torch import nn
 
 from . import _fsdp
 from ._hooks import pruning_hooks
+from ._interrupts import held_interrupts
 from .validation import UnprunableTensorError, problem, quantized_layer, unprunable
 
 if TYPE_CHECKING:
@@ -249,14 +250,17 @@ def snapshot(
 @contextlib.contextmanager
 def transaction(pairs: Iterable[tuple[nn.Module, str]]) -> Iterator[None]:
     """Restore every (module, name) in ``pairs`` if the block raises (``BaseException``
-    included)."""
-    snaps = snapshot(pairs)
-    try:
-        yield
-    except BaseException:
-        for snap in reversed(snaps):
-            snap.restore()
-        raise
+    included). Ctrl-C is held while the snapshot is taken and restored (see ``_interrupts``):
+    only the block is open to it, so a second Ctrl-C never stops the rollback half-way."""
+    with held_interrupts() as gate:
+        snaps = snapshot(pairs)
+        try:
+            with gate.open():
+                yield
+        except BaseException:
+            for snap in reversed(snaps):
+                snap.restore()
+            raise
 
 
 def install(

@@ -48,6 +48,7 @@ __all__ = [
     "check_same_device",
     "check_same_shape",
     "check_structured",
+    "constraint",
     "count_to_prune",
     "excerpt",
     "is_int",
@@ -213,6 +214,12 @@ def _n_error(value: Any) -> type[Exception] | None:
     return RuntimeError if math.isnan(f) else None
 
 
+def _vector_n_error(value: Any) -> type[Exception] | None:
+    if value is None or value == "nuc":  # a vector norm: no matrix norm, no torch.norm default
+        return RuntimeError
+    return _n_error(value)
+
+
 _PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
 
 
@@ -261,7 +268,10 @@ class Constraint:
     error: Callable[[Any], type[Exception] | None]
 
 
-#: Each constrained parameter of the pruning methods, with its rule and test.
+#: Each constrained parameter of the pruning methods, with its rule and test: ``"param"`` for
+#: the rule every method taking it shares, ``"method.param"`` where one method's rule is its own
+#: (read both through :func:`constraint`). The session's step and plan reader check settings
+#: through the same entries, so it accepts exactly what the methods accept.
 CONSTRAINTS: dict[str, Constraint] = {
     "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
     "n": Constraint("a number (int, float, inf or -inf, not nan, within the range of a float), "
@@ -277,6 +287,9 @@ CONSTRAINTS: dict[str, Constraint] = {
     "block": Constraint("a tuple of one or more ints >= 1", _block_error),
     "ties": Constraint(f"None or one of {TIE_RULES}",
                        lambda v: None if v is None or v in TIE_RULES else ValueError),
+    "block_structured.n": Constraint(
+        "a number (int, float, inf or -inf, not nan, within the range of a float) or 'fro' "
+        "(a vector norm over each block's entries)", _vector_n_error),
 }
 
 #: function name -> (class name, parameters it takes, in torch's order). ``generator`` and
@@ -294,12 +307,25 @@ METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def check(where: str, param: str, value: Any) -> Any:
-    """Check ``value`` against the constraint of ``param``; return it unchanged.
+def constraint(param: str, method: str | None = None) -> Constraint:
+    """The rule of ``param`` for the pruning function ``method`` (its own entry of
+    :data:`CONSTRAINTS` if it has one, else the shared one).
+
+    Examples
+    --------
+    >>> [constraint("n", m).error("nuc") for m in ("ln_structured", "block_structured")]
+    [None, <class 'RuntimeError'>]
+    """
+    return CONSTRAINTS.get(f"{method}.{param}") or CONSTRAINTS[param]
+
+
+def check(where: str, param: str, value: Any, method: str | None = None) -> Any:
+    """Check ``value`` against the constraint of ``param`` (for the pruning function
+    ``method``: see :func:`constraint`); return it unchanged.
 
     Raises the type torch raises for that input, with the package's message template.
     """
-    c = CONSTRAINTS[param]
+    c = constraint(param, method)
     error = c.error(value)
     if error is not None:
         shown = type(value).__name__ if param in ("mask", "generator") else value

@@ -82,6 +82,7 @@ from .steps.tied import tied_step
 from .steps.training import TrainFunction, TrainingStep
 from .tensors.packed import MaskBits, PackedMask, ones_mask
 from .tensors.sharded import refuse_move, refuse_sharded, tensor_of
+from .transaction.interrupts import thread_state_kept
 from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
@@ -874,7 +875,8 @@ class Session:
         history and plan are left exactly as they were.
         """
         refuse_sharded(self._model, "Session.sensitivity")
-        return _sensitivity(self, evaluate, **options)
+        with thread_state_kept():  # its no_grad blocks run outside any transaction too
+            return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
     def undo(self) -> Step:

@@ -49,7 +49,7 @@ from ..steps.step import Step
 from ..steps.tied import tied_step
 from ..tensors.packed import PackedMask
 from ..tensors.sharded import tensor_of
-from ..transaction.interrupts import held_interrupts
+from ..transaction.interrupts import ThreadState, held_interrupts
 from ..transaction.journal import Action, take_snapshot
 
 __all__ = ["Stepping"]
@@ -99,14 +99,14 @@ class Stepping:
                 gate.check()
             try:
                 point = journal.begin()
-                grad = torch.is_grad_enabled()  # the thread's autograd mode is the user's too
+                state = ThreadState.now()  # the thread's autograd mode is the user's too
                 try:
                     with gate.open():
                         yield self._state
                         if dry_run:
                             raise _DryRun
                 except BaseException as err:
-                    torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
+                    state.restore()  # an interrupt in a no_grad exit left autograd off
                     self.resee(journal.rollback(point))
                     if isinstance(err, AttributeError):  # a module gone behind its back?
                         changed = structure_changed(self._state._model, self._state._known,

@@ -132,9 +132,9 @@ def core_errors(field: str) -> Iterator[None]:
         raise InvalidStepError(str(err), field) from None
 
 
-def _core_check(field: str, value: Any, where: str) -> Any:
+def _core_check(field: str, value: Any, where: str, method: str | None = None) -> Any:
     with core_errors(field):
-        return validation.check(where, field, value)
+        return validation.check(where, field, value, method)
 
 
 def check_amount(value: Any, where: str) -> int | float:
@@ -143,9 +143,10 @@ def check_amount(value: Any, where: str) -> int | float:
     return int(value) if is_int(value) else float(value)
 
 
-def check_n(value: Any, where: str) -> int | float | str:
-    """Validate the norm order ``n`` of ``ln_structured`` (the core's rule; the JSON spellings
-    "inf"/"-inf" become floats, and None, which torch passes on to ``torch.norm``, is refused).
+def check_n(value: Any, where: str, method: str = "ln_structured") -> int | float | str:
+    """Validate the norm order ``n`` of ``method`` (the core's rule for that method; the JSON
+    spellings "inf"/"-inf" become floats, and None, which torch passes on to ``torch.norm``, is
+    refused).
 
     Whether ``'fro'``/``'nuc'`` suit the tensor's rank is checked against the model later.
     """
@@ -153,8 +154,8 @@ def check_n(value: Any, where: str) -> int | float | str:
         return float(value)
     if value is None:
         raise InvalidStepError(validation.problem(
-            where, "n", validation.CONSTRAINTS["n"].rule, value), "n")
-    _core_check("n", value, where)
+            where, "n", validation.constraint("n", method).rule, value), "n")
+    _core_check("n", value, where, method)
     return value if isinstance(value, str) else int(value) if is_int(value) else float(value)
 
 
@@ -256,7 +257,9 @@ def check_settings(spec: MethodSpec, settings: Mapping[str, Any], where: str) ->
                 f"it needs: {', '.join(spec.settings)}",
                 key,
             )
-        out[key] = _CHECKS[key](settings[key], where)
+        # a method's own rule for a setting (the core's "method.setting" entry) where it has one
+        out[key] = (check_n(settings[key], where, spec.name) if key == "n"
+                    else _CHECKS[key](settings[key], where))
     return out
 
 

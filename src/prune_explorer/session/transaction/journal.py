@@ -45,7 +45,7 @@ from ..model.watch import structure_changed
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
 from ..tensors.packed import MaskBits, PackedMask
-from .interrupts import held_interrupts
+from .interrupts import held_interrupts, thread_state_kept
 
 __all__ = ["Action", "Journal", "locked", "take_snapshot"]
 
@@ -274,9 +274,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def locked(method: _F) -> _F:
     # Every public method holds the session's lock: a background preview and a notebook cell
     # never see the model half-changed.
+    # It gives the thread its state back on any exit (interrupts.thread_state_kept): a preview's
+    # no_grad block stopped by Ctrl-C never leaves autograd off.
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
+        with self._lock, thread_state_kept():
             try:
                 return method(self, *args, **kwargs)
             except AttributeError as err:  # a module gone behind the session's back?
