@@ -61,6 +61,7 @@ from .model.watch import ModelChangedError, seen
 from .plans.plan import Plan
 from .slider.magnitudes import MagnitudeCache
 from .slider.order_cache import OrderCache
+from .steps.calibrating import Calibrating
 from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed
 from .steps.step import Step, split_address
@@ -98,7 +99,7 @@ def _placement(model: nn.Module, histories: dict[str, list[HistoryEntry]]
     return put_back
 
 
-class Session(Reporting, Committing):
+class Session(Reporting, Committing, Calibrating):
     """An exploration of pruning on ``model``, which it prunes in place.
 
     Parameters
@@ -172,6 +173,7 @@ class Session(Reporting, Committing):
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        self._calibrated = None  # Session.calibrate's statistics (steps/calibrating.py)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
 
     # -- what the session holds -----------------------------------------------------------------
@@ -529,16 +531,18 @@ class Session(Reporting, Committing):
         *,
         amount: float | int,
         seed: int | None = None,
+        importance: str | None = None,
     ) -> Step:
         """``global_unstructured`` over ``targets``: one threshold across all of them.
 
         ``method`` is ``"l1_unstructured"`` or ``"random_unstructured"``; ``amount`` counts
-        over the union of what is still unpruned in the targets.
+        over the union of what is still unpruned in the targets. ``importance`` (with
+        ``"l1_unstructured"``): the criterion whose scores compete (see :meth:`calibrate`).
         """
         where = "Session.apply_global"
         with self.transaction():
-            return self._apply_ready(self._global_step(where, targets, method, amount, seed),
-                                     where)
+            return self._apply_ready(self._global_step(where, targets, method, amount, seed,
+                                                       importance=importance), where)
 
     def apply_step(self, step: Step) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.

@@ -58,6 +58,7 @@ from ..model.watch import (
 from ..slider.order_cache import OrderCache, TensorOrder
 from ..slider.previews import cached_cuts
 from ..steps.checks import check_step
+from ..steps.calibrated import Calibrated
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
@@ -303,6 +304,7 @@ class Transactional:
     _seen: dict[str, Seen]
     _orders: OrderCache  # the previews' orders: an apply installs their masks
     _bits: MaskBits  # the history's packed masks, by buffer: snapshots reuse them
+    _calibrated: Calibrated | None  # what Session.calibrate recorded (calibrated steps read it)
 
     @property
     def lock(self) -> threading.RLock:
@@ -414,7 +416,8 @@ class Transactional:
         located = [(name, *self._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit", bits=self._bits)
+        edits = step.spec.edits_weights  # SparseGPT: undo restores the values too
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit" or edits, bits=self._bits)
         # the values as the step finds them, where they can still be pruned (what the tie note
         # reads; a sharded tensor's pruned values are not computed: tensor_of)
         found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
@@ -423,17 +426,17 @@ class Transactional:
         # (no pass over the entries) or from a global L1 step's key histograms (built if need
         # be); else the core computes the masks and the note is looked up after the step ran.
         cuts = cached_cuts(self._model, step, self._orders, build_global=True) \
-            if kind == "apply" else None
+            if kind == "apply" and not step.calibrated else None
         # L1 orders valid now: after the step, restricted to the survivors, they are the new
         # state's (an O(n) pass instead of a sort on the next preview).
-        l1 = [self._orders.peek(module, tensor_name) if kind == "apply" else None
+        l1 = [self._orders.peek(module, tensor_name) if kind == "apply" and not edits else None
               for _, module, tensor_name in located]
         action = Action(kind, step, snapshots, step.targets)
         self._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
-            run_step(self._model, step, masks)
+            detail = run_step(self._model, step, masks, self._calibrated)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
             # carry need not read it back to find out.
@@ -443,7 +446,7 @@ class Transactional:
         if kind == "apply":
             note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
-            step = action.step = step._noted(note)
+            step = action.step = step._noted(note, detail)
         packed: dict[str, PackedMask] = {}
         if kind != "commit":  # every target's bits at once: one host read for their counts
             buffers = {name: getattr(module, tensor_name + "_mask")

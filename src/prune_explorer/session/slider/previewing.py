@@ -99,6 +99,7 @@ class Previewing(Arguments):
         *,
         amount: float | int,
         seed: int | None = None,
+        importance: str | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """The masks :meth:`apply_global` would leave, by address (built on first access for
         large L1 targets: ``compute.GlobalPreview``); nothing changes. A tied tensor is one
@@ -106,7 +107,8 @@ class Previewing(Arguments):
         (``compute.PreviewMasks``)."""
         where = "Session.preview_global"
         return self._preview_step(
-            self._global_step(where, targets, method, amount, seed, draw=False), where)
+            self._global_step(where, targets, method, amount, seed, draw=False,
+                              importance=importance), where)
 
     @locked
     def preview_cells(
@@ -151,6 +153,8 @@ class Previewing(Arguments):
             step = self._make_step(where, method, target, settings, seed, single=True,
                                    draw=False)
         check_step(self._model, self._known, step, where)
+        if step.calibrated:  # no cached order knows a criterion's scores: only the mask tells
+            return None
         return cell_counts(self._model, step, self._canonical(target), self._orders,
                            np.asarray(row_edges), np.asarray(col_edges), alive)
 
@@ -204,8 +208,22 @@ class Previewing(Arguments):
 
     def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._model, self._known, step, where)
+        if step.calibrated:  # the step itself, rolled back: what apply installs, bit for bit
+            return self._dry_run_masks(step, where)
         if step.is_global:
             return global_masks(self._model, step, self._orders, self._aliases)
         name = step.targets[0]  # a single-tensor step
         module, tensor_name = self._locate(name)
         return local_masks(module, tensor_name, step, self._orders, name, self._aliases)
+
+
+    def _dry_run_masks(self, step: Step, where: str) -> dict[str, torch.Tensor]:
+        """The masks ``step`` leaves, from running it in a transaction that is rolled back (the
+        route of steps computed from calibration: their preview is their apply)."""
+        masks: dict[str, torch.Tensor] = {}
+        with self.transaction(dry_run=True):
+            done = self._run(step, where)
+            for name in done.targets:
+                module, tensor_name = self._locate(name)
+                masks[name] = getattr(module, tensor_name + "_mask").detach().clone()
+        return masks

@@ -27,6 +27,7 @@ from prune_explorer import prune
 from prune_explorer.prune import engine
 
 from ..model.sharded import tensor_of
+from .calibrated import Calibrated, importance_scores
 from .methods import prune_class
 from .seeding import core_kwargs
 from .step import Step, split_address
@@ -40,28 +41,59 @@ def _locate(model: nn.Module, address: str) -> tuple[nn.Module, str]:
 
 
 def run_step(model: nn.Module, step: Step,
-             masks: Mapping[str, torch.Tensor] | None = None) -> None:
+             masks: Mapping[str, torch.Tensor] | None = None,
+             calibrated: Calibrated | None = None) -> str | None:
     """Apply ``step`` to ``model`` in place (no validation: callers check the step first).
 
     ``masks``: the masks the step leaves, by target, when already known (from the previews'
     cached orders, which are the core's masks bit for bit): they are installed as the prune
     function would install them -- the same method objects, containers and hooks -- without
-    computing them again.
+    computing them again. ``calibrated``: what the session's calibration recorded, for steps
+    with an ``importance`` other than magnitude (its scores go to the core as
+    ``importance_scores=``) and for methods computed from calibration (their mask is installed
+    as ``custom_from_mask`` installs one; SparseGPT first writes the new weight values).
+    Returns the step's :attr:`~Step.detail` (what a calibrated method chose), or None.
     """
     if masks is not None:
         _install(model, step, masks)
-        return
+        return None
+    where = f"Step {step.method}"
+    if step.spec.compute is not None:
+        module, tensor_name = _locate(model, step.targets[0])
+        done = step.spec.compute(model, module, tensor_name, step.settings, calibrated,
+                                 step.targets[0])
+        if done.values is not None:
+            held = module._parameters.get(tensor_name + "_orig",
+                                          module._parameters.get(tensor_name))
+            assert held is not None
+            with torch.no_grad():
+                held.copy_(done.values)
+        device = tensor_of(module, tensor_name).device
+        prune.custom_from_mask(module, tensor_name, done.kept.to(device))
+        return done.detail
+    scores: dict[tuple[nn.Module, str], torch.Tensor] = {}
+    if step.importance != "magnitude":
+        for address in step.targets:
+            module, tensor_name = _locate(model, address)
+            scores[(module, tensor_name)] = importance_scores(
+                model, module, tensor_name, step.importance, calibrated, address, where)
     if step.is_global:
         pairs = [_locate(model, address) for address in step.targets]
         method = step.settings["pruning_method"]
         kwargs = core_kwargs(method, {"amount": step.settings["amount"]}, step.seed,
                              tensor_of(*pairs[0]).device)
+        if scores:
+            kwargs["importance_scores"] = scores
         prune.global_unstructured(pairs, pruning_method=prune_class(method), **kwargs)
-        return
+        return None
     module, tensor_name = _locate(model, step.targets[0])  # a single-tensor step
     function = getattr(prune, step.spec.name)
     device = tensor_of(module, tensor_name).device
-    function(module, tensor_name, **core_kwargs(step.method, step.settings, step.seed, device))
+    kwargs = core_kwargs(step.method, step.settings, step.seed, device)
+    if scores:
+        kwargs["importance_scores"] = scores[(module, tensor_name)]
+    function(module, tensor_name, **kwargs)
+    return None
 
 
 def _install(model: nn.Module, step: Step, masks: Mapping[str, torch.Tensor]) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from prune_explorer.importance.criteria import CriterionError, check_criterion
 from prune_explorer.prune.validation import excerpt, show_value
 
 from ..errors import InvalidStepError
@@ -110,17 +111,20 @@ class Step:
     Step: amount must be a float in [0, 1] or an int >= 0; got 'half'
     """
 
-    __slots__ = ("_method", "_seed", "_settings", "_target", "_ties")
+    __slots__ = ("_detail", "_importance", "_method", "_seed", "_settings", "_target", "_ties")
 
     def __init__(
-        self, method: str, target: str | Sequence[str], *, seed: int | None = None, **settings: Any
+        self, method: str, target: str | Sequence[str], *, seed: int | None = None,
+        importance: str | None = None, **settings: Any
     ) -> None:
-        self._init("Step", method, target, settings, seed)
+        self._init("Step", method, target, settings, seed, importance)
 
     def _init(
-        self, where: str, method: Any, target: Any, settings: Mapping[str, Any], seed: Any
+        self, where: str, method: Any, target: Any, settings: Mapping[str, Any], seed: Any,
+        importance: Any = None,
     ) -> None:
         spec = check_method(method, where)
+        importance = _check_importance(spec, settings, importance, where)
         target = _check_targets(spec, target, where)
         clean = check_settings(spec, settings, where)
         if is_random(spec, clean):
@@ -141,7 +145,9 @@ class Step:
         self._target = target
         self._settings = MappingProxyType(clean)
         self._seed = seed
+        self._importance: str | None = importance
         self._ties: str | None = None
+        self._detail: str | None = None
 
     @classmethod
     def _build(
@@ -151,10 +157,11 @@ class Step:
         target: Any,
         settings: Mapping[str, Any],
         seed: Any = None,
+        importance: Any = None,
     ) -> Step:
         """Like ``Step(...)``, but errors start with ``where`` (the call that got bad input)."""
         step = cls.__new__(cls)
-        step._init(where, method, target, settings, seed)
+        step._init(where, method, target, settings, seed, importance)
         return step
 
     # -- read-only views ------------------------------------------------------------------------
@@ -187,6 +194,25 @@ class Step:
     def spec(self) -> MethodSpec:
         """The :class:`~prune_explorer.session.steps.methods.MethodSpec` of the method."""
         return METHODS[self._method]
+
+    @property
+    def importance(self) -> str:
+        """The criterion whose scores the step prunes by (``importance_scores=``):
+        ``"magnitude"`` (torch's default: the tensor itself) unless it names another of
+        :data:`prune_explorer.importance.CRITERIA`."""
+        return self._importance or "magnitude"
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the step reads the session's calibration (a criterion other than magnitude,
+        or a method computed from calibration such as ``wanda_rows`` or ``sparsegpt``)."""
+        return self._importance is not None or self.spec.compute is not None
+
+    @property
+    def detail(self) -> str | None:
+        """What the step chose when a session ran it (SparseGPT: the dampening used), or None;
+        not part of the step's value or JSON."""
+        return self._detail
 
     @property
     def is_global(self) -> bool:
@@ -224,6 +250,8 @@ class Step:
             out[key] = value
         if self._seed is not None:
             out["seed"] = self._seed
+        if self._importance is not None:
+            out["importance"] = self._importance
         return out
 
     @classmethod
@@ -247,8 +275,9 @@ class Step:
         spec = check_method(data["method"], where)
         target_key = "targets" if spec.name == "global_unstructured" else "target"
         fields = ["method", target_key, *spec.settings]
+        optional = ("seed", "importance") if spec.scores else ("seed",)
         for key in data:
-            if key not in fields and key != "seed":
+            if key not in fields and key not in optional:
                 raise InvalidStepError(
                     f"{where}: unexpected field {show_value(key)} for {spec.name}; "
                     f"its fields are: {', '.join(fields)}",
@@ -276,7 +305,8 @@ class Step:
                 f"{show_value(data['targets'])}",
                 "targets",
             )
-        step = cls._build(where, spec.name, data[target_key], settings, data.get("seed"))
+        step = cls._build(where, spec.name, data[target_key], settings, data.get("seed"),
+                          data.get("importance"))
         if not step.is_random and "seed" in data:
             raise InvalidStepError(
                 f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "
@@ -297,19 +327,20 @@ class Step:
         """
         return self._ties
 
-    def _noted(self, ties: str | None) -> Step:
-        """A copy of this step carrying ``ties`` (see :attr:`ties`)."""
+    def _noted(self, ties: str | None, detail: str | None = None) -> Step:
+        """A copy of this step carrying ``ties`` and ``detail`` (see :attr:`ties`)."""
         step = Step.__new__(Step)
         step._method, step._target = self._method, self._target
         step._settings, step._seed = self._settings, self._seed
-        step._ties = ties
+        step._importance = self._importance
+        step._ties, step._detail = ties, detail
         return step
 
     # -- value semantics ------------------------------------------------------------------------
     def _key(self) -> tuple[Any, ...]:
         # The type is part of a setting's value: amount=1 (one entry) is not amount=1.0 (all).
         settings = tuple((k, type(v), v) for k, v in self._settings.items())
-        return (self._method, self._target, settings, self._seed)
+        return (self._method, self._target, settings, self._seed, self._importance)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Step):
@@ -325,7 +356,28 @@ class Step:
         parts += [f"{k}={v!r}" for k, v in self._settings.items()]
         if self._seed is not None:
             parts.append(f"seed={self._seed}")
+        if self._importance is not None:
+            parts.append(f"importance={self._importance!r}")
         return f"Step({', '.join(parts)})"
+
+
+def _check_importance(spec: MethodSpec, settings: Mapping[str, Any], value: Any,
+                      where: str) -> str | None:
+    """The step's criterion: None for magnitude (today's steps, their JSON unchanged)."""
+    if value is None or value == "magnitude":
+        return None
+    try:
+        check_criterion(value, where)
+    except CriterionError as err:
+        raise InvalidStepError(str(err), "importance") from None
+    takes = spec.scores and settings.get("pruning_method", "l1_unstructured") == "l1_unstructured"
+    if not takes:
+        with_scores = ", ".join(name for name, s in METHODS.items() if s.scores)
+        raise InvalidStepError(
+            f"{where}: importance={value!r} needs a method that takes importance_scores "
+            f"({with_scores}; global with pruning_method='l1_unstructured'); got {spec.name}",
+            "importance")
+    return str(value)
 
 
 def _mask_from_json(value: Any, where: str) -> PackedMask:
