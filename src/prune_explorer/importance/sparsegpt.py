@@ -153,7 +153,7 @@ def sparsegpt(weight: torch.Tensor, hessian: torch.Tensor, sparsity: float | str
     block : int, default 128
         Columns per block.
     """
-    w = weight.detach().to(torch.float32).clone()
+    w = weight.detach().to(torch.float32).clone(memory_format=torch.contiguous_format)
     h = hessian.detach().to(torch.float32).clone()
     columns = w.shape[1]
     dead = torch.diagonal(h) == 0
@@ -169,7 +169,7 @@ def sparsegpt(weight: torch.Tensor, hessian: torch.Tensor, sparsity: float | str
         errors = torch.zeros_like(w1)
         inv1 = upper[start:stop, start:stop]
         diag = torch.diagonal(inv1)
-        cut = torch.zeros_like(w1, dtype=torch.bool)
+        cut = torch.zeros(w1.shape, dtype=torch.bool, device=w1.device)
         if pattern is None:
             saliency = w1.square() / diag.square().unsqueeze(0)
             count = int(saliency.numel() * float(sparsity))
