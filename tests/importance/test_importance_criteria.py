@@ -96,7 +96,8 @@ def test_calibration_leaves_modes_grad_flags_and_grads_as_they_were():
     with torch.no_grad():
         collect(model, batches, ["0.weight", "2.weight"], loss=_loss)
         assert not torch.is_grad_enabled()
-    assert model.training and model[0].training
+    assert model.training
+    assert model[0].training
     assert model[2].weight.requires_grad is False
     assert torch.equal(model[0].weight.grad, torch.full_like(model[0].weight, 7.0))
     assert not model[0]._forward_hooks
@@ -132,7 +133,8 @@ def test_sparsegpt_on_correlated_inputs_beats_zeroing_the_same_mask():
     w = torch.randn(6, 16)
     h = 2 / 512 * x.T @ x
     result = sparsegpt(w, h, 0.5, block=8)  # two blocks: the update crosses them
-    assert int((~result.kept).sum()) == 48 and torch.equal(result.weight == 0, ~result.kept)
+    assert int((~result.kept).sum()) == 48
+    assert torch.equal(result.weight == 0, ~result.kept)
     error = ((x @ result.weight.T - x @ w.T) ** 2).sum()
     assert error < ((x @ (w * result.kept).T - x @ w.T) ** 2).sum()
     nm = sparsegpt(w, h, "2:4")
@@ -146,7 +148,9 @@ def test_sparsegpt_dead_inputs_and_a_singular_hessian_raise_the_stated_damping()
     w = torch.randn(4, 8)
     h = 2 / 3 * x.T @ x
     result = sparsegpt(w, h, 0.5, damping=1e-12)
-    assert result.raised and result.damping > 1e-12 and result.dead_inputs == 1
+    assert result.raised
+    assert result.damping > 1e-12
+    assert result.dead_inputs == 1
     assert not result.kept[:, 5].any()
     model = nn.Sequential(nn.Linear(8, 2))
     torch.testing.assert_close(layer_hessian(model, model[0], [x]), h)

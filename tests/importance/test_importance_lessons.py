@@ -19,7 +19,7 @@ from prune_explorer.demo import evaluate, load_digits_split, load_mlp, trained_m
 LAYERS = ("fc1.weight", "fc2.weight", "fc3.weight")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained(seed: int) -> dict[str, torch.Tensor]:
     model = load_mlp() if seed == 0 else trained_model("mlp", seed)
     return {k: v.clone() for k, v in model.state_dict().items()}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.utils.prune as torch_prune
 from torch import nn
 
-import torch.nn.utils.prune as torch_prune
 from prune_explorer import Session
 from prune_explorer.session import Plan, Step
 from prune_explorer.session.errors import InvalidStepError
@@ -56,7 +56,9 @@ def test_magnitude_is_the_default_and_its_step_and_json_are_unchanged():
     s, t = _calibrated(), Session(_model())
     a = s.apply("0.weight", "l1_unstructured", amount=0.5, importance="magnitude")
     b = t.apply("0.weight", "l1_unstructured", amount=0.5)
-    assert a == b and a.to_dict() == b.to_dict() and "importance" not in a.to_dict()
+    assert a == b
+    assert a.to_dict() == b.to_dict()
+    assert "importance" not in a.to_dict()
     assert torch.equal(s.model[0].weight_mask, t.model[0].weight_mask)
 
 
@@ -70,7 +72,8 @@ def test_global_and_structured_steps_take_importance_and_plans_carry_it():
     plan = s.plan
     again = Plan.from_json(plan.to_json())
     assert list(again) == list(plan)
-    assert again.steps[0] == step and again.steps[0].importance == "fisher"
+    assert again.steps[0] == step
+    assert again.steps[0].importance == "fisher"
     replay = Session(_model())
     replay.calibrate(_batches(), _loss)
     replay.apply_all(again)
@@ -83,7 +86,8 @@ def test_plans_written_before_still_load():
     old = ('{"format": "prune-explorer-plan", "version": 2, "steps": [{"method": '
            '"l1_unstructured", "target": "0.weight", "amount": {"fraction": 0.5}}]}')
     (step,) = Plan.from_json(old).steps
-    assert step.importance == "magnitude" and step == Step("l1_unstructured", "0.weight",
+    assert step.importance == "magnitude"
+    assert step == Step("l1_unstructured", "0.weight",
                                                            amount=0.5)
 
 
@@ -92,7 +96,8 @@ def test_a_criterion_without_calibration_is_refused_naming_the_argument():
     with pytest.raises(InvalidStepError, match=r"importance='wanda' needs calibration "
                                                r"statistics.*Session.calibrate\(batches\)"):
         s.apply("0.weight", "l1_unstructured", amount=0.5, importance="wanda")
-    assert s.steps == () and not hasattr(s.model[0], "weight_mask")
+    assert s.steps == ()
+    assert not hasattr(s.model[0], "weight_mask")
     s.calibrate([x for x, _ in _batches()])  # no loss: no gradients
     with pytest.raises(InvalidStepError, match=r"importance='fisher' needs the calibration "
                                                r"statistic 'fisher' of tensor '0.weight'"):
@@ -118,8 +123,10 @@ def test_calibrate_restores_grad_mode_and_train_mode_on_an_interrupt():
     with torch.no_grad(), pytest.raises(KeyboardInterrupt):
         s.calibrate(_batches(), loss)
     assert calls == [False] * 3  # calibration runs in eval mode
-    assert model.training and s.calibration is None
-    assert not model[0]._forward_hooks and model[0].weight.grad is None
+    assert model.training
+    assert s.calibration is None
+    assert not model[0]._forward_hooks
+    assert model[0].weight.grad is None
 
 
 def test_wanda_rows_prunes_each_row_to_the_same_fraction_and_undoes():
@@ -143,11 +150,13 @@ def test_sparsegpt_is_an_undoable_weight_edit_and_states_its_damping():
     assert torch.equal(s.model[0].weight, before)  # the preview changed nothing
     step = s.apply("0.weight", "sparsegpt", sparsity=0.5)
     assert torch.equal(preview, s.model[0].weight_mask)
-    assert step.settings["damping"] == 0.01 and "damping 0.01" in str(step.detail)
+    assert step.settings["damping"] == 0.01
+    assert "damping 0.01" in str(step.detail)
     kept = s.model[0].weight_mask.bool()
     assert not torch.equal(s.model[0].weight_orig[kept], before[kept])  # survivors updated
     s.undo()
-    assert torch.equal(s.model[0].weight, before) and not hasattr(s.model[0], "weight_mask")
+    assert torch.equal(s.model[0].weight, before)
+    assert not hasattr(s.model[0], "weight_mask")
 
 
 def test_sparsegpt_raises_the_damping_of_a_singular_hessian_and_says_so():

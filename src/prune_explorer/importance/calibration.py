@@ -305,10 +305,10 @@ def collect(
             if kind is None:
                 continue
             held = module._parameters.get("weight_orig", module._parameters.get("weight"))
-            address = by_param.get(id(held)) if held is not None else None
-            if address is not None:
+            found = by_param.get(id(held)) if held is not None else None
+            if found is not None:
                 handles.append(module.register_forward_hook(
-                    _input_hook(calibration.stats[address], kind, live)))
+                    _input_hook(calibration.stats[found], kind, live)))
         with _calibrating(model, params):
             for batch in batches:
                 _one_batch(model, batch, targets, params, calibration, loss, per_sample, live)

@@ -41,6 +41,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -103,10 +104,8 @@ def layer_hessian(model: nn.Module, layer: nn.Module, batches: Iterable[Any],
     try:
         with torch.no_grad():
             for batch in batches:
-                try:
+                with contextlib.suppress(_Reached):
                     run(model, batch)
-                except _Reached:
-                    pass
     finally:
         handle.remove()
     if total[0] is None or rows[0] == 0:

@@ -57,8 +57,8 @@ from ..model.watch import (
 )
 from ..slider.order_cache import OrderCache, TensorOrder
 from ..slider.previews import cached_cuts
-from ..steps.checks import check_step
 from ..steps.calibrated import Calibrated
+from ..steps.checks import check_step
 from ..steps.execute import run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
