@@ -166,3 +166,54 @@ def test_sparsegpt_raises_the_damping_of_a_singular_hessian_and_says_so():
     s.calibrate([torch.randn(2, 16)])  # 2 rows: H has rank 2
     step = s.apply("0.weight", "sparsegpt", sparsity=0.5, damping=1e-12)
     assert "raised from 1e-12" in str(step.detail)
+
+
+def test_the_snippet_replays_calibrated_steps_on_stock_torch_from_a_checked_file(tmp_path):
+    import runpy
+
+    s = _calibrated()
+    s.apply("0.weight", "l1_unstructured", amount=0.3, importance="wanda")
+    s.apply_global(["0.weight", "2.weight"], amount=0.4, importance="fisher")
+    s.apply("2.weight", "ln_structured", amount=2, n=1, dim=0, importance="taylor")
+    s.apply("0.weight", "wanda_rows", sparsity="1:2")
+    s.apply("2.weight", "sparsegpt", sparsity=0.5)
+    code, tensors = s.plan.save_snippet(tmp_path / "plan.py")
+    text = code.read_text()
+    assert text.count("importance_scores=") == 2  # torch's grouping: the scores themselves
+    assert text.count("prune.custom_from_mask(") == 3  # ln rows (slice norms), rows, SparseGPT
+    assert "torch.load" not in text
+    assert tensors is not None
+    fresh = _model()
+    runpy.run_path(str(code), init_globals={"model": fresh})
+    for index in (0, 2):
+        assert torch.equal(fresh[index].weight_mask, s.model[index].weight_mask)
+        assert torch.equal(fresh[index].weight, s.model[index].weight)
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 1
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="SHA-256 differs"):
+        runpy.run_path(str(code), init_globals={"model": _model()})
+
+
+def test_a_calibrated_step_read_from_json_cannot_be_exported_without_its_session():
+    s = _calibrated()
+    s.apply("0.weight", "wanda_rows", sparsity=0.5)
+    with pytest.raises(ValueError, match=r"use Plan\.save_snippet"):
+        s.plan.to_snippet()
+    with pytest.raises(ValueError, match=r"step 1 \(wanda_rows.*Session.plan.save_snippet"):
+        Plan.from_json(s.plan.to_json()).save_snippet("unused.py")
+
+
+def test_scores_tied_at_the_cut_are_replayed_as_the_mask_the_session_chose(tmp_path):
+    import runpy
+
+    s = Session(_model())
+    x = torch.randn(8, 16)
+    x[:, :10] = 0  # ten dead input features: 320 Wanda scores of exactly 0
+    s.calibrate([x])
+    s.apply("0.weight", "l1_unstructured", amount=100, importance="wanda")  # cut inside the 0s
+    code, _ = s.plan.save_snippet(tmp_path / "plan.py")
+    assert "importance_scores=" not in code.read_text()
+    fresh = _model()
+    runpy.run_path(str(code), init_globals={"model": fresh})
+    assert torch.equal(fresh[0].weight_mask, s.model[0].weight_mask)

@@ -51,6 +51,7 @@ from ..model.aliases import tied_step
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
 from . import alias_lines
+from .calibrated_lines import artifact_header, calibrated_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
@@ -132,7 +133,8 @@ def _title(index: int, step: Step) -> str:
     return f"# step {index}: {step.method} on {target}"
 
 
-def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None) -> str:
+def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None,
+               replay: tuple[str, str] | None = None) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through
@@ -140,6 +142,10 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
     call that gives the aliases the same pruning; a step naming an alias acts on the tensor's
     listed address, each tensor once, as a session applies it.
+
+    ``replay``: ``(file name, SHA-256)`` of the safetensors file that holds the tensors of the
+    steps computed from calibration (:mod:`.calibrated_lines`; :meth:`Plan.save_snippet` writes
+    it); without it such steps raise ``ValueError``.
     """
     tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
     listed = {alias: name for name, aliases in tied.items() for alias in aliases}
@@ -156,6 +162,12 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         "from torch.nn.utils import prune",
         *(("", "", *MASK_DECODER.splitlines(), "") if encoded else ()),
     ]
+    if any(step.calibrated for step in steps):
+        if replay is None:
+            raise ValueError("to_snippet: steps computed from calibration (importance=, "
+                             "wanda_rows, sparsegpt) need their tensors in a file beside the "
+                             "snippet; use Plan.save_snippet(path)")
+        lines += artifact_header(*replay)
     if any(step.ties for step in steps):
         lines += HELPER
     if any(step.ties and step.method == "ln_structured" for step in steps):
@@ -166,7 +178,8 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         lines += ["", _title(index, step)]
         if step.seed is not None:
             lines.append(f"torch.manual_seed({step.seed})")
-        lines += _step_lines(step)
+        lines += calibrated_lines(index, step, _module_expr) if step.calibrated \
+            else _step_lines(step)
         for name in step.targets:
             if name in tied:
                 lines += alias_lines.call_lines(name, tied[name])

@@ -59,7 +59,7 @@ from ..slider.order_cache import OrderCache, TensorOrder
 from ..slider.previews import cached_cuts
 from ..steps.calibrated import Calibrated
 from ..steps.checks import check_step
-from ..steps.execute import run_step
+from ..steps.execute import replay_tensors, run_step
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
 from .interrupts import held_interrupts
@@ -436,7 +436,7 @@ class Transactional:
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
-            detail = run_step(self._model, step, masks, self._calibrated)
+            ran = run_step(self._model, step, masks, self._calibrated)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
             # carry need not read it back to find out.
@@ -446,7 +446,10 @@ class Transactional:
         if kind == "apply":
             note = note_ties(self._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
-            step = action.step = step._noted(note, detail)
+            replay = replay_tensors(self._model, step, ran, {
+                name: mask.unpack(torch.bool) for name, mask in before.items()
+            }) if step.calibrated else None
+            step = action.step = step._noted(note, ran.detail, replay)
         packed: dict[str, PackedMask] = {}
         if kind != "commit":  # every target's bits at once: one host read for their counts
             buffers = {name: getattr(module, tensor_name + "_mask")

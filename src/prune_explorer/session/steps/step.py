@@ -111,7 +111,8 @@ class Step:
     Step: amount must be a float in [0, 1] or an int >= 0; got 'half'
     """
 
-    __slots__ = ("_detail", "_importance", "_method", "_seed", "_settings", "_target", "_ties")
+    __slots__ = ("_detail", "_importance", "_method", "_replay", "_seed", "_settings", "_target",
+                 "_ties")
 
     def __init__(
         self, method: str, target: str | Sequence[str], *, seed: int | None = None,
@@ -148,6 +149,7 @@ class Step:
         self._importance: str | None = importance
         self._ties: str | None = None
         self._detail: str | None = None
+        self._replay: Mapping[str, Any] | None = None
 
     @classmethod
     def _build(
@@ -327,13 +329,22 @@ class Step:
         """
         return self._ties
 
-    def _noted(self, ties: str | None, detail: str | None = None) -> Step:
-        """A copy of this step carrying ``ties`` and ``detail`` (see :attr:`ties`)."""
+    @property
+    def replay(self) -> Mapping[str, Any] | None:
+        """For a calibrated step a session ran: the tensors a stock-torch replay needs (scores,
+        masks, SparseGPT's values; see ``execute.replay_tensors``), else None. Not part of the
+        step's value or JSON: :meth:`Plan.save_snippet` writes them beside the snippet."""
+        return self._replay
+
+    def _noted(self, ties: str | None, detail: str | None = None,
+               replay: Mapping[str, Any] | None = None) -> Step:
+        """A copy of this step carrying ``ties``, ``detail`` and ``replay`` (see :attr:`ties`)."""
         step = Step.__new__(Step)
         step._method, step._target = self._method, self._target
         step._settings, step._seed = self._settings, self._seed
         step._importance = self._importance
         step._ties, step._detail = ties, detail
+        step._replay = None if replay is None else MappingProxyType(dict(replay))
         return step
 
     # -- value semantics ------------------------------------------------------------------------
