@@ -46,6 +46,8 @@ METHOD_NAMES: dict[str, str] = {
     "semi_structured": "N:M semi-structured",
     "block_structured": "blocks",
     "global_unstructured": "global",
+    "wanda_rows": "Wanda per output row",
+    "sparsegpt": "SparseGPT (prune and update)",
     "remove": "commit (prune.remove)",
 }
 
@@ -249,6 +251,15 @@ def describe_rounding(amount: float | int | None, left: int, unit: str, pruned: 
 
 
 def _what(step: Step, target: str | None) -> str:
+    text = _what_method(step, target)
+    if step.importance != "magnitude":  # the criterion's scores replace |w|
+        text += f", scored by {step.importance}"
+    if "sparsity" in step.settings:
+        text = f"{method_name(step.method)}, {step.settings['sparsity']} of {target or step.target}"
+    return text
+
+
+def _what_method(step: Step, target: str | None) -> str:
     s = step.settings
     method = step.method
     if method == "global_unstructured":

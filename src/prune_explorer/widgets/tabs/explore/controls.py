@@ -39,11 +39,12 @@ from ...errors import WidgetInputError
 __all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "CountText",
            "PruningControls", "n_choices", "parse_block", "parse_count", "parse_n"]
 
-#: Methods offered, in the order of the session's table (``remove`` is the Commit tab).
+#: Methods offered, in the order of the session's table (``remove`` is the Commit tab; methods
+#: computed from calibration, which the explorer cannot run yet, are the session's only).
 METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
     ("custom mask (custom_from_mask)" if name == "custom_from_mask" else name, name)
-    for name in METHODS
-    if name != "remove"
+    for name, spec in METHODS.items()
+    if name != "remove" and spec.compute is None
 )
 #: Suggestions for the N:M pattern of ``semi_structured``; any "N:M" can be typed.
 PATTERN_CHOICES = ("2:4", "1:4", "4:8", "1:2")
