@@ -28,6 +28,7 @@ EXPECTED_NOTEBOOKS = [
     "03_global_vs_local.ipynb",
     "04_plan_export.ipynb",
     "05_patterns_and_shrink.ipynb",
+    "07_importance.ipynb",
 ]
 STRIP_HINT = (
     "clear the outputs before committing: Edit -> Clear Outputs of All Cells in JupyterLab, or "
