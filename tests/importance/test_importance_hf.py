@@ -4,6 +4,8 @@ respected, commit, save and load back."""
 
 from __future__ import annotations
 
+import runpy
+
 import pytest
 import torch
 import transformers as T
@@ -83,9 +85,20 @@ def test_every_criterion_runs_commits_saves_and_loads_back(name, tmp_path):
     else:
         s.apply(linear, "wanda_rows", sparsity=0.25)
     want = _logits(model)
+    # the snippet replays every step on stock torch, tied names and Conv1D axes included
+    code, _ = s.plan.save_snippet(tmp_path / "plan.py")
+    torch.manual_seed(0)
+    fresh = build().eval()
+    runpy.run_path(str(code), init_globals={"model": fresh})
+    torch.testing.assert_close(_logits(fresh), want, rtol=0, atol=0)
+    for target in s.names:
+        module_name, _, tensor_name = target.rpartition(".")
+        mask = getattr(fresh.get_submodule(module_name), tensor_name + "_mask", None)
+        if mask is not None:
+            assert torch.equal(mask, s.mask(target)), target
     s.commit()
     torch.testing.assert_close(_logits(model), want, rtol=0, atol=0)
     plain = s.plain_model()
-    plain.save_pretrained(tmp_path)
-    loaded = type(model).from_pretrained(tmp_path).eval()
+    plain.save_pretrained(tmp_path / "model")
+    loaded = type(model).from_pretrained(tmp_path / "model").eval()
     torch.testing.assert_close(_logits(loaded), want, rtol=0, atol=1e-6)
