@@ -217,3 +217,24 @@ def test_scores_tied_at_the_cut_are_replayed_as_the_mask_the_session_chose(tmp_p
     fresh = _model()
     runpy.run_path(str(code), init_globals={"model": fresh})
     assert torch.equal(fresh[0].weight_mask, s.model[0].weight_mask)
+
+
+def test_convolutions_take_channel_norms_and_sparsegpt_refuses_them_clearly():
+    from prune_explorer.demo import load_cnn, load_digits_split
+
+    model = load_cnn()
+    s = Session(model)
+    s.calibrate([load_digits_split("image").x_train[:64]])
+    name = "features.3.weight"
+    weight = s.tensor(name)
+    mask = s.preview(name, "l1_unstructured", amount=0.5, importance="wanda")
+    assert torch.equal(mask, s.preview(name, "l1_unstructured", amount=0.5, importance="wanda"))
+    s.apply(name, "wanda_rows", sparsity=0.5)
+    per_unit = s.mask(name).reshape(weight.shape[0], -1).sum(1)
+    assert (per_unit == weight[0].numel() // 2).all()  # each output channel: half its entries
+    with pytest.raises(InvalidStepError, match=r"sparsegpt prunes 2-D weights \(Linear, Conv1D\)"):
+        s.apply(name, "sparsegpt", sparsity=0.5)
+    with pytest.raises(InvalidStepError, match="sparsegpt prunes the weight of a layer with input "
+                                               "features"):
+        s.apply("features.3.bias", "sparsegpt", sparsity=0.5)
+    assert len(s.steps) == 1
