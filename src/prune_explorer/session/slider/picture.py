@@ -123,8 +123,8 @@ class StepRequest:
         tensors built only when read (``Session.preview_masks``, ``preview_global``)."""
         if self.is_global:
             return session.preview_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"],
+                importance=self.settings.get("importance"))
         return session.preview_masks(self.target, self.method, **self.settings)
 
     def preview(self, session: Session) -> torch.Tensor | None:
@@ -147,8 +147,8 @@ class StepRequest:
         """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
         if self.is_global:
             return session.apply_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"],
+                importance=self.settings.get("importance"))
         return session.apply(self.target, self.method, **self.settings)
 
 

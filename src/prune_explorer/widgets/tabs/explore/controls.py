@@ -31,6 +31,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from prune_explorer.importance.criteria import CRITERIA
 from prune_explorer.session.analysis.wording import noun, plural, slice_unit
 from prune_explorer.session.steps.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
@@ -122,10 +123,13 @@ def parse_block(text: str) -> tuple[int, ...] | str:
 
 
 def uses(method: str) -> set[str]:
-    """Optional controls the method needs (``amount``, ``n``, ``dim``, ``global``, ``custom``)."""
+    """Optional controls the method needs (``amount``, ``n``, ``dim``, ``global``, ``custom``,
+    ``importance`` for the methods that take a criterion's scores)."""
     out = set()
     for setting in METHODS[method].settings:
         out.add({"pruning_method": "global", "mask": "custom"}.get(setting, setting))
+    if METHODS[method].scores:
+        out.add("importance")
     return out
 
 
@@ -192,6 +196,10 @@ class PruningControls:
         self.layout = widgets.Dropdown(
             options=LAYOUT_CHOICES, value="auto", description="view", layout=_wide(), style=_STYLE
         )
+        self.importance = widgets.Dropdown(
+            options=list(CRITERIA), value="magnitude", description="importance",
+            layout=_wide(), style=_STYLE,
+        )
         self.optional: dict[str, widgets.Widget] = {
             "amount_mode": self.amount_mode,
             "amount": self.amount,
@@ -205,11 +213,12 @@ class PruningControls:
             "custom_upload": self.custom_upload,
             "pattern": self.pattern,
             "block": self.block,
+            "importance": self.importance,
         }
         self.box = widgets.VBox([
             self.method, self.amount_mode, self.amount, self.count, self.left, self.pattern,
             self.block, self.n, self.dim, self.global_method, self.global_targets, self.custom,
-            self.custom_upload, self.layout,
+            self.custom_upload, self.importance, self.layout,
         ])
         # A tooltip on every control: the browser shows it on the label (no title="null")
         tips = {
@@ -224,6 +233,7 @@ class PruningControls:
             "pattern": "N:M: keep N of every M neighbours",
             "block": "block shape, e.g. 4,4",
             "layout": "how the tensor is drawn: matrix, kernel tiles or one cell per slice",
+            "importance": "what ranks the entries: |w|, or a criterion from Session.calibrate",
         }
         for name, tip in tips.items():
             widget = getattr(self, name)
@@ -297,6 +307,8 @@ class PruningControls:
         _show(self.custom_upload, "custom" in used)
         _show(self.pattern, "pattern" in used)
         _show(self.block, "block" in used)
+        _show(self.importance, "importance" in used and (
+            "global" not in used or self.global_method.value == "l1_unstructured"))
         count, unit = self.units_left
         self.left.value = f'<span class="pe-left-text">{plural(count, unit)} left to prune</span>'
 
@@ -342,11 +354,13 @@ class PruningControls:
             out["pattern"] = str(self.pattern.value).strip()
         if "block" in used:
             out["block"] = parse_block(self.block.value)
+        if not self.importance.disabled and self.importance.value != "magnitude":
+            out["importance"] = self.importance.value
         return out
 
     def observe_all(self, callback: Any) -> None:
         """Call ``callback(change)`` when any control's value changes."""
         for widget in (self.method, self.amount_mode, self.amount, self.count, self.n, self.dim,
                        self.global_method, self.global_targets, self.layout, self.pattern,
-                       self.block):
+                       self.block, self.importance):
             widget.observe(callback, names="value")
