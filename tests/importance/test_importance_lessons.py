@@ -54,6 +54,7 @@ def _pruned(model: nn.Module, method: str, **settings: object) -> Session:
     return s
 
 
+@pytest.mark.slow
 def test_the_rescale_preserves_the_function():
     plain, rescaled = _mlp(0), _mlp(0, outliers=True)
     x = load_digits_split().x_test

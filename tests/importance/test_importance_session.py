@@ -238,3 +238,24 @@ def test_convolutions_take_channel_norms_and_sparsegpt_refuses_them_clearly():
                                                "features"):
         s.apply("features.3.bias", "sparsegpt", sparsity=0.5)
     assert len(s.steps) == 1
+
+
+def test_an_interrupted_sparsegpt_step_leaves_the_weights_exactly_as_they_were(monkeypatch):
+    from prune_explorer import prune
+    from prune_explorer.session.steps import execute
+
+    s = _calibrated()
+    s.apply("0.weight", "l1_unstructured", amount=0.2)  # pruned already: weight_orig is edited
+    before = {k: v.clone() for k, v in s.model.state_dict().items()}
+
+    def interrupted(*args, **kwargs):  # after SparseGPT wrote its values, before the mask
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(execute.prune, "custom_from_mask", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        s.apply("0.weight", "sparsegpt", sparsity=0.5)
+    monkeypatch.setattr(execute.prune, "custom_from_mask", prune.custom_from_mask)
+    after = s.model.state_dict()
+    assert sorted(after) == sorted(before)
+    assert all(torch.equal(after[k], before[k]) for k in before)
+    assert len(s.steps) == 1
