@@ -251,11 +251,13 @@ def describe_rounding(amount: float | int | None, left: int, unit: str, pruned: 
 
 
 def _what(step: Step, target: str | None) -> str:
+    if "sparsity" in step.settings:  # the methods computed from calibration
+        sparsity = step.settings["sparsity"]
+        share = sparsity if isinstance(sparsity, str) else amount_text(sparsity)
+        return f"{method_name(step.method)}, {share} of {target or step.target}"
     text = _what_method(step, target)
     if step.importance != "magnitude":  # the criterion's scores replace |w|
         text += f", scored by {step.importance}"
-    if "sparsity" in step.settings:
-        text = f"{method_name(step.method)}, {step.settings['sparsity']} of {target or step.target}"
     return text
 
 

@@ -11,7 +11,7 @@ Examples
 >>> from prune_explorer.session import Step
 >>> from prune_explorer.session.steps.execute import run_step
 >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3))
->>> run_step(model, Step("random_unstructured", "0.weight", amount=0.5, seed=0))
+>>> _ = run_step(model, Step("random_unstructured", "0.weight", amount=0.5, seed=0))
 >>> int(model[0].weight_mask.sum())
 6
 """

@@ -82,10 +82,17 @@ class Step:
         One of ``"identity"``, ``"random_unstructured"``, ``"l1_unstructured"``,
         ``"random_structured"``, ``"ln_structured"``, ``"custom_from_mask"``,
         ``"global_unstructured"`` or ``"remove"`` (the names of ``torch.nn.utils.prune``), or
-        ``"semi_structured"`` / ``"block_structured"`` (our two hardware patterns).
+        ``"semi_structured"`` / ``"block_structured"`` (our two hardware patterns), or
+        ``"wanda_rows"`` / ``"sparsegpt"`` (computed from calibration, installed as masks).
     target : str or sequence of str
         Tensor address, e.g. ``"features.0.weight"``; a list of addresses for
         ``global_unstructured``.
+    importance : str, optional
+        For methods that take ``importance_scores`` (``l1_unstructured``, ``ln_structured``,
+        global with ``pruning_method="l1_unstructured"``): the criterion whose scores rank the
+        entries, one of :data:`prune_explorer.importance.CRITERIA` (``"magnitude"``, the
+        default, is torch's own ranking; the others need ``Session.calibrate``). Written to
+        JSON only when not magnitude, so plans written before read the same.
     seed : int, optional
         Required for random methods (``random_unstructured``, ``random_structured`` and
         ``global_unstructured`` with ``pruning_method="random_unstructured"``), forbidden otherwise.
@@ -93,7 +100,9 @@ class Step:
         Exactly the method's settings: ``amount``; ``amount, dim``; ``amount, n, dim``; ``mask``
         (tensor of 0/1, stored bit-packed); ``pruning_method, amount`` (global, where
         ``pruning_method`` is ``"l1_unstructured"`` or ``"random_unstructured"``);
-        ``pattern, dim`` (semi_structured); ``amount, block, n`` (block_structured).
+        ``pattern, dim`` (semi_structured); ``amount, block, n`` (block_structured);
+        ``sparsity`` (wanda_rows: a fraction of each row or ``"N:M"``); ``sparsity, damping``
+        (sparsegpt; ``damping`` defaults to 0.01 of the Hessian's mean diagonal).
 
     Raises
     ------
