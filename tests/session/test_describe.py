@@ -100,7 +100,8 @@ def test_every_method_reads_as_words_not_code():
     (Step("semi_structured", "a.weight", pattern="2:4", dim=-1), "2:4 semi-structured on a.weight"),
     (Step("l1_unstructured", "fc1.weight", amount=0.5, importance="wanda"),
      "L1 magnitude, 50% of fc1.weight, scored by wanda"),
-    (Step("sparsegpt", "fc1.weight", sparsity=0.8), "SparseGPT (prune and update), 80% of fc1.weight"),
+    (Step("sparsegpt", "fc1.weight", sparsity=0.8),
+     "SparseGPT (prune and update), 80% of fc1.weight"),
 ])
 def test_describe_step_sentences(step, expected):
     assert describe_step(step) == expected
