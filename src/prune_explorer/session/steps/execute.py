@@ -27,7 +27,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import engine
 
-from ..model.sharded import tensor_of
+from ..tensors.sharded import tensor_of
 from .calibrated import Calibrated, importance_scores
 from .methods import prune_class
 from .seeding import core_kwargs

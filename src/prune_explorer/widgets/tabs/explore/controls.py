@@ -13,7 +13,7 @@ Examples
 >>> c.method.value = "ln_structured"
 >>> c.set_tensor(rank=4, left={"entries": 100, "dim": [8, 3, 3, 3]})
 >>> sorted(name for name, w in c.optional.items() if w.layout.display != "none")
-['amount', 'amount_mode', 'dim', 'left', 'n']
+['amount', 'amount_mode', 'dim', 'importance', 'left', 'n']
 >>> c.n.options  # only the norms that suit a 4-D tensor ('fro', 'nuc' would fail)
 ('1', '2', 'inf', '-inf')
 >>> parse_n("inf"), parse_n("2"), parse_n("fro"), parse_n("1.5")

@@ -1,4 +1,9 @@
-"""``Session.calibrate``: record what the data-aware criteria need (a mixin of ``Session``).
+"""``Session.calibrate``: record what the data-aware criteria need.
+
+A part of :class:`~prune_explorer.session.Session`, working on its
+:class:`~..state.SessionState`: the statistics (:mod:`prune_explorer.importance.calibration`)
+and the batches go to ``state._calibrated``, which calibrated steps read
+(:mod:`..steps.calibrated`).
 
 Examples
 --------
@@ -18,23 +23,28 @@ Calibration(2 tensors, 2 batches: inputs)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prune_explorer.importance.calibration import Calibration, Loss, collect
 
-from ..history.journal import locked
-from ..model.sharded import refuse_sharded
+from ..state import SessionState
+from ..steps.calibrated import Calibrated
+from ..tensors.sharded import refuse_sharded
+from ..transaction.journal import locked
 from .arguments import Arguments, as_list
-from .calibrated import Calibrated
+from .stepping import Stepping
 
 __all__ = ["Calibrating"]
 
 
-class Calibrating(Arguments):
-    """Calibration statistics for the session's steps (a mixin of ``Session``)."""
+class Calibrating:
+    """Calibration statistics for the session's steps (a part of ``Session``)."""
 
-    if TYPE_CHECKING:
-        def default_targets(self) -> list[str]: ...  # Session's
+    def __init__(self, state: SessionState, arguments: Arguments, stepping: Stepping) -> None:
+        self._state = state
+        self._lock = state._lock  # what @locked holds
+        self._arguments = arguments
+        self._stepping = stepping
 
     @locked
     def calibrate(self, batches: Iterable[Any], loss: Loss | None = None, *,
@@ -71,24 +81,20 @@ class Calibrating(Arguments):
         calibrated: calibrate again after changes that matter to them.
         """
         where = "Session.calibrate"
-        refuse_sharded(self._model, where)
-        names = self.default_targets() if targets is None else as_list(targets)
+        state = self._state
+        refuse_sharded(state._model, where)
+        names = state.default_targets() if targets is None else as_list(targets)
         if isinstance(names, str) or not isinstance(names, list):
             raise TypeError(f"{where}: targets must be a list of tensor addresses; got "
                             f"{names!r}")
-        names = list(dict.fromkeys(self._check_name(name, where) for name in names))
+        names = list(dict.fromkeys(self._arguments.check_name(name, where) for name in names))
         if loss is not None and not callable(loss):
             raise TypeError(f"{where}: loss must be a callable loss(model, batch) -> scalar "
                             f"tensor; got {type(loss).__name__}")
         held = tuple(batches)
         if not held:
             raise ValueError(f"{where}: batches must hold at least one batch; got none")
-        with self.transaction():  # the lock; the grad mode restored on any exit
-            statistics = collect(self._model, held, names, loss=loss, per_sample=per_sample)
-        self._calibrated = Calibrated(statistics, held, loss)
+        with self._stepping.transaction():  # the lock; the grad mode restored on any exit
+            statistics = collect(state._model, held, names, loss=loss, per_sample=per_sample)
+        state._calibrated = Calibrated(statistics, held, loss)
         return statistics
-
-    @property
-    def calibration(self) -> Calibration | None:
-        """The statistics of the last :meth:`calibrate`, or None."""
-        return None if self._calibrated is None else self._calibrated.statistics
