@@ -85,7 +85,7 @@ def check_masks(state: Mapping[str, torch.Tensor]) -> None:
     >>> check_masks({"w_orig": torch.ones(2), "w_mask": torch.tensor([1.0, 0.5])})
     Traceback (most recent call last):
     ...
-    prune_explorer.session.model.state_dict.InvalidMaskError: w_mask must hold only 0 and 1 (a \
+    prune_explorer.session.errors.InvalidMaskError: w_mask must hold only 0 and 1 (a \
 pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
     """
     for key, tensor in state.items():

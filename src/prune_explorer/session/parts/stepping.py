@@ -163,9 +163,10 @@ class Stepping:
         before = {name: starting_mask(self._state._histories[name], found[name])
                   for name, _, _ in located}
         # The masks and the tie note, from the targets' cached orders if a preview built them
-        # (no pass over the entries) or from a global L1 step's key histograms (built if need
-        # be); else the core computes the masks and the note is looked up after the step ran.
-        cuts = cached_cuts(self._state._model, step, self._state._orders, build_global=True) \
+        # (no pass over the entries) or from a global L1 step's key histograms (where a
+        # preview cached them); else the core computes the masks and says, on the way, how
+        # it split a tie. A calibrated step's scores are no cached order's.
+        cuts = cached_cuts(self._state._model, step, self._state._orders) \
             if kind == "apply" and not step.calibrated else None
         # L1 orders valid now: after the step, restricted to the survivors, they are the new
         # state's (an O(n) pass instead of a sort on the next preview).
