@@ -22,7 +22,7 @@ from torch import nn
 
 from . import _fsdp
 from ._hooks import pruning_hooks
-from .validation import problem
+from .validation import UnprunableTensorError, problem, quantized_layer, unprunable
 
 if TYPE_CHECKING:
     from ._base import BasePruningMethod
@@ -66,6 +66,11 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
                         name)
             )
         if name not in module._parameters:
+            if quantized_layer(module):
+                raise UnprunableTensorError(
+                    f"{where}: cannot prune {name!r} of {type(module).__name__}: it is a "
+                    "quantized layer (torch.ao quantization) whose weight is packed integers, "
+                    "not a parameter; prune the float model, then quantize")
             choices = sorted(n for n, p in module._parameters.items() if p is not None)
             raise AttributeError(
                 problem(where, "name", f"a parameter of {type(module).__name__} "
@@ -79,6 +84,10 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(
             problem(where, "name", "a parameter holding a tensor", f"{name} = {value!r}")
         )
+    why = unprunable(value)
+    if why is not None:
+        raise UnprunableTensorError(f"{where}: cannot prune {name!r} of "
+                                    f"{type(module).__name__}: {why}")
     return value
 
 

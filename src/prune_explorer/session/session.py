@@ -45,6 +45,7 @@ from torch import nn
 
 from prune_explorer.importance.calibration import Calibration, Loss
 from prune_explorer.prune.layers import out_dim
+from prune_explorer.prune.validation import unprunable
 
 from .analysis.frames import effective_tensor
 from .analysis.sensitivity import sensitivity as _sensitivity
@@ -53,9 +54,9 @@ from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
 from .model.aliases import unshared
 from .model.hooks import find_hook, hook_methods, refresh_pruned
-from .model.saving import guard_saving
-from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
-from .model.watch import ModelChangedError, seen
+from .model.saving import guard_merging, guard_saving
+from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm, quantized_weights
+from .model.watch import MODULE_GONE, ModelChangedError, changed_error, seen
 from .parts.arguments import Arguments
 from .parts.calibrating import Calibrating
 from .parts.commits import CommitResult, CommitReview, Commits
@@ -79,7 +80,7 @@ from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
 from .steps.tied import tied_step
 from .tensors.packed import MaskBits, PackedMask, ones_mask
-from .tensors.sharded import refuse_move, refuse_sharded
+from .tensors.sharded import refuse_move, refuse_sharded, tensor_of
 from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
@@ -215,11 +216,16 @@ class Session:
         self._commits = Commits(self, self._stepping)
         self._calibrating = Calibrating(self, self._arguments, self._stepping)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
+        guard_merging(model)  # peft's merge_and_unload refuses while it would lose the delta
 
     # -- the session's state, as its parts see it (SessionState) ---------------------------------
     def _locate(self, name: str) -> tuple[nn.Module, str]:
         info = self._known[name]
-        return self._model.get_submodule(info.module_name), info.tensor_name
+        try:
+            return self._model.get_submodule(info.module_name), info.tensor_name
+        except AttributeError:  # gone behind the session's back (an adapter merged...)
+            raise changed_error("Session", name, MODULE_GONE.format(info.module_name)) \
+                from None
 
     # -- the transaction (parts/stepping.py) -----------------------------------------------------
     @property
@@ -398,14 +404,55 @@ class Session:
 
         When that leaves nothing, the first non-empty of: the other tensors of rank >= 2
         outside those layers, every weight of rank >= 2, every tensor of rank >= 2.
+
+        Tensors the pruning API cannot prune (:attr:`unprunable`: int8/int4 or quantized
+        weights, torchao tensors, the packed weights of ``torch.ao`` quantized layers, meta or
+        offloaded weights) are never default targets. When the model has any of rank >= 2,
+        the result is the remaining floating-point weights outside embeddings and norms (maybe
+        none: ``[]``) -- never a fallback to the token embedding -- and a ``UserWarning`` names
+        what was left out and why.
         """
-        wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
+        left_out = {n: why for n, why in self.unprunable.items()
+                    if n not in self._known or len(self._known[n].shape) >= 2}
+        wide = [n for n, info in self._known.items()
+                if len(info.shape) >= 2 and n not in left_out]
         usual = [n for n in wide if not any(
             is_lookup_or_norm(self._model.get_submodule(split_address(a)[0]))
             for a in (n, *self._known[n].aliases))]
         weights = [n for n in usual if self._known[n].tensor_name == "weight"]
+        if left_out:  # the usual targets were quantized or offloaded: no silent fallback
+            chosen = weights or usual
+            first, why = next(iter(left_out.items()))
+            warnings.warn(
+                f"Session.default_targets: left out {len(left_out)} tensor"
+                f"{'s' * (len(left_out) != 1)} the pruning API cannot prune (Session.unprunable"
+                f" lists them), e.g. {first!r}: {why}; "
+                + (f"returning the {len(chosen)} remaining floating-point weights"
+                   if chosen else "no floating-point weights remain outside embeddings and "
+                   "norms: returning []"), UserWarning, stacklevel=2)
+            return chosen
         return weights or usual or [n for n in wide if self._known[n].tensor_name == "weight"] \
             or wide
+
+    @property
+    def unprunable(self) -> dict[str, str]:
+        """Tensors of the model the pruning API cannot prune, each with why: weights on the
+        meta device (offloaded, or not loaded), quantized or integer ones (torch.ao, torchao,
+        int8/int4), and the packed weights of ``torch.ao`` quantized layers (not parameters, so
+        not in :attr:`names`). Naming one in a step is refused with that reason.
+
+        Examples
+        --------
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.Linear(2, 2))
+        >>> model[1].weight = torch.nn.Parameter(torch.ones(2, 2, dtype=torch.int8),
+        ...                                      requires_grad=False)
+        >>> list(Session(model).unprunable)
+        ['1.weight']
+        """
+        found = {n: unprunable(tensor_of(*self._locate(n))) for n in self._known}
+        return {**{n: why for n, why in found.items() if why is not None},
+                **quantized_weights(self._model)}
 
     @property
     def tied(self) -> dict[str, tuple[str, ...]]:

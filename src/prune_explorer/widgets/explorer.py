@@ -41,7 +41,13 @@ import ipywidgets as widgets
 import torch
 from torch import nn
 
-from prune_explorer.session import InterruptedAfterCommit, Session, SessionEvent, Step
+from prune_explorer.session import (
+    InterruptedAfterCommit,
+    InvalidStepError,
+    Session,
+    SessionEvent,
+    Step,
+)
 from prune_explorer.session.analysis.wording import describe_change, percent, plural, shape_text
 
 from .errors import WidgetInputError
@@ -208,13 +214,16 @@ class Explorer:
         return self.ui.tensor.value
 
     def select(self, name: str) -> None:
-        """Choose the tensor ``name`` in the picker."""
-        if name not in self.session.names:
+        """Choose the tensor ``name`` in the picker; an alias of a tied tensor
+        (``"lm_head.weight"``) chooses the tensor it names, as everywhere in the session."""
+        try:
+            listed = self.session.info(name).name  # the session's one alias rule
+        except InvalidStepError:
             raise WidgetInputError(
                 f"Explorer.select: name {name!r} is not a prunable tensor of this model; "
                 f"choose one of {list(self.session.names)}"
-            )
-        self.ui.tensor.value = name
+            ) from None
+        self.ui.tensor.value = listed
 
     def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
         """Provide the mask the method "custom mask" applies to tensor ``name`` (1 = keep).

@@ -134,14 +134,16 @@ def _title(index: int, step: Step) -> str:
 
 
 def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None,
-               replay: tuple[str, str] | None = None) -> str:
+               replay: tuple[str, str] | None = None, *, find_ties: bool = False) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through
     :func:`~prune_explorer.session.codegen.pysource.py_str`, comments included, so no name can run
     as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
     call that gives the aliases the same pruning; a step naming an alias acts on the tensor's
-    listed address, each tensor once, as a session applies it.
+    listed address, each tensor once, as a session applies it. ``find_ties=True`` (the ties are
+    not known: a plan file that does not list them) makes the snippet find them on ``model``
+    before the first step and keep them after every step.
 
     ``replay``: ``(file name, SHA-256)`` of the safetensors file that holds the tensors of the
     steps computed from calibration (:mod:`.calibrated_lines`; :meth:`Plan.save_snippet` writes
@@ -172,8 +174,11 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         lines += HELPER
     if any(step.ties and step.method == "ln_structured" for step in steps):
         lines += SLICE_HELPER
-    if any(name in tied for step in steps for name in step.targets):
+    find_ties = find_ties and not tied and bool(steps)
+    if find_ties or any(name in tied for step in steps for name in step.targets):
         lines += alias_lines.HELPER
+    if find_ties:
+        lines += [*alias_lines.FIND_HELPER, "", *alias_lines.FIND_CALL]
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:
@@ -183,4 +188,6 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         for name in step.targets:
             if name in tied:
                 lines += alias_lines.call_lines(name, tied[name])
+        if find_ties:
+            lines += alias_lines.found_call_lines(step.targets)
     return "\n".join(lines) + "\n"

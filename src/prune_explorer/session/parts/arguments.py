@@ -43,7 +43,8 @@ class Arguments:
         name = self._state._aliases.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in self._state._known:
             if isinstance(name, str):
-                raise unknown_target(name, self._state._known, where, "name")
+                raise unknown_target(name, self._state._known, where, "name",
+                                     self._state._model)
             raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
                                    "name")
         return name

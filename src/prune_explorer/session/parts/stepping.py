@@ -32,7 +32,14 @@ from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import InterruptedAfterCommit
 from ..history.tensor_history import HistoryEntry, starting_mask
 from ..model.aliases import share_aliases
-from ..model.watch import MASK_REPLACED, MASK_WRITTEN, ModelChangedError, describe_change, seen
+from ..model.watch import (
+    MASK_REPLACED,
+    MASK_WRITTEN,
+    changed_error,
+    describe_change,
+    seen,
+    structure_changed,
+)
 from ..preview.masks import cached_cuts
 from ..preview.order_cache import TensorOrder
 from ..state import SessionState
@@ -101,6 +108,11 @@ class Stepping:
                 except BaseException as err:
                     torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
                     self.resee(journal.rollback(point))
+                    if isinstance(err, AttributeError):  # a module gone behind its back?
+                        changed = structure_changed(self._state._model, self._state._known,
+                                                    "Session")
+                        if changed is not None:
+                            raise changed from err
                     if not isinstance(err, _DryRun):
                         raise
                     return
@@ -132,11 +144,7 @@ class Stepping:
                 self._state._seen[name] = now
                 continue
             if change is not None:
-                raise ModelChangedError(
-                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
-                    "session's history no longer describes it, so it refuses to act on it. "
-                    "Start a new Session(model) to continue from the model as it is"
-                )
+                raise changed_error(where, name, change)
 
     def resee(self, names: Iterable[str]) -> None:
         # After every change (step, commit, undo, rollback, move): the aliases of a tied

@@ -46,7 +46,7 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from prune_explorer.prune.validation import excerpt, problem, show_value
@@ -54,7 +54,7 @@ from prune_explorer.prune.validation import excerpt, problem, show_value
 from ..errors import InvalidPlanError, InvalidPlanStepError, InvalidStepError
 from ..steps import step as step_module
 from ..steps.methods import check_method
-from ..steps.step import Step
+from ..steps.step import Step, check_address
 from ..tensors.packed import PackedMask
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "step_from_dict",
     "step_to_dict",
     "steps_from_dict",
+    "tied_from_dict",
 ]
 
 PLAN_FORMAT = "prune-explorer-plan"
@@ -264,13 +265,18 @@ def amount_from_json(value: Any, version: int, where: str) -> Any:
 
 
 # -- the plan document -----------------------------------------------------------------------------
-def plan_to_dict(steps: Iterable[Step]) -> dict[str, Any]:
-    """The JSON-ready document of a plan of ``steps`` (the current version)."""
-    return {
+def plan_to_dict(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None
+                 ) -> dict[str, Any]:
+    """The JSON-ready document of a plan of ``steps`` (the current version), with the model's
+    ``tied`` tensors when they are known (``{}``: none)."""
+    document: dict[str, Any] = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
         "steps": [step_to_dict(step) for step in steps],
     }
+    if tied is not None:
+        document["tied"] = {name: list(aliases) for name, aliases in tied.items()}
+    return document
 
 
 def steps_from_dict(data: Any, where: str) -> list[Step]:
@@ -300,10 +306,10 @@ def steps_from_dict(data: Any, where: str) -> list[Step]:
             f"{where}: version must be the integer {readable}; got {got}", "version"
         )
     for key in data:
-        if key not in ("format", "version", "steps"):
+        if key not in ("format", "version", "steps", "tied"):
             raise InvalidPlanError(
                 f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
-                "steps",
+                "steps and optionally tied",
                 key,
             )
     if "steps" not in data:
@@ -434,3 +440,30 @@ def _mask_from_json(value: Any, where: str) -> PackedMask:
 # Step.to_dict and Step.from_dict write and read through this module (steps/ sits below plans/).
 step_module.FORMAT.writer = step_to_dict
 step_module.FORMAT.reader = step_from_dict
+
+
+def tied_from_dict(value: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """The ``tied`` field of a plan document, checked: addresses to non-empty lists of other
+    addresses, every address once."""
+    rule = ("tied must map each tied tensor's address to the list of its other names, e.g. "
+            "{\"transformer.wte.weight\": [\"lm_head.weight\"]}")
+    if not isinstance(value, dict):
+        raise InvalidPlanError(f"{where}: {rule}; got {show_value(value)}", "tied")
+    seen: set[str] = set()
+    tied: dict[str, tuple[str, ...]] = {}
+    for name, aliases in value.items():
+        if not isinstance(aliases, list) or not aliases:
+            raise InvalidPlanError(
+                f"{where}: {rule}; got {show_value(aliases)} for {show_value(name)}", "tied")
+        try:
+            names = [check_address(a, f"{where}:", "tied") for a in (name, *aliases)]
+        except InvalidStepError as err:
+            raise InvalidPlanError(str(err), "tied") from None
+        for address in names:
+            if address in seen:
+                raise InvalidPlanError(
+                    f"{where}: tied names {show_value(address)} twice; each address belongs to "
+                    "one tied tensor, once", "tied")
+            seen.add(address)
+        tied[names[0]] = tuple(names[1:])
+    return tied

@@ -15,10 +15,11 @@ Format (``"format": "prune-explorer-shrunk"``, ``"version": 1``)::
       "layers": {
         "<module name>": {
           "type": "Conv2d" | "Conv1d" | "Conv3d" | "ConvTranspose1d/2d/3d" | "Linear"
-                  | "BatchNorm1d/2d/3d",
+                  | "BatchNorm1d/2d/3d" | "Conv1D",
           "sizes": {"in_channels": 8, "out_channels": 12, "groups": 1}  (Conv*)
                    {"in_features": 32, "out_features": 16}                  (Linear)
                    {"num_features": 12}                                     (BatchNorm*)
+                   {"nx": 32, "nf": 112}            (transformers' Conv1D: in, out features)
           "tensors": {"<parameter or buffer name>": [12, 8, 3, 3], ...}
         }, ...
       }
@@ -65,7 +66,21 @@ _SIZES: dict[type[nn.Module], tuple[str, ...]] = {
     nn.Linear: ("in_features", "out_features"),
     **{cls: ("num_features",) for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)},
 }
-_BY_NAME = {cls.__name__: cls for cls in _SIZES}
+#: Library layers, known by class name (no import of the library): ``transformers``' ``Conv1D``
+#: (GPT-2's ``c_attn``, ``c_fc``...) keeps its sizes as ``nx`` (in) and ``nf`` (out).
+_LIBRARY_SIZES: dict[str, tuple[str, ...]] = {"Conv1D": ("nx", "nf")}
+_BY_NAME = [*(cls.__name__ for cls in _SIZES), *_LIBRARY_SIZES]
+
+
+def _size_keys(module: nn.Module) -> tuple[str, ...] | None:
+    """The size attributes of a layer kind shrink resizes, or None for any other module."""
+    keys = _SIZES.get(type(module))
+    if keys is None:
+        keys = _LIBRARY_SIZES.get(type(module).__name__)
+        if keys is not None and not all(isinstance(getattr(module, k, None), int)
+                                        for k in keys):
+            return None
+    return keys
 
 
 def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -79,7 +94,7 @@ def describe(shrunk: nn.Module, original: nn.Module, model: str = "") -> dict[st
     originals = dict(original.named_modules())
     layers: dict[str, Any] = {}
     for name, module in shrunk.named_modules():
-        keys = _SIZES.get(type(module))
+        keys = _size_keys(module)
         if keys is None or name not in originals:
             continue
         sizes = {k: int(getattr(module, k)) for k in keys}
@@ -119,12 +134,12 @@ def _checked_layers(
         module = modules.get(name) if isinstance(name, str) else None
         if module is None:
             raise _fail(f"layer {name!r} is not a module of the model")
+        keys = _size_keys(module)
         if not isinstance(layer, dict) or layer.get("type") != type(module).__name__ \
-                or type(module) not in _SIZES:
+                or keys is None:
             raise _fail(f"layer {name!r} must describe a {type(module).__name__} of a kind "
                         f"shrink resizes ({', '.join(_BY_NAME)})")
         sizes, tensors = layer.get("sizes"), layer.get("tensors")
-        keys = _SIZES[type(module)]
         if not isinstance(sizes, dict) or sorted(sizes) != sorted(keys) or not all(
                 _is_count(v, 1) for v in sizes.values()):
             raise _fail(f"layer {name!r}: sizes must give {', '.join(keys)} as ints >= 1; "

@@ -41,6 +41,7 @@ from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 from ..errors import NotUndoableError
 from ..events import EventEmitter, SessionEvent
 from ..history.tensor_history import HistoryEntry
+from ..model.watch import structure_changed
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
 from ..tensors.packed import MaskBits, PackedMask
@@ -264,6 +265,14 @@ def locked(method: _F) -> _F:
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except AttributeError as err:  # a module gone behind the session's back?
+                state = getattr(self, "_state", self)
+                changed = structure_changed(state._model, state._known,
+                                            f"Session.{method.__name__}")
+                if changed is None:
+                    raise
+                raise changed from err
 
     return wrapper  # type: ignore[return-value]
