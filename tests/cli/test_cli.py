@@ -38,6 +38,7 @@ EXPECTED_NOTEBOOKS = [
     "04_plan_export.ipynb",
     "05_patterns_and_shrink.ipynb",
     "06_fine_tune_loop.ipynb",
+    "07_importance.ipynb",
 ]
 
 PLAN_STEPS = [

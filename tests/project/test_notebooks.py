@@ -29,6 +29,7 @@ EXPECTED_NOTEBOOKS = [
     "04_plan_export.ipynb",
     "05_patterns_and_shrink.ipynb",
     "06_fine_tune_loop.ipynb",
+    "07_importance.ipynb",
 ]
 STRIP_HINT = (
     "clear the outputs before committing: Edit -> Clear Outputs of All Cells in JupyterLab, or "

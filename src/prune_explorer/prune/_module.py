@@ -107,8 +107,9 @@ class ModuleSnapshot:
     names : iterable of str
         Tensor names (``"weight"``), pruned or not.
     keep_values : bool, default False
-        Also copy the values of ``name_orig`` of pruned tensors: ``remove`` multiplies them by
-        the mask in place, so only a copy can undo it.
+        Also copy the values of ``name_orig`` of pruned tensors (``remove`` multiplies them by
+        the mask in place, so only a copy can undo it), or of the plain parameter ``name`` (a
+        step that edits weights before pruning them).
     store : callable, optional
         ``store(mask) -> load`` keeps a mask buffer and returns a function that gives it back
         (e.g. as packed bits, to keep long undo histories small). Default: by reference.
@@ -160,9 +161,10 @@ class ModuleSnapshot:
                 # instead of being kept alive.
                 recompute = store is not None and mask is not None and name in self._hooked()
                 self.attributes[name] = _RECOMPUTE if recompute else module.__dict__[name]
-            orig = module._parameters.get(name + "_orig")
-            if keep_values and orig is not None:
-                self.values[name] = orig.detach().clone()
+            held = module._parameters.get(name + "_orig", module._parameters.get(name))
+            if keep_values and held is not None:  # the pruned tensor's original, or the plain one
+                key = name + "_orig" if name + "_orig" in module._parameters else name
+                self.values[key] = held.detach().clone()
 
     def _hooked(self) -> set[str | None]:
         return {getattr(h, "_tensor_name", None) for h in self.hooks.values()}
@@ -186,9 +188,9 @@ class ModuleSnapshot:
             hook._pruning_methods = methods
         for key, param in self.parameters.items():
             m._parameters[key] = param
-        for name, value in self.values.items():
+        for key, value in self.values.items():
             with torch.no_grad():
-                self.parameters[name + "_orig"].copy_(value)
+                self.parameters[key].copy_(value)
         for name, load in self.masks.items():
             mask, orig = load(), self.parameters.get(name + "_orig")
             if orig is not None and mask.device != orig.device:  # moved since (Session.to)

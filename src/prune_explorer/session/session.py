@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from prune_explorer.importance.calibration import Calibration, Loss
 from prune_explorer.prune.layers import out_dim
 from prune_explorer.prune.validation import unprunable
 
@@ -60,6 +61,7 @@ from .model.saving import guard_merging, guard_saving
 from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm, quantized_weights
 from .model.watch import MODULE_GONE, ModelChangedError, changed_error, seen
 from .parts.arguments import Arguments
+from .parts.calibrating import Calibrating
 from .parts.commits import CommitResult, CommitReview, Commits
 from .parts.previewing import Previews
 from .parts.reporting import Reports
@@ -75,6 +77,7 @@ from .preview.picture import (
     StepRequest,
     preview_picture,
 )
+from .steps.calibrated import Calibrated
 from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
@@ -214,13 +217,15 @@ class Session:
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        self._calibrated: Calibrated | None = None  # Session.calibrate's (parts/calibrating.py)
         # The parts (parts/): each works on this session's state (SessionState).
         self._stepping = Stepping(self)
         self._arguments = Arguments(self)
-        self._previews = Previews(self, self._arguments)
+        self._previews = Previews(self, self._arguments, self._stepping)
         self._reports = Reports(self, self._arguments, self._previews)
         self._commits = Commits(self, self._stepping)
         self._fine_tuning = FineTuning(self, self._stepping, undo_bytes)
+        self._calibrating = Calibrating(self, self._arguments, self._stepping)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
         guard_merging(model)  # peft's merge_and_unload refuses while it would lose the delta
 
@@ -259,9 +264,10 @@ class Session:
 
     @_told_by(Previews.preview_global)
     def preview_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
-                       amount: float | int, seed: int | None = None
-                       ) -> Mapping[str, torch.Tensor]:
-        return self._previews.preview_global(targets, method, amount=amount, seed=seed)
+                       amount: float | int, seed: int | None = None,
+                       importance: str | None = None) -> Mapping[str, torch.Tensor]:
+        return self._previews.preview_global(targets, method, amount=amount, seed=seed,
+                                             importance=importance)
 
     @_told_by(Previews.preview_cells)
     def preview_cells(self, target: str, method: str, *, row_edges: np.ndarray,
@@ -325,6 +331,17 @@ class Session:
 
     def _canonical(self, target: Any) -> Any:
         return self._arguments.canonical(target)
+
+    # -- calibration (parts/calibrating.py) ------------------------------------------------------
+    @_told_by(Calibrating.calibrate)
+    def calibrate(self, batches: Iterable[Any], loss: Loss | None = None, *,
+                  targets: Sequence[str] | None = None, per_sample: bool = True) -> Calibration:
+        return self._calibrating.calibrate(batches, loss, targets=targets, per_sample=per_sample)
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The statistics of the last :meth:`calibrate`, or None."""
+        return None if self._calibrated is None else self._calibrated.statistics
 
     # -- reports (parts/reporting.py) ------------------------------------------------------------
     @_told_by(Reports.methods)
@@ -783,15 +800,18 @@ class Session:
         *,
         amount: float | int,
         seed: int | None = None,
+        importance: str | None = None,
     ) -> Step:
         """``global_unstructured`` over ``targets``: one threshold across all of them.
 
         ``method`` is ``"l1_unstructured"`` or ``"random_unstructured"``; ``amount`` counts
-        over the union of what is still unpruned in the targets.
+        over the union of what is still unpruned in the targets. ``importance`` (with
+        ``"l1_unstructured"``): the criterion whose scores compete (see :meth:`calibrate`).
         """
         where = "Session.apply_global"
         with self.transaction():
-            step = self._arguments.global_step(where, targets, method, amount, seed)
+            step = self._arguments.global_step(where, targets, method, amount, seed,
+                                               importance=importance)
             return self._apply_ready(step, where)
 
     def apply_step(self, step: Step, *, train: TrainFunction | None = None) -> Step:

@@ -46,6 +46,8 @@ METHOD_NAMES: dict[str, str] = {
     "semi_structured": "N:M semi-structured",
     "block_structured": "blocks",
     "global_unstructured": "global",
+    "wanda_rows": "Wanda per output row",
+    "sparsegpt": "SparseGPT (prune and update)",
     "remove": "commit (prune.remove)",
 }
 
@@ -257,6 +259,17 @@ def describe_rounding(amount: float | int | None, left: int, unit: str, pruned: 
 
 
 def _what(step: Step, target: str | None) -> str:
+    if "sparsity" in step.settings:  # the methods computed from calibration
+        sparsity = step.settings["sparsity"]
+        share = sparsity if isinstance(sparsity, str) else amount_text(sparsity)
+        return f"{method_name(step.method)}, {share} of {target or step.target}"
+    text = _what_method(step, target)
+    if step.importance != "magnitude":  # the criterion's scores replace |w|
+        text += f", scored by {step.importance}"
+    return text
+
+
+def _what_method(step: Step, target: str | None) -> str:
     s = step.settings
     method = step.method
     if method in _TRAINING:

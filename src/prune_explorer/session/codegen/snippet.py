@@ -52,6 +52,7 @@ from ..steps.tied import tied_step
 from ..steps.training import TrainingStep
 from ..tensors.packed import PackedMask
 from . import alias_lines, training_lines
+from .calibrated_lines import artifact_header, calibrated_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
@@ -137,8 +138,8 @@ def _title(index: int, step: Step) -> str:
     return f"# step {index}: {step.method} on {target}"
 
 
-def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None, *,
-               find_ties: bool = False) -> str:
+def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None,
+               replay: tuple[str, str] | None = None, *, find_ties: bool = False) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through
@@ -148,6 +149,10 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     listed address, each tensor once, as a session applies it. ``find_ties=True`` (the ties are
     not known: a plan file that does not list them) makes the snippet find them on ``model``
     before the first step and keep them after every step.
+
+    ``replay``: ``(file name, SHA-256)`` of the safetensors file that holds the tensors of the
+    steps computed from calibration (:mod:`.calibrated_lines`; :meth:`Plan.save_snippet` writes
+    it); without it such steps raise ``ValueError``.
     """
     tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
     listed = {alias: name for name, aliases in tied.items() for alias in aliases}
@@ -166,6 +171,12 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         "from torch.nn.utils import prune",
         *(("", "", *MASK_DECODER.splitlines(), "") if encoded else ()),
     ]
+    if any(step.calibrated for step in steps):
+        if replay is None:
+            raise ValueError("to_snippet: steps computed from calibration (importance=, "
+                             "wanda_rows, sparsegpt) need their tensors in a file beside the "
+                             "snippet; use Plan.save_snippet(path)")
+        lines += artifact_header(*replay)
     if any(step.ties for step in steps):
         lines += HELPER
     if any(step.ties and step.method == "ln_structured" for step in steps):
@@ -181,7 +192,8 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
         lines += ["", _title(index, step)]
         if step.seed is not None:
             lines.append(f"torch.manual_seed({step.seed})")
-        lines += _step_lines(step)
+        lines += calibrated_lines(index, step, _module_expr) if step.calibrated \
+            else _step_lines(step)
         for name in step.targets:
             if name in tied:
                 lines += alias_lines.call_lines(name, tied[name])

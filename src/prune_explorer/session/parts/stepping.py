@@ -44,7 +44,7 @@ from ..preview.masks import cached_cuts
 from ..preview.order_cache import TensorOrder
 from ..state import SessionState
 from ..steps.checks import check_step
-from ..steps.execute import run_step
+from ..steps.execute import replay_tensors, run_step
 from ..steps.step import Step
 from ..steps.tied import tied_step
 from ..tensors.packed import PackedMask
@@ -162,7 +162,9 @@ class Stepping:
         located = [(name, *self._state._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit", bits=self._state._bits)
+        edits = step.spec.edits_weights  # SparseGPT: undo restores the values too
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit" or edits,
+                                  bits=self._state._bits)
         # the values as the step finds them, where they can still be pruned (what the tie note
         # reads; a sharded tensor's pruned values are not computed: tensor_of)
         found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
@@ -171,19 +173,19 @@ class Stepping:
         # The masks and the tie note, from the targets' cached orders if a preview built them
         # (no pass over the entries) or from a global L1 step's key histograms (where a
         # preview cached them); else the core computes the masks and says, on the way, how
-        # it split a tie.
+        # it split a tie. A calibrated step's scores are no cached order's.
         cuts = cached_cuts(self._state._model, step, self._state._orders) \
-            if kind == "apply" else None
+            if kind == "apply" and not step.calibrated else None
         # L1 orders valid now: after the step, restricted to the survivors, they are the new
         # state's (an O(n) pass instead of a sort on the next preview).
-        l1 = [self._state._orders.peek(module, tensor_name) if kind == "apply" else None
-              for _, module, tensor_name in located]
+        l1 = [self._state._orders.peek(module, tensor_name) if kind == "apply" and not edits
+              else None for _, module, tensor_name in located]
         action = Action(kind, step, snapshots, step.targets)
         self._state._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
-            run_step(self._state._model, step, masks)
+            ran = run_step(self._state._model, step, masks, self._state._calibrated)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
             # carry need not read it back to find out.
@@ -193,7 +195,10 @@ class Stepping:
         if kind == "apply":
             note = note_ties(self._state._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
-            step = action.step = step._noted(note)
+            replay = replay_tensors(self._state._model, step, ran, {
+                name: mask.unpack(torch.bool) for name, mask in before.items()
+            }) if step.calibrated else None
+            step = action.step = step._noted(note, ran.detail, replay)
         packed: dict[str, PackedMask] = {}
         if kind != "commit":  # every target's bits at once: one host read for their counts
             buffers = {name: getattr(module, tensor_name + "_mask")

@@ -352,6 +352,8 @@ def step_to_dict(step: Step) -> dict[str, Any]:
         out[key] = value
     if step.seed is not None:
         out["seed"] = step.seed
+    if step.importance != "magnitude":  # magnitude: no field, as plans written before
+        out["importance"] = step.importance
     return out
 
 
@@ -376,8 +378,9 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
     spec = check_method(data["method"], where)
     target_key = "targets" if spec.name == "global_unstructured" else "target"
     fields = ["method", target_key, *spec.settings]
+    optional = ("seed", "importance") if spec.scores else ("seed",)
     for key in data:
-        if key not in fields and key != "seed":
+        if key not in fields and key not in optional:
             raise InvalidStepError(
                 f"{where}: unexpected field {show_value(key)} for {spec.name}; "
                 f"its fields are: {', '.join(fields)}",
@@ -405,7 +408,8 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
             f"{show_value(data['targets'])}",
             "targets",
         )
-    step = Step._build(where, spec.name, data[target_key], settings, data.get("seed"))
+    step = Step._build(where, spec.name, data[target_key], settings, data.get("seed"),
+                       data.get("importance"))
     if not step.is_random and "seed" in data:
         raise InvalidStepError(
             f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "

@@ -269,6 +269,46 @@ class Plan:
         """
         return to_snippet(self._steps, self._tied, find_ties=self._find_ties)
 
+    def save_snippet(self, path: str | PathLike[str]) -> tuple[Path, Path | None]:
+        """Write :meth:`to_snippet` to ``path`` and, when steps were computed from calibration
+        (``importance=``, ``wanda_rows``, ``sparsegpt``), their tensors beside it in
+        ``<path stem>.safetensors`` (no pickle), whose SHA-256 the snippet checks before use.
+
+        Returns the two paths (the second None when no file was needed). Calibrated steps must
+        be those a session ran (``Session.plan``), which recorded what they computed.
+
+        Examples
+        --------
+        >>> import tempfile, torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 3)))
+        >>> _ = s.calibrate([torch.randn(8, 4)])
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5, importance="wanda")
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     code, tensors = s.plan.save_snippet(f"{folder}/plan.py")
+        ...     print(code.name, tensors.name)
+        plan.py plan.safetensors
+        """
+        import hashlib
+
+        from safetensors.torch import save
+
+        from ..codegen.calibrated_lines import replay_file_tensors
+
+        code = Path(path)
+        tensors = replay_file_tensors(self._steps)
+        if not tensors:
+            code.write_text(self.to_snippet(), encoding="utf-8")
+            return code, None
+        data = save(tensors)
+        beside = code.with_suffix(".safetensors")
+        text = to_snippet(self._steps, self._tied,
+                          (beside.name, hashlib.sha256(data).hexdigest()),
+                          find_ties=self._find_ties)
+        beside.write_bytes(data)
+        code.write_text(text, encoding="utf-8")
+        return code, beside
+
     def validate(self, model: nn.Module, *, train: TrainFunction | None = None) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.
 

@@ -32,7 +32,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -95,7 +95,10 @@ class TrainingStep(Step):
         self._target = ()
         self._settings = MappingProxyType(clean)
         self._seed = None
+        self._importance = None
         self._ties = None
+        self._detail = None
+        self._replay = None
 
     @classmethod
     def fine_tune(cls, epochs: int) -> TrainingStep:
@@ -132,7 +135,8 @@ class TrainingStep(Step):
         step._init_training(where, method, settings)
         return step
 
-    def _noted(self, ties: str | None) -> Step:
+    def _noted(self, ties: str | None, detail: str | None = None,
+               replay: Mapping[str, Any] | None = None) -> Step:
         return self
 
     def __repr__(self) -> str:

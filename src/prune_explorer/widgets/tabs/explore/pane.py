@@ -100,7 +100,7 @@ class ExplorePane(Pane):
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
                      "global_method", "global_targets", "custom", "custom_upload", "layout",
-                     "pattern", "block"):
+                     "pattern", "block", "importance"):
             ui.add(name, getattr(c, name))
         self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi, pixel_ratio=pixel_ratio)
         ui.add("preview", self.preview_pane.image)
