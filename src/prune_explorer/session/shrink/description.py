@@ -122,23 +122,32 @@ def _is_count(value: Any, minimum: int) -> bool:
         int(value) >= minimum)
 
 
-def _layer_like(module: nn.Module, sizes: dict[str, int]) -> nn.Module:
-    """A layer of ``module``'s type and settings with ``sizes``, on the meta device (no memory):
-    the shapes its tensors must have. Raises what the layer's constructor raises."""
+def _shapes_like(module: nn.Module, sizes: dict[str, int]) -> dict[str, list[int]]:
+    """The shapes the tensors of a layer of ``module``'s type and settings have with ``sizes``
+    (torch's layers are built on the meta device: no memory). Raises what the layer's
+    constructor raises."""
+    if type(module).__name__ in _LIBRARY_SIZES:  # Conv1D: weight (nx, nf), bias (nf,)
+        shapes = {"weight": [sizes["nx"], sizes["nf"]]}
+        if getattr(module, "bias", None) is not None:
+            shapes["bias"] = [sizes["nf"]]
+        return shapes
     keys: dict[str, Any] = {"device": "meta", "dtype": None}
+    like: nn.Module
     if isinstance(module, nn.Linear):
-        return nn.Linear(sizes["in_features"], sizes["out_features"],
+        like = nn.Linear(sizes["in_features"], sizes["out_features"],
                          bias=module.bias is not None, **keys)
-    if isinstance(module, nn.modules.batchnorm._BatchNorm):
-        return type(module)(sizes["num_features"], eps=module.eps, momentum=module.momentum,
+    elif isinstance(module, nn.modules.batchnorm._BatchNorm):
+        like = type(module)(sizes["num_features"], eps=module.eps, momentum=module.momentum,
                             affine=module.affine,
                             track_running_stats=module.track_running_stats, **keys)
-    conv: Any = module
-    extra = {"output_padding": conv.output_padding} if conv.transposed else {}
-    return type(module)(sizes["in_channels"], sizes["out_channels"], conv.kernel_size,
-                        stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
-                        groups=sizes["groups"], bias=conv.bias is not None,
-                        padding_mode=conv.padding_mode, **extra, **keys)
+    else:
+        conv: Any = module
+        extra = {"output_padding": conv.output_padding} if conv.transposed else {}
+        like = type(module)(sizes["in_channels"], sizes["out_channels"], conv.kernel_size,
+                            stride=conv.stride, padding=conv.padding, dilation=conv.dilation,
+                            groups=sizes["groups"], bias=conv.bias is not None,
+                            padding_mode=conv.padding_mode, **extra, **keys)
+    return {key: list(t.shape) for key, t in _tensors(like).items()}
 
 
 def _bytes(shape: list[int], like: torch.Tensor) -> int:
@@ -179,14 +188,14 @@ def _checked_layers(
             raise _fail(f"layer {name!r}: tensors must give the shape of each of "
                         f"{sorted(own)} (lists of ints >= 0 of the same rank)")
         try:
-            like = _tensors(_layer_like(module, {k: int(v) for k, v in sizes.items()}))
+            like = _shapes_like(module, {k: int(v) for k, v in sizes.items()})
         except (ValueError, TypeError, RuntimeError, OverflowError) as err:
             raise _fail(f"layer {name!r}: sizes {excerpt(repr(sizes))} do not make a "
                         f"{type(module).__name__} ({excerpt(str(err))})") from None
         for key, shape in tensors.items():
-            if [int(d) for d in shape] != list(like[key].shape):
+            if [int(d) for d in shape] != like.get(key):
                 raise _fail(f"layer {name!r}: tensor {key!r} must have the shape its sizes "
-                            f"give, {list(like[key].shape)}; got {excerpt(repr(shape))}")
+                            f"give, {like.get(key)}; got {excerpt(repr(shape))}")
         checked.append((module, sizes, tensors))
     bound = max_bytes if max_bytes is not None else _default_bound(model)
     total = sum(_bytes(shape, _tensors(module)[key])
