@@ -5,10 +5,15 @@
 * A test module whose import fails because an optional package is not installed (a GPU image
   with torch but no JupyterLab, say) is skipped with the package's name instead of breaking the
   collection of the whole run: ``pytest -m cuda`` must run wherever torch and pytest do.
+* Before each test, a Ctrl-C that ``tests/helpers/interrupts.Interrupter`` raised from its tracer
+  and that CPython 3.11 left behind as the thread's "exception being handled" is cleared, so it
+  cannot become the ``__context__`` of a later test's exceptions (see ``_no_leaked_interrupt``).
 """
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +54,24 @@ def pytest_pycollect_makemodule(
     if module_path.name == "__init__.py":
         return None  # a package's own collector
     return _Module.from_parent(parent, path=module_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_interrupt() -> None:
+    """Before each test, clear an injected KeyboardInterrupt an earlier test left behind as the
+    thread's handled exception.
+
+    The interrupt tests raise KeyboardInterrupt from a ``sys.settrace`` tracer at places a real
+    signal can land (a return, a loop's jump back). Raised from a tracer at such a place (a
+    ``return`` event inside ``torch.no_grad().__exit__``, say), CPython 3.11 can skip the
+    restore of the thread's handled exception: ``sys.exc_info()`` then still shows the interrupt
+    at the top level of every later test, and their exceptions get it as ``__context__``. No
+    real signal does this (CPython delivers those at the eval loop's own checks), and the
+    interrupt tests check the product's state, not this leftover. A plain (not generator)
+    fixture, so the thread's own exception state is the one cleared.
+    """
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt) and hasattr(
+            ctypes.pythonapi, "PyErr_SetHandledException"):
+        clear = ctypes.pythonapi.PyErr_SetHandledException
+        clear.argtypes, clear.restype = [ctypes.py_object], None
+        clear(None)

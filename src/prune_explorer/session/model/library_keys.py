@@ -89,6 +89,7 @@ def model_keys(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str,
         renamed = _renamed(model, out)
         if renamed is not None and _fitting(names, renamed) > _fitting(names, out):
             out = renamed
+    given = set(out)
     for group in groups.values():
         if len(group) < 2:
             continue
@@ -97,6 +98,9 @@ def model_keys(model: nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str,
             if saved is None:
                 continue
             for name in group:
-                if name + suffix not in out and not (suffix == "" and name + "_orig" in out):
-                    out[name + suffix] = out[saved + suffix]
+                if name + suffix in out or (suffix == "" and name + "_orig" in out):
+                    continue
+                if suffix and name in given:
+                    continue  # saved plain beside a pruned pair: stock torch's pruning untied it
+                out[name + suffix] = out[saved + suffix]
     return out
