@@ -161,7 +161,9 @@ def test_shrink_keeps_the_outputs(device):
     report = s.shrink(x, repeats=1)
     assert tuple(report.model[3].weight.shape) == (22, 128)
     assert tuple(report.model[5].weight.shape) == (16, 22)
-    torch.testing.assert_close(report.model(x), model(x))
+    # the same function; the shrunk layers add fewer (zero) terms, so float32 sums may round
+    # differently in the last bits (one output of 80 by 2e-6 relative with torch 2.13 here)
+    torch.testing.assert_close(report.model(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
