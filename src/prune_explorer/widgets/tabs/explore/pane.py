@@ -121,7 +121,7 @@ class ExplorePane:
         self.reset_row.add_class("pe-reset-row")
         self._drop_reset()
         buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        buttons.add_class("pe-buttons")
+        buttons.add_class("pe-buttons")  # over the picture, by the slider (see below)
         # The input errors: by the control they are about (CSS order in the controls), and
         # over the picture with the slider and the count line, so they share one screen.
         ui.add("control_error", widgets.HTML(value="", layout=widgets.Layout(display="none")))
@@ -132,15 +132,20 @@ class ExplorePane:
             tooltip="bigger picture and text, fewer lines: for a projector"))
         c.box.children = [w for w in c.box.children if w not in (c.amount, c.count)] + [
             ui.control_error]
-        left = widgets.VBox([c.box, buttons, ui.button_note, self.reset_row, ui.preview_info,
-                             ui.collapse_warning, ui.presentation])
+        left = widgets.VBox([c.box, ui.button_note, ui.preview_info, ui.collapse_warning,
+                             ui.presentation])
         left.add_class("pe-explore-controls")
         self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
         self.probe = SizeProbe()
         ui.add("size_probe", self.probe)
-        head = widgets.VBox([c.amount, c.count, ui.input_error, ui.count_line]
-                            + ([ui.metric] if "metric" in ui else []))
-        head.add_class("pe-picture-head")  # over the picture, on its screen
+        # Over the picture, on its screen: the slider with Apply beside it (the row wraps
+        # when narrow), Reset's question, the counts, the accuracy (why a button is off is
+        # said under the controls; an input error, over the picture).
+        slider_row = widgets.HBox([c.amount, c.count, buttons])
+        slider_row.add_class("pe-slider-row")
+        head = widgets.VBox([slider_row, self.reset_row, ui.input_error,
+                             ui.count_line] + ([ui.metric] if "metric" in ui else []))
+        head.add_class("pe-picture-head")
         picture = widgets.VBox([head, ui.preview, ui.picture_text, self.probe, self.zoom.box])
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
@@ -482,4 +487,7 @@ class ExplorePane:
         self.preview_pane.set_presentation(bool(change["new"]))
         for widget in (self.ex.ui.preview_info, self.panels.box):
             widget.layout.display = "none" if change["new"] else ""
+        if "explorer" in self.ex.ui:  # the explorer's text larger (stylesheet.py)
+            root = self.ex.ui.explorer
+            (root.add_class if change["new"] else root.remove_class)("pe-presenting")
         self.request_preview()

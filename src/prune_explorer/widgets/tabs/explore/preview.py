@@ -188,8 +188,9 @@ class PreviewPane:
         return True
 
     def set_presentation(self, on: bool) -> None:
-        """Presentation: the picture's text a quarter larger (the pane hides the detail lines
-        and the panels); applied by the next :meth:`fit`."""
+        """Presentation: the picture's text a quarter larger and no title in it (the count
+        line over it says, in larger text, what it shows; the pane hides the detail lines and
+        the panels): the cells get the title's room. Applied by the next :meth:`fit`."""
         self.presentation = bool(on)
 
     def fit(self) -> None:
@@ -205,7 +206,8 @@ class PreviewPane:
         target = (width, height, max(ratio, self.pixel_ratio), self.presentation)
         if target != self._sized:
             self.picture.resize(width, height, pixel_ratio=min(target[2], 4.0),
-                                text_scale=1.25 if self.presentation else 1.0)
+                                text_scale=1.25 if self.presentation else 1.0,
+                                titled=not self.presentation)
             self._sized = target
 
     def draw(self, mask: Any, request: PreviewRequest, *, module_type: str,
