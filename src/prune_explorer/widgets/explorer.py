@@ -279,6 +279,7 @@ class Explorer:
         self.history_pane.invalidate()
         self.compare_pane.invalidate()
         self.commit_pane.invalidate()
+        self.shrink_pane.refresh()
         self.export_pane.invalidate()
         self.request_preview()
 
