@@ -225,6 +225,8 @@ class MaskPreview:
         self.compact = False  # see resize()
         self.titled = True
         self._title = ""  # the title's text, drawn or not
+        # what the title is made of: (name, method, settings, pooled, label given)
+        self._title_of: tuple[str, Any, Any, PooledView, bool] | None = None
         self._row_digits = 1  # of the largest row tick label (compact margins)
 
     def resize(self, width: int, height: int, *, pixel_ratio: float = 1.0,
@@ -377,14 +379,47 @@ class MaskPreview:
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
         self.label = label if label is not None else NEXT_STEP if shows_step else CURRENT
-        first = title if title is not None else (name or "")
+        self._title_of = (title if title is not None else (name or ""), method, settings,
+                          pooled, label is not None)
+        self._put_title()
+        self.pooled = pooled
+        self.view = view
+        return pooled
+
+    def relabel(self, label: str) -> None:
+        """Say in the title that the picture is ``label`` now (e.g. the step just applied,
+        when it was the preview of it), its sparsity line as "before -> after"; the cells are
+        unchanged. The next :meth:`png` shows it.
+
+        Examples
+        --------
+        >>> import torch
+        >>> p = MaskPreview()
+        >>> _ = p.update(torch.tensor([[1, 0]]).bool(), before=torch.ones(1, 2).bool(),
+        ...              name="w")
+        >>> p.relabel("applied as step 1")
+        >>> p.describe().splitlines()[0]
+        'w · applied as step 1'
+        """
+        if self._title_of is None:
+            return
+        first, method, settings, pooled, _ = self._title_of
+        self.label = label
+        self._title_of = (first, method, settings, pooled, True)
+        self._put_title()
+
+    def _put_title(self) -> None:
+        # The title: the tensor and what the picture is, the method (not in a compact
+        # picture), the sparsity (now or before -> after); drawn unless titled is off.
+        assert self._title_of is not None
+        first, method, settings, pooled, given = self._title_of
         compact = self.compact and self._frame is not None
         text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
                                   method=None if compact else method,
                                   settings=None if compact else settings)
         sparsity = f"sparsity {100.0 * pooled.sparsity:.1f}%"
         if self.pooled_before is not None:
-            then = "now" if label is None else "before"
+            then = "before" if given else "now"
             sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% {then} → "
                         f"{100.0 * pooled.sparsity:.1f}% after")
         if not pooled.full_resolution:
@@ -397,11 +432,9 @@ class MaskPreview:
         tick_pt = float(ticks[0].get_fontsize()) if ticks else \
             FontProperties().get_size_in_points()
         self._title = text
-        self.ax.set_title(text if self.titled else "", fontsize="small", horizontalalignment="left",
-                          x=(_TITLE_LEFT - left) / width, pad=6.0 + 0.6 * tick_pt)
-        self.pooled = pooled
-        self.view = view
-        return pooled
+        self.ax.set_title(text if self.titled else "", fontsize="small",
+                          horizontalalignment="left", x=(_TITLE_LEFT - left) / width,
+                          pad=6.0 + 0.6 * tick_pt)
 
     def _newly(self, after: PooledView) -> np.ma.MaskedArray:
         return newly_pruned_fraction(self.pooled_before, after)
