@@ -71,6 +71,7 @@ def test_apply_counts_no_slices_channels_or_second_mask(zeros, method, monkeypat
             seen.clear()
         ex.ui.apply.click()
         assert ex.status.text.startswith("Applied")
+        ex.ui.next_preview.click()  # the picture showed the step applied until now
         assert slices == []  # no structured method on show
         assert channels == []  # the picker and the summary read zeros only
         # alive now: the mask itself when no unmasked entry is 0; else read once

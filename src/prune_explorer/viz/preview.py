@@ -672,6 +672,7 @@ class MaskPreview:
             rows, cols = self.view.shape
             lines.append(f"cell size: {box.width / cols / ratio:.1f} x "
                          f"{box.height / rows / ratio:.1f} px")
+            lines.append(f"matrix: {box.width / ratio:.0f} x {box.height / ratio:.0f} px")
         if self._frame is not None:  # what resize() was given: the same picture again
             lines.append(f"room: {self._frame[0]} x {self._frame[1]} px, pixel ratio "
                          f"{self._frame[2]:g}")

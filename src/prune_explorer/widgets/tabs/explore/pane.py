@@ -102,9 +102,10 @@ class ExplorePane:
         # counts (and, when read, masks) of the session's state, until the next change
         self.summaries = MaskSummaries(explorer.session, stamp=lambda: explorer.version)
         # After Apply the picture shows the step applied (it was its preview) until the user
-        # asks for the next: the request applied, and the version the session has after it
+        # asks for the next: the request applied, and the session's steps after it (not the
+        # version: a readout's evaluation changes that without a step)
         self._holding: PreviewRequest | None = None
-        self._hold_version: int | None = None
+        self._hold_version: tuple[int, int] | None = None
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
@@ -304,7 +305,11 @@ class ExplorePane:
     @property
     def showing_applied(self) -> bool:
         """True while the picture shows the step just applied (not a preview of the next)."""
-        return self._holding is not None and self._hold_version == self.ex.version
+        return self._holding is not None and self._hold_version == self._steps_key()
+
+    def _steps_key(self) -> tuple[int, int]:
+        steps = self.ex.session.steps
+        return len(steps), id(steps[-1]) if steps else 0
 
     def apply(self) -> None:
         """The Apply button: apply the step the controls describe. When the picture on show is
@@ -324,7 +329,7 @@ class ExplorePane:
             self.ex.apply()
         finally:
             if self._holding is not None and len(self.ex.session.steps) > steps:
-                self._hold_version = self.ex.version
+                self._hold_version = self._steps_key()
                 self._show_applied(len(self.ex.session.steps))
             elif self._holding is not None:
                 self._release()
@@ -369,7 +374,8 @@ class ExplorePane:
             self._failed(err)
             return
         if self._holding is not None:
-            if _same(request, self._holding) and self._hold_version in (None, self.ex.version):
+            if _same(request, self._holding) and self._hold_version in (None,
+                                                                        self._steps_key()):
                 return  # the step just applied stays on show until the user asks
             self._release()
         asked = (self.ex.version, request.beside_amount())
