@@ -179,6 +179,8 @@ def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale
 
         # Apply: the picture then shows the step applied, until the next preview is asked for
         expect(mlp.locator(".pe-apply").first).to_be_enabled(timeout=30_000)
+        expect(mlp.locator(".pe-count-line").first).not_to_have_class(
+            re.compile(r"\bpe-stale\b"), timeout=30_000)  # the preview of n=2 drawn
         mlp.locator(".pe-apply").first.click()
         expect(mlp.locator(".pe-count-line").first).to_contain_text("Step 1 applied",
                                                                     timeout=30_000)

@@ -15,7 +15,7 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
 * the slider shares a row with Apply, Undo and Reset (the row wraps when narrow), over the
   picture: what the class watches and the button that acts are on one screen;
 * Presentation (class ``pe-presenting`` on the explorer) sets the explorer's text at 15 px
-  (from 12-13 px) and puts the controls under the picture, whose column then takes the whole
+  (from 12-13 px; the count and accuracy lines at 14 px, so each keeps to one line at 1024x768) and puts the controls under the picture, whose column then takes the whole
   row; the notes on why a button is off give way (the input error stays over the picture);
 * the header wraps (the summary on a line of its own) instead of squeezing the pickers;
 * code (the exported snippet, the JSON) never soft-wraps: it scrolls sideways;
@@ -54,7 +54,7 @@ CSS = """
 .pe-presenting .pe-picture-head, .pe-presenting .pe-explore-controls, .pe-presenting .pe-status,
 .pe-presenting .widget-label, .pe-presenting .widget-readout { font-size: 15px; }
 .pe-presenting .pe-count-line .widget-html-content,
-.pe-presenting .pe-metric .widget-html-content { font-size: 15px; }
+.pe-presenting .pe-metric .widget-html-content { font-size: 14px; }
 .pe-presenting .pe-explore-row { flex-direction: column-reverse; }
 .pe-presenting .pe-button-note { display: none; }
 .pe-presenting .pe-explore-controls { flex: 0 0 auto; max-width: 100%; }

@@ -321,7 +321,7 @@ class ExplorePane:
         except WidgetInputError:
             current = None
         fresh = (shown is not None and current is not None and _same(shown, current)
-                 and not self.preview_pane.stale and not self.runner.pending
+                 and not self.preview_pane.stale
                  and not self.showing_applied)  # else it shows the step before
         steps = len(self.ex.session.steps)
         self._holding, self._hold_version = (current if fresh else None), None
@@ -350,6 +350,7 @@ class ExplorePane:
         ui, pane = self.ex.ui, self.preview_pane
         pane.picture.relabel(f"step {number}, applied")
         pane.image.value = pane.picture.png()
+        pane.mark_current()
         stats = self.preview_stats
         if stats is not None and self.preview_request is not None:
             done = stats.count_line(self.preview_request.target).replace("prunes", "pruned", 1)
@@ -376,6 +377,8 @@ class ExplorePane:
         if self._holding is not None:
             if _same(request, self._holding) and self._hold_version in (None,
                                                                         self._steps_key()):
+                if self._hold_version is not None:  # what it shows is current: not dimmed
+                    self.preview_pane.mark_current()
                 return  # the step just applied stays on show until the user asks
             self._release()
         asked = (self.ex.version, request.beside_amount())
@@ -477,6 +480,9 @@ class ExplorePane:
             self._draw(request)
 
     def _draw(self, request: PreviewRequest) -> None:
+        holding = self._holding
+        if holding is not None and _same(request, holding):
+            return  # queued before Apply (a resize): the step applied stays on show
         self.preview_pane.fit()  # the room the browser reported, before the cells are cut
         try:  # one session call, under its lock: what to draw (see Session.preview_picture)
             seen = self.ex.session.preview_picture(

@@ -260,8 +260,7 @@ class PreviewPane:
             width = str(self.picture.css_size[0])
             if self.image.width != width:
                 self.image.width = width
-        for widget in (self.image, self.info, self.count_line):
-            widget.remove_class("pe-stale")
+        self.mark_current()
         numel = math.prod(shape)
         head = (
             f'<div class="pe-info-tensor"><b>{esc(request.target)}</b> · '
@@ -290,6 +289,12 @@ class PreviewPane:
     def stale(self) -> bool:
         """True while the picture and counts are of older settings (see :meth:`mark_stale`)."""
         return "pe-stale" in self.image._dom_classes
+
+    def mark_current(self) -> None:
+        """Undo :meth:`mark_stale` without redrawing: what is on show is current after all
+        (the step just applied, which was its preview)."""
+        for widget in (self.image, self.info, self.count_line):
+            widget.remove_class("pe-stale")
 
     def mark_stale(self) -> None:
         """Dim the last picture and strike its counts: they are not of the current controls
