@@ -734,7 +734,8 @@ def test_bad_custom_masks_in_the_constructor_leave_the_session_untouched():
 
 def test_after_apply_the_picture_shows_state_and_step_apart_and_says_which_it_is(ex):
     ex.ui.amount.value = 0.5
-    ex.ui.apply.click()  # 48 of 96 pruned; the controls now preview the next 0.5
+    ex.ui.apply.click()  # 48 of 96 pruned; the picture shows that step until asked
+    ex.ui.next_preview.click()  # the controls now preview the next 0.5
     picture = ex.preview_pane.picture
     title = picture.ax.get_title()
     assert "preview of the next step" in title

@@ -331,9 +331,8 @@ class ExplorePane:
             if self._holding is not None and len(self.ex.session.steps) > steps:
                 self._hold_version = self._steps_key()
                 self._show_applied(len(self.ex.session.steps))
-            elif self._holding is not None:
+            elif self._holding is not None:  # nothing applied: the preview is still current
                 self._release()
-                self.request_preview()
 
     def next_preview(self) -> None:
         """The *Preview next step* button: preview the controls' step on the pruned tensor."""
