@@ -83,7 +83,7 @@ panels""",
 
 def save_png(png: bytes, path: Path) -> int:
     """Write ``png`` palette-compressed (256 colours, octree: small colour areas such as the
-    pale yellow of "pruned before" keep their hue; the UI is flat); return the size."""
+    lemon yellow of "pruned before" keep their hue; the UI is flat); return the size."""
     from PIL import Image
 
     image = Image.open(io.BytesIO(png)).convert("RGB")

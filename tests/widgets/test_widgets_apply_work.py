@@ -121,7 +121,7 @@ STEPS = [
 
 @pytest.mark.parametrize(("method", "controls"), STEPS)
 def test_after_apply_the_picture_of_now_is_counted_not_read(method, controls, monkeypatch):
-    # The picture's "now" (pale yellow: pruned before) comes from the session's cell counts of
+    # The picture's "now" (lemon yellow: pruned before) comes from the session's cell counts of
     # the same step pruning nothing; it is exactly the pooled Session.alive, and the mask of
     # now is read only when the zoom asks for it.
     ex = _explorer()

@@ -743,7 +743,7 @@ def test_after_apply_the_picture_shows_state_and_step_apart_and_says_which_it_is
     new = picture.new_image.get_array()
     pruned_now = ~ex.session.mask("0.weight").numpy()
     pruned_next = (ex.preview_mask == 0).numpy()
-    # vermillion exactly on what this step prunes; pruned-before cells stay pale yellow
+    # vermillion exactly on what this step prunes; pruned-before cells stay lemon yellow
     assert np.array_equal(~new.mask, pruned_next & ~pruned_now)
     assert np.array_equal(ex.preview_array == 0, pruned_next)
     # a tensor outside the global targets is the current state, with no step drawn

@@ -310,7 +310,7 @@ class MaskPreview:
         :func:`~prune_explorer.viz.views.shape_only`).
 
         ``before``: the kept mask before a step, when ``mask`` is a preview of it. The picture
-        then shows three classes -- kept, pruned before (pale yellow), pruned by this step
+        then shows three classes -- kept, pruned before (lemon yellow), pruned by this step
         (vermillion) -- is labelled :data:`NEXT_STEP` and states the sparsity now and after.
         Without it, ``mask`` is the current state (:data:`CURRENT`). The same ``before``
         object is pooled once and reused (pass the same tensor while only the step changes).
