@@ -135,3 +135,10 @@ def test_a_control_or_a_session_change_ends_the_picture_of_the_step_applied(ask)
     assert ex.preview_pane.picture.label == "preview of the next step"
     assert not ex.ui.apply.disabled
     ex.close()
+
+
+def test_the_picture_in_words_says_it_shows_the_step_applied():
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.apply.click()
+    assert "step 1, applied" in ex.ui.picture_text.value
+    ex.close()

@@ -349,6 +349,7 @@ class ExplorePane:
         ui, pane = self.ex.ui, self.preview_pane
         pane.picture.relabel(f"step {number}, applied")
         pane.image.value = pane.picture.png()
+        pane.tell()
         pane.mark_current()
         stats = self.preview_stats
         if stats is not None and self.preview_request is not None:

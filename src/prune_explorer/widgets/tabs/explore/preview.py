@@ -280,8 +280,12 @@ class PreviewPane:
         self.info.value = head + body
         self.count_line.value = "" if stats is None else (
             f'<span class="pe-count-text">{esc(stats.count_line(request.target))}</span>')
-        # The picture in words (title, axes, ticks) for screen readers, and for checks that
-        # cannot read pixels; kept off screen (an Image widget cannot carry a title in 8.1).
+        self.tell()
+
+    def tell(self) -> None:
+        """Put the picture in words (title, axes, ticks) for screen readers, and for checks
+        that cannot read pixels; kept off screen (an Image widget cannot carry a title in
+        8.1)."""
         self.words.value = esc(self.picture.describe()).replace("\n", "<br>")
 
 
