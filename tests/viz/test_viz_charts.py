@@ -137,7 +137,7 @@ def test_sensitivity_draws_one_sorted_line_per_target_and_scope():
     assert ax.get_title() == "Sensitivity: accuracy vs sparsity"
     labels = [t.get_text() for t in drawn.legend.get_texts()]
     assert "fc1.weight (global)" in labels
-    assert "unpruned 0.97" in labels
+    assert "unpruned 97.0%" in labels  # a share reads in %, as everywhere else
 
 
 def test_sensitivity_can_use_amount_on_the_x_axis():

@@ -298,10 +298,16 @@ def plot_sensitivity(
                 label=label,
             )
             lines[target, scope] = line
+    # Scores that are shares (all within 0..1, as an accuracy) read in %, as everywhere else
+    scores = [float(v) for v in df["score"]] + ([] if baseline is None else [float(baseline)])
+    shares = bool(scores) and all(0.0 <= v <= 1.0 for v in scores)
+    if shares:
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     baseline_line = None
     if baseline is not None:
+        said = f"{100 * baseline:.1f}%" if shares else f"{baseline:g}"
         baseline_line = ax.axhline(
-            baseline, color="0.45", linewidth=1.0, linestyle="-.", label=f"unpruned {baseline:g}"
+            baseline, color="0.45", linewidth=1.0, linestyle="-.", label=f"unpruned {said}"
         )
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_xlabel("sparsity (share of weights pruned)" if x == "sparsity" else "amount")
