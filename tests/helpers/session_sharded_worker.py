@@ -23,7 +23,8 @@ from helpers.dist import Allocations, full, setup
 from prune_explorer import Session
 from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Plan, Step
-from prune_explorer.session.model.sharded import ShardedMask, is_sharded
+from prune_explorer.session.tensors.packed import ShardedMask
+from prune_explorer.session.tensors.sharded import is_sharded
 
 TARGETS = ["0.weight", "2.weight"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,3 +273,80 @@ def test_the_session_reaches_the_core_through_its_interface(path):
     private = sorted({m for m, _ in imports(path, package)
                       if m.startswith("prune_explorer.prune._")})
     assert private == []
+
+
+SESSION = PACKAGE / "session"
+
+
+def session_graph(folder: Path = SESSION, prefix: str = "prune_explorer.") -> dict[str, set[str]]:
+    """module -> the modules of the session package (``folder``) it imports: at run time,
+    inside a function, or only for types under ``TYPE_CHECKING`` -- every import is an edge.
+    Package ``__init__`` modules are nodes too (``from .. import Session`` imports one)."""
+    paths = sorted(folder.rglob("*.py"))
+
+    def name(path: Path) -> str:
+        parts = path.relative_to(folder.parent).with_suffix("").parts
+        return prefix + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        module = name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        graph[module] = {m for m, _ in imports(path, package) if m in modules} - {module}
+    return graph
+
+
+def room_of(module: str, base: str = "prune_explorer.session") -> str | None:
+    """The session sub-package (``history``, ``steps``...) a module belongs to; None for the
+    modules directly in ``session/`` (``session.py``, ``errors.py``...) and the package."""
+    parts = module[len(base) + 1:].split(".") if module != base else []
+    return parts[0] if len(parts) > 1 or (parts and module in _PACKAGES) else None
+
+
+_PACKAGES = {module_name(p) for p in SESSION.rglob("__init__.py")}
+
+
+def rooms_both_ways(graph: dict[str, set[str]], base: str = "prune_explorer.session",
+                    rooms: Callable[[str], str | None] | None = None) -> list[tuple[str, str]]:
+    """The pairs of session sub-packages that import each other (any module of one importing
+    any module of the other, each way), sorted."""
+    room = rooms or (lambda m: room_of(m, base))
+    pairs = {(room(m), room(d)) for m, deps in graph.items() for d in deps}
+    pairs = {(a, b) for a, b in pairs if a is not None and b is not None and a != b}
+    return sorted((a, b) for a, b in pairs if (b, a) in pairs and a < b)
+
+
+def test_no_two_session_rooms_import_each_other():
+    """The session's sub-packages are layered: when ``steps/`` imports ``model/``, nothing in
+    ``model/`` imports ``steps/`` (not even for types, not even inside a function)."""
+    graph = session_graph()
+    assert len({room_of(m) for m in graph} - {None}) >= 8
+    assert rooms_both_ways(graph) == []
+
+
+def test_the_session_has_no_import_cycle():
+    """No session module imports, even only for types or inside a function, one that imports
+    it back (no ``Session`` imported for its types by the session's own parts)."""
+    graph = session_graph()
+    assert len(graph) > 40
+    assert any(graph.values())
+    assert cycles(graph) == []
+
+
+def test_the_session_checks_see_type_only_and_deferred_imports(tmp_path):
+    folder = tmp_path / "sess"
+    for room in ("a", "b"):
+        (folder / room).mkdir(parents=True)
+        (folder / room / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "__init__.py").write_text("from .top import Top\n", encoding="utf-8")
+    (folder / "top.py").write_text("from .a.one import x\n", encoding="utf-8")
+    (folder / "a" / "one.py").write_text("def f():\n    from ..b.two import y\n", encoding="utf-8")
+    (folder / "b" / "two.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a.one import x\n"
+        "    from .. import Top\n", encoding="utf-8")
+    graph = session_graph(folder, prefix="")
+    assert graph["sess.b.two"] == {"sess", "sess.a.one"}
+    assert rooms_both_ways(graph, rooms=lambda m: m.split(".")[1]
+                           if m.count(".") >= 2 else None) == [("a", "b")]
+    assert cycles(graph) == [["sess", "sess.a.one", "sess.b.two", "sess.top"]]

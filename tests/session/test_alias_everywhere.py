@@ -22,7 +22,7 @@ from torch import nn
 from prune_explorer import Session
 from prune_explorer.prune.engine import SMALL
 from prune_explorer.session import Plan, Step
-from prune_explorer.session.slider.previews import kept_count, slices_pruned, window_reader
+from prune_explorer.session.preview.masks import kept_count, slices_pruned, window_reader
 
 T.logging.set_verbosity_error()
 

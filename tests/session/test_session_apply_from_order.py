@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 import prune_explorer.prune.methods as core_methods
-import prune_explorer.session.history.journal as transaction
+import prune_explorer.session.parts.stepping as transaction
 from prune_explorer.session import Session
-from prune_explorer.session.slider.previews import cached_cuts
+from prune_explorer.session.preview.masks import cached_cuts
 from prune_explorer.session.steps.step import Step
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 import prune_explorer.session.analysis.frames as reports
-import prune_explorer.session.analysis.reporting as reporting
-import prune_explorer.session.history.packed as packed
+import prune_explorer.session.parts.reporting as reporting
+import prune_explorer.session.tensors.packed as packed
 from prune_explorer.session import Session
-from prune_explorer.session.slider.order_cache import TensorOrder, _state
+from prune_explorer.session.preview.order_cache import TensorOrder, _state
 from prune_explorer.viz.pooling import block_edges
 
 ROWS, COLS = block_edges(400, 37), block_edges(600, 23)
@@ -258,7 +258,7 @@ def test_a_global_apply_without_a_preview_sorts_no_keys_and_a_preview_does(monke
     # float32 targets above CHUNK: a slider's cuts read a window of bins gathered around the
     # first cut, then, once the cut has left REGATHER windows, runs of every key sorted (built
     # once); a single cut, an apply on its own, gathers its bin by one pass instead of a sort
-    import prune_explorer.session.slider.global_cut as global_cut_module
+    import prune_explorer.session.preview.global_cut as global_cut_module
     from prune_explorer import prune
 
     monkeypatch.setattr(global_cut_module, "WINDOW_SHARE", 0.01)  # windows of 1% of the keys

@@ -10,7 +10,7 @@ import torch
 from helpers.ops import OpCounter, kernels
 from prune_explorer.prune import _radix, _select_device, engine
 from prune_explorer.session import PackedMask
-from prune_explorer.session.model.sharded import count_alive, nonzero_summary
+from prune_explorer.session.tensors.sharded import count_alive, nonzero_summary
 
 SHAPES = [(), (5,), (7, 3), (4, 5, 6), (0, 3), (3, 0), (40,), (9, 1, 2), (3, 17)]
 

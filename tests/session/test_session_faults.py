@@ -25,8 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from helpers.session import assert_exact_state, exact_state, fill_tie_free
 from prune_explorer.session import Plan, Step
-from prune_explorer.session.history import journal as transaction_module
-from prune_explorer.session.history.packed import PackedMask
+from prune_explorer.session.parts import stepping as transaction_module
+from prune_explorer.session.tensors.packed import PackedMask
 from prune_explorer.widgets import Explorer
 
 TENSORS = ("0.weight", "0.bias", "2.weight")

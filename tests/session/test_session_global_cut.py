@@ -14,9 +14,9 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Session
-from prune_explorer.session.slider.global_cut import KeyHistogram, _Source, global_cut
-from prune_explorer.session.slider.order_cache import OrderCache
-from prune_explorer.session.slider.previews import GlobalPreview
+from prune_explorer.session.preview.global_cut import KeyHistogram, _Source, global_cut
+from prune_explorer.session.preview.masks import GlobalPreview
+from prune_explorer.session.preview.order_cache import OrderCache
 
 AMOUNTS = [0.0, 0.01, 0.25, 0.5, 0.77, 0.999, 1.0, 3, 100_000]
 
@@ -226,7 +226,7 @@ def test_sorted_keys_of_an_already_pruned_tensor_skip_its_pruned_entries():
 
 
 def test_sorted_keys_decode_every_run_exactly():
-    from prune_explorer.session.slider.compact_keys import STRIDE, SortedKeys
+    from prune_explorer.session.preview.compact_keys import STRIDE, SortedKeys
 
     g = torch.Generator().manual_seed(3)
     w = torch.randn(3 * STRIDE + 17, generator=g) * 0.02

@@ -17,7 +17,7 @@ from helpers.session import assert_exact_state, exact_state, mlp
 from helpers.widgets import mlp as widget_mlp
 from prune_explorer import prune
 from prune_explorer.session import InterruptedAfterCommit, Session
-from prune_explorer.session.history.interrupts import held_interrupts
+from prune_explorer.session.transaction.interrupts import held_interrupts
 from prune_explorer.widgets import Explorer
 
 
@@ -183,7 +183,7 @@ def test_the_explorer_says_failed_when_nothing_changed(monkeypatch):
     ex = Explorer(widget_mlp(), debounce=None)
     ex.select("0.weight")
     before = exact_state(ex.session.model)
-    from prune_explorer.session.history import journal as transaction
+    from prune_explorer.session.parts import stepping as transaction
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

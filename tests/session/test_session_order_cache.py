@@ -16,7 +16,7 @@ from torch import nn
 
 from prune_explorer import prune
 from prune_explorer.session import Session
-from prune_explorer.session.slider.order_cache import OrderCache, TensorOrder
+from prune_explorer.session.preview.order_cache import OrderCache, TensorOrder
 from prune_explorer.viz.pooling import block_edges, pool_fraction
 
 AMOUNTS = [0.0, 0.01, 0.25, 0.5, 0.77, 0.999, 1.0, 3, 100_000]
@@ -182,7 +182,7 @@ def test_explorer_draws_the_sessions_cell_counts(monkeypatch):
 
 
 def test_global_preview_builds_only_the_masks_asked_for():
-    from prune_explorer.session.slider.previews import GlobalPreview, kept_count
+    from prune_explorer.session.preview.masks import GlobalPreview, kept_count
 
     s = Session(_model(torch.bfloat16))
     s.apply("1.weight", "l1_unstructured", amount=0.3)
@@ -201,7 +201,7 @@ def test_global_preview_builds_only_the_masks_asked_for():
 
 
 def test_explorer_global_step_counts_without_building_other_masks(monkeypatch):
-    from prune_explorer.session.slider.previews import GlobalPreview
+    from prune_explorer.session.preview.masks import GlobalPreview
     from prune_explorer.widgets import Explorer
 
     built = []
@@ -234,7 +234,7 @@ def test_explorer_with_a_few_exact_zeros_counts_from_the_order_exactly(method, m
     # A weight with a few entries exactly 0 (alive = kept by the mask and nonzero): the picture
     # and counts come from the session's cell counts less the zeros the mask keeps, and equal
     # what pooling the alive mask gives.
-    from prune_explorer.session.slider import l1_order as tensor_order
+    from prune_explorer.session.preview import l1_order as tensor_order
     from prune_explorer.widgets import Explorer
 
     def run(fast: bool):

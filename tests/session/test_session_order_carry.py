@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from prune_explorer.session import Session
-from prune_explorer.session.slider.order_cache import TensorOrder, _state
+from prune_explorer.session.preview.order_cache import TensorOrder, _state
 from prune_explorer.viz.pooling import block_edges
 
 ROWS, COLS = block_edges(400, 37), block_edges(500, 23)

@@ -231,7 +231,7 @@ def test_preview_equals_apply_on_tied_values(shape, method, settings):
     ("random_structured", {"amount": 0.25, "dim": 0, "seed": 5}),
 ])
 def test_preview_masks_counts_without_a_mask_and_builds_preview_on_read(method, settings):
-    from prune_explorer.session.slider.previews import kept_count, slices_pruned
+    from prune_explorer.session.preview.masks import kept_count, slices_pruned
     from prune_explorer.session.steps.checks import kept_slices
 
     model = torch.nn.Sequential(torch.nn.Linear(600, 400)).to(torch.bfloat16)  # cached, tied

@@ -16,14 +16,14 @@ from torch import nn
 
 from prune_explorer.session import InvalidStepError, Session
 from prune_explorer.session.analysis.frames import collapsed_layers
-from prune_explorer.session.slider.picture import (
+from prune_explorer.session.preview.masks import LocalPreview
+from prune_explorer.session.preview.picture import (
     MaskSummaries,
     MaskSummary,
     PreviewPicture,
     StepCounts,
     StepRequest,
 )
-from prune_explorer.session.slider.previews import LocalPreview
 
 ROWS = np.array([0, 90, 250, 400])
 COLS = np.array([0, 7, 333, 600])
@@ -136,7 +136,7 @@ def test_the_picture_is_what_the_separate_calls_give(method, settings, zeros):
                          [c for c in CASES if c[0] not in ("identity",)],
                          ids=[i for i in IDS if i != "identity"])
 def test_a_slider_picture_builds_no_mask(method, settings, monkeypatch):
-    from prune_explorer.session.slider import global_cut, order_cache, slice_scores
+    from prune_explorer.session.preview import global_cut, order_cache, slice_scores
 
     s = _session()
     summaries = MaskSummaries(s)

@@ -14,8 +14,8 @@ from torch import nn
 
 from prune_explorer import prune
 from prune_explorer.session import Session
-from prune_explorer.session.slider.order_cache import OrderCache, TensorOrder
-from prune_explorer.session.slider.previews import make_method
+from prune_explorer.session.preview.masks import make_method
+from prune_explorer.session.preview.order_cache import OrderCache, TensorOrder
 from prune_explorer.viz.pooling import block_edges, pool_fraction
 
 AMOUNTS = [0.0, 0.013, 0.3, 0.5, 0.77, 1.0, 3, 140_000]

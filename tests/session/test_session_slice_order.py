@@ -19,8 +19,8 @@ from torch import nn
 
 from prune_explorer import prune
 from prune_explorer.session import Session
-from prune_explorer.session.slider.previews import make_method
-from prune_explorer.session.slider.slice_scores import SliceScores
+from prune_explorer.session.preview.masks import make_method
+from prune_explorer.session.preview.slice_scores import SliceScores
 from prune_explorer.viz.pooling import block_edges, pool_fraction
 
 AMOUNTS = [0.0, 0.01, 0.37, 1.0, 3]
@@ -239,7 +239,7 @@ def test_the_core_decides_where_no_scores_are_kept():
 
 
 def test_explorer_structured_slider_step_computes_no_norm_and_pools_no_mask(monkeypatch):
-    import prune_explorer.session.slider.slice_scores as slice_order
+    import prune_explorer.session.preview.slice_scores as slice_order
     import prune_explorer.viz.preview as viz_preview
     from prune_explorer.viz import pool_view, tensor_view
     from prune_explorer.widgets import Explorer
@@ -283,7 +283,7 @@ def test_the_magnitude_view_reads_the_slider_s_slice_norms_not_its_own():
 def test_line_counts_are_kept_for_both_kept_and_alive_pictures():
     # The explorer asks for kept and alive cell counts on every step; one cached grid used to
     # thrash between the two, recounting the whole tensor twice per slider move.
-    from prune_explorer.session.slider.order_cache import OrderCache
+    from prune_explorer.session.preview.order_cache import OrderCache
 
     layer = torch.nn.Linear(600, 400)
     scores = OrderCache().slices(layer, "weight", prune.LnStructured(0.5, n=2, dim=1))

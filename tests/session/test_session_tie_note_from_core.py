@@ -16,7 +16,7 @@ from torch import nn
 
 from prune_explorer.prune import _select, _select_device, engine
 from prune_explorer.session import Session
-from prune_explorer.session.history import journal
+from prune_explorer.session.parts import stepping as journal
 
 
 def _weights(shape: tuple[int, ...], kind: str, dtype: torch.dtype, seed: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ import torch
 from helpers.session import assert_exact_state, exact_state, mlp
 from helpers.widgets import mlp as widget_mlp
 from prune_explorer.session import Plan, Session, Step
-from prune_explorer.session.history import journal as session_module
+from prune_explorer.session.parts import stepping as session_module
 from prune_explorer.widgets import Explorer
 
 PLAN = Plan([

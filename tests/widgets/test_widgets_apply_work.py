@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import prune_explorer.session.analysis.frames as reports
-import prune_explorer.session.slider.picture as slider_picture
+import prune_explorer.session.preview.picture as slider_picture
 from prune_explorer.session.analysis.wording import percent
 from prune_explorer.viz.pooling import pool_view
 from prune_explorer.viz.preview import NEXT_STEP

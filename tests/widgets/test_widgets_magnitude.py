@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from helpers.widgets import _tie_free, mlp
-from prune_explorer.session.slider.order_cache import SMALL
+from prune_explorer.session.preview.order_cache import SMALL
 from prune_explorer.widgets import Explorer
 
 
@@ -108,7 +108,7 @@ def test_bins_are_computed_once_per_state_and_rebuilt_after_apply(opened, monkey
     ex = opened(big())
     ex.select("0.weight")
     panel = ex.explore_pane.panels.magnitudes
-    from prune_explorer.session.slider import magnitudes as module
+    from prune_explorer.session.preview import magnitudes as module
 
     built = []
     real = module._build

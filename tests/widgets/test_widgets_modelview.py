@@ -6,8 +6,8 @@ import pytest
 from torch import nn
 
 from helpers.widgets import _tie_free, mlp
-from prune_explorer.session.slider.order_cache import SMALL
-from prune_explorer.session.slider.previews import GlobalPreview
+from prune_explorer.session.preview.masks import GlobalPreview
+from prune_explorer.session.preview.order_cache import SMALL
 from prune_explorer.widgets import Explorer
 
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from prune_explorer.session.slider import global_cut as global_cut
-from prune_explorer.session.slider import order_cache as order_cache
-from prune_explorer.session.slider import slice_scores as slice_order
+from prune_explorer.session.preview import global_cut as global_cut
+from prune_explorer.session.preview import order_cache as order_cache
+from prune_explorer.session.preview import slice_scores as slice_order
 from prune_explorer.viz import pool_view, tensor_view
 from prune_explorer.viz import views as views_module
 from prune_explorer.widgets import Explorer

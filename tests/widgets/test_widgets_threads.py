@@ -14,7 +14,7 @@ import torch
 
 from helpers.widgets import mlp
 from prune_explorer.session import Session
-from prune_explorer.session.slider import previewing as session_module
+from prune_explorer.session.parts import previewing as session_module
 from prune_explorer.widgets.parts.status import StatusBar
 
 

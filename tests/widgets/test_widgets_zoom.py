@@ -94,7 +94,7 @@ def test_a_slider_step_with_the_zoom_open_reads_the_window_only(monkeypatch):
     # An unstructured local preview of a tensor the session keeps an order of (over
     # order_cache.SMALL entries): the zoom reads its window's ranks from that order; no mask
     # of the whole tensor is built (it was, every step, before).
-    from prune_explorer.session.slider.order_cache import SMALL, TensorOrder
+    from prune_explorer.session.preview.order_cache import SMALL, TensorOrder
 
     ex = make(_tie_free(nn.Sequential(nn.Linear(500, 400))))
     assert ex.session.info("0.weight").numel > SMALL
@@ -332,7 +332,7 @@ def test_a_preview_window_is_that_window_of_the_whole_mask(shape):
     # LocalPreview.window reads ranks in the zoom's matrix layout (as_matrix): conv weights
     # flattened into columns, a 1-D tensor as one row.
     from prune_explorer.session import Session
-    from prune_explorer.session.slider.previews import window_reader
+    from prune_explorer.session.preview.masks import window_reader
 
     g = torch.Generator().manual_seed(4)
     model = nn.Module()
@@ -355,7 +355,7 @@ def test_a_window_reader_gives_none_once_an_apply_consumed_its_order():
     from matplotlib.figure import Figure
 
     from prune_explorer.session import Session
-    from prune_explorer.session.slider.previews import window_reader
+    from prune_explorer.session.preview.masks import window_reader
     from prune_explorer.viz.zoom import UPDATING, ZoomPlot
 
     g = torch.Generator().manual_seed(6)

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import IO
 
 from . import files
+from .arguments import CHECKPOINT_HELP, EXIT_STATUSES, FORCE_HELP, MODEL_HELP
 from .checkpoints import checkpoint_bytes, output_format
 from .model import load_checkpoint
 from .plans import apply_plan, read_plan
 
-__all__ = ["cmd_apply"]
+__all__ = ["add_command", "cmd_apply"]
 
 
 def cmd_apply(args: argparse.Namespace, out: IO[str]) -> int:
@@ -57,3 +58,32 @@ def cmd_apply(args: argparse.Namespace, out: IO[str]) -> int:
               "<name>_mask pairs (undoable; `prune-explorer report` reads them; --commit makes "
               "pruning permanent).", file=out)
     return 0
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Declare ``apply`` and its arguments on the parser's ``commands``."""
+    apply = commands.add_parser(
+        "apply",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
+        help="apply a JSON plan to a saved state_dict and save the result",
+        description="Apply a JSON plan to the model in CHECKPOINT and save its state_dict to "
+        "OUTPUT. Without --commit pruned tensors are saved as <name>_orig + <name>_mask (as "
+        "torch.nn.utils.prune leaves them); with --commit pruning is made permanent "
+        "(prune.remove) and the keys are those of the unpruned model.",
+    )
+    apply.add_argument("checkpoint", metavar="CHECKPOINT", help=CHECKPOINT_HELP)
+    apply.add_argument("plan", metavar="PLAN", help="JSON plan (exported by the explorer)")
+    apply.add_argument("-o", "--output", required=True,
+                       help="where to save the state_dict: .safetensors or .pt by its suffix, "
+                       "else in the format of CHECKPOINT; '-' for standard output")
+    apply.add_argument("--commit", action="store_true",
+                       help="make pruning permanent (prune.remove) before saving")
+    apply.add_argument("--model", help=MODEL_HELP)
+    apply.add_argument("--shrink", action="store_true",
+                       help="remove the channels pruning made dead (Torch-Pruning) and save the "
+                       "smaller state_dict plus OUTPUT.shrunk.json, the JSON description of the "
+                       "layers to resize before loading it")
+    apply.add_argument("--force", action="store_true", help=FORCE_HELP)
+    apply.add_argument("--input-shape",
+                       help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
+                       "(the demo models know theirs)")

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import IO
 
 from . import files
+from .arguments import EXIT_STATUSES, FORCE_HELP
 from .checkpoints import checkpoint_bytes, output_format
 
-__all__ = ["cmd_demo_checkpoint"]
+__all__ = ["add_command", "cmd_demo_checkpoint"]
 
 
 def cmd_demo_checkpoint(args: argparse.Namespace, out: IO[str]) -> int:
@@ -39,3 +40,19 @@ def cmd_demo_checkpoint(args: argparse.Namespace, out: IO[str]) -> int:
           f"`prune-explorer report {output}` or `prune-explorer apply {output} plan.json "
           "-o pruned.pt`.", file=out)
     return 0
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Declare ``demo-checkpoint`` and its arguments on the parser's ``commands``."""
+    demo = commands.add_parser(
+        "demo-checkpoint",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
+        help="save the trained demo model's state_dict, to try report and apply on",
+        description="Write the state_dict of a trained demo model (the one the notebooks use) "
+        "to OUTPUT: .safetensors or .pt by its suffix, else torch.save format; '-' for "
+        "standard output.",
+    )
+    demo.add_argument("output", metavar="OUTPUT", help="file to write, e.g. model.pt")
+    demo.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                      help="which demo model (default: mlp, the quickstart's)")
+    demo.add_argument("--force", action="store_true", help=FORCE_HELP)

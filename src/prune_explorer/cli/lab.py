@@ -14,6 +14,7 @@ import importlib.util
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import MutableMapping, Sequence
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_LAB_DIR",
     "LOCALHOST",
     "QUICKSTART",
+    "add_command",
     "bundled_notebooks",
     "cmd_lab",
     "copy_notebooks",
@@ -273,3 +275,50 @@ def cmd_lab(args: argparse.Namespace, out: IO[str]) -> int:
     )
     out.flush()
     return exec_lab(cmd, directory)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 65535]; got {text!r}") \
+            from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 65535]; got {value}")
+    return value
+
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+def _ip(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if not _HOST.match(text):
+        raise argparse.ArgumentTypeError(
+            "must be an IP address (127.0.0.1, 0.0.0.0 for every interface, 192.168.1.20) or a "
+            f"host name; got {text!r}"
+        )
+    return text
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Declare ``lab`` and its arguments on the parser's ``commands``."""
+    lab = commands.add_parser(
+        "lab",
+        help="open the teaching notebooks in JupyterLab",
+        description="Copy the bundled notebooks into a working folder (never over an edited "
+        "copy) and start JupyterLab on the quickstart notebook, on 127.0.0.1 (or --ip) with "
+        "token authentication.",
+    )
+    lab.add_argument("--dir", default=DEFAULT_LAB_DIR,
+                     help=f"working folder for the notebooks (default: ./{DEFAULT_LAB_DIR})")
+    lab.add_argument("--port", type=_port, default=None,
+                     help="port to serve on (default: JupyterLab's, 8888 or the next free one)")
+    lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    lab.add_argument("--ip", type=_ip, default=LOCALHOST, metavar="ADDRESS",
+                     help="address to listen on (default: 127.0.0.1, this machine only); e.g. "
+                     "0.0.0.0 for a classroom. Off loopback JupyterLab requires its token or a "
+                     "password and refuses to start with authentication disabled")

@@ -7,7 +7,7 @@ failure becomes a :class:`CLIError` naming the file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .errors import CLIError, check_input_file
 
@@ -37,7 +37,7 @@ def read_plan(path: Path, what: str) -> Plan:
 def apply_plan(plan: Plan, model: nn.Module, plan_path: Path, ckpt_path: Path) -> Session:
     """Apply ``plan`` to ``model`` all-or-nothing; errors name both files."""
     try:
-        return plan.apply(model)
+        return cast("Session", plan.apply(model))  # Plan.apply runs it with a Session
     except (ValueError, TypeError, RuntimeError, KeyError, IndexError) as exc:
         raise CLIError(
             f"plan {str(plan_path)!r} does not fit the model of CHECKPOINT "

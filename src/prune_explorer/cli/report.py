@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from . import files
+from .arguments import CHECKPOINT_HELP, EXIT_STATUSES, FORCE_HELP, MODEL_HELP
 from .model import load_checkpoint
 from .plans import apply_plan, read_plan
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["cmd_report", "csv_bytes", "printable"]
+__all__ = ["add_command", "cmd_report", "csv_bytes", "printable"]
 
 
 def printable(report: pd.DataFrame) -> pd.DataFrame:
@@ -90,3 +91,22 @@ def cmd_report(args: argparse.Namespace, out: IO[str]) -> int:
         print(f"Wrote {csv_path} ({len(report)} rows, columns {', '.join(report.columns)})",
               file=out)
     return 0
+
+
+def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Declare ``report`` and its arguments on the parser's ``commands``."""
+    report = commands.add_parser(
+        "report",
+        epilog=f"Exit status: {EXIT_STATUSES}.",
+        help="print the sparsity report of a saved state_dict",
+        description="Print one row per tensor (shape, zeros, sparsity, fully pruned channels, "
+        "methods) of a state_dict saved with torch.save(model.state_dict(), path), after "
+        "applying a JSON plan if --plan is given. Pruning saved as <name>_orig/<name>_mask "
+        "pairs is read back and listed as custom_from_mask.",
+    )
+    report.add_argument("checkpoint", metavar="CHECKPOINT", help=CHECKPOINT_HELP)
+    report.add_argument("--model", help=MODEL_HELP)
+    report.add_argument("--plan", help="JSON plan to apply first (exported by the explorer)")
+    report.add_argument("--csv",
+                        help="also write the report to this CSV file ('-': standard output)")
+    report.add_argument("--force", action="store_true", help=FORCE_HELP)

@@ -17,18 +17,18 @@ prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)
 from .analysis.conformance import pattern_report
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
-from .history.commits import CommitResult, CommitReview
-from .history.packed import PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
 from .model.state_dict import InvalidMaskError, StateDictMismatchError, load_pruned_state_dict
 from .model.targets import TensorInfo
 from .model.watch import ModelChangedError
+from .parts.commits import CommitResult, CommitReview
 from .plans.plan import InvalidPlanError, Plan
 from .session import Session
 from .shrink.description import InvalidDescriptionError
 from .shrink.description import describe as describe_shrunk
 from .shrink.description import rebuild as rebuild_shrunk
 from .steps.step import Step
+from .tensors.packed import PackedMask
 
 __all__ = [
     "CommitResult",

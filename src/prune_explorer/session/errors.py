@@ -1,4 +1,5 @@
-"""Exceptions raised by the session layer.
+"""Every exception and warning the session layer raises, in one place (the modules that raise
+them re-export theirs: ``prune_explorer.session.plans.format.InvalidPlanError`` is this one).
 
 Examples
 --------
@@ -12,7 +13,23 @@ Step: amount must be a float in [0, 1] or an int >= 0; got 1.5
 
 from __future__ import annotations
 
-__all__ = ["InterruptedAfterCommit", "InvalidStepError", "NotUndoableError", "one_line"]
+from collections.abc import Sequence
+
+__all__ = [
+    "InterruptedAfterCommit",
+    "InvalidDescriptionError",
+    "InvalidMaskError",
+    "InvalidPlanError",
+    "InvalidPlanStepError",
+    "InvalidStepError",
+    "InvalidTensorError",
+    "ModelChangedError",
+    "NotUndoableError",
+    "PruningNotSavedWarning",
+    "ShrinkError",
+    "StateDictMismatchError",
+    "one_line",
+]
 
 
 class InvalidStepError(ValueError, TypeError):
@@ -54,3 +71,58 @@ def one_line(exc: BaseException) -> str:
     cut = text.find(". ")
     text = text[: cut + 1] if 0 < cut < 200 else text[:200]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class InvalidPlanError(ValueError):
+    """A plan document is not valid: not UTF-8 JSON, wrong layout, or a bad step.
+
+    ``step`` is the index of the offending step and ``field`` the offending field, when there
+    is one.
+    """
+
+    def __init__(self, message: str, field: str | None = None, step: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.step = step
+
+
+class InvalidPlanStepError(InvalidPlanError, InvalidStepError):
+    """One step of a plan document is invalid (both an ``InvalidPlanError`` and an
+    ``InvalidStepError``, so either ``except`` catches it)."""
+
+
+class InvalidTensorError(ValueError):
+    """A tensor of a ``state_dict`` holds no plain data (sparse, nested, quantized, meta,
+    complex: see :mod:`~prune_explorer.session.model.tensor_kinds`); ``key`` names it."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class InvalidMaskError(InvalidTensorError):
+    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
+
+
+class StateDictMismatchError(ValueError):
+    """The ``state_dict`` does not fit the model; ``problems`` lists each mismatch in words."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+class PruningNotSavedWarning(UserWarning):
+    """Saving a model whose pruning a library's loader would not restore."""
+
+
+class ModelChangedError(NotUndoableError):
+    """The model's pruning of a tensor is no longer what the session left there."""
+
+
+class InvalidDescriptionError(ValueError):
+    """A shrunk-architecture description that does not fit the format or the model."""
+
+
+class ShrinkError(RuntimeError):
+    """Shrink could not trace or shrink the model; the cause is in the message."""

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
-from .history.interrupts import machinery
 from .steps.step import Step
+from .transaction.interrupts import machinery
 
 __all__ = ["EVENT_KINDS", "EventEmitter", "SessionEvent"]
 

@@ -32,11 +32,13 @@ Step('global_unstructured', ['0.weight', '2.weight'], pruning_method='l1_unstruc
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -44,28 +46,53 @@ from torch import nn
 from prune_explorer.prune.layers import out_dim
 
 from .analysis.frames import effective_tensor
-from .analysis.reporting import Reporting
 from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
-from .history.commits import CommitResult, CommitReview, Committing
-from .history.journal import Action, Journal, locked
-from .history.packed import MaskBits, PackedMask
 from .history.tensor_history import HistoryEntry, TensorHistory
-from .model.aliases import tied_step, unshared
-from .model.hooks import find_hook, hook_methods, method_name, refresh_pruned
+from .model.aliases import unshared
+from .model.hooks import find_hook, hook_methods, refresh_pruned
 from .model.saving import guard_saving
-from .model.sharded import ones_mask, refuse_move, refuse_sharded
 from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
 from .model.watch import ModelChangedError, seen
+from .parts.arguments import Arguments
+from .parts.commits import CommitResult, CommitReview, Commits
+from .parts.previewing import Previews
+from .parts.reporting import Reports
+from .parts.stepping import Stepping
+from .plans import plan as _plans
 from .plans.plan import Plan
-from .slider.magnitudes import MagnitudeCache
-from .slider.order_cache import OrderCache
+from .preview.magnitudes import MagnitudeCache, Magnitudes
+from .preview.order_cache import OrderCache
+from .preview.picture import (
+    CellEdges,
+    MaskSummaries,
+    PreviewPicture,
+    StepRequest,
+    preview_picture,
+)
 from .steps.checks import check_step
-from .steps.methods import METHODS, check_seed
+from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
+from .steps.tied import tied_step
+from .tensors.packed import MaskBits, PackedMask, ones_mask
+from .tensors.sharded import refuse_move, refuse_sharded
+from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _told_by(source: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a method that hands over to one of the session's parts the part's docstring, so
+    ``help(Session.x)`` reads the same wherever ``x`` lives."""
+    def document(method: _F) -> _F:
+        method.__doc__ = source.__doc__
+        return method
+
+    return document
+
 
 def _placement(model: nn.Module, histories: dict[str, list[HistoryEntry]]
                ) -> Callable[[], None]:
@@ -98,7 +125,7 @@ def _placement(model: nn.Module, histories: dict[str, list[HistoryEntry]]
     return put_back
 
 
-class Session(Reporting, Committing):
+class Session:
     """An exploration of pruning on ``model``, which it prunes in place.
 
     Parameters
@@ -124,8 +151,12 @@ class Session(Reporting, Committing):
     ``torch.nn.utils.prune``: the same dtype as the parameter, 1 = kept.
 
     Every public method holds the session's re-entrant :attr:`lock`, and every action is all
-    or nothing (see :meth:`transaction`). Pruning changed on the model behind the session's
-    back is refused with :class:`ModelChangedError` (see :mod:`prune_explorer.session.model.watch`).
+    or nothing (see :meth:`transaction`). The public methods are all here; those that only
+    hand over to one of the session's parts (``parts/``: previews, reports, commits, the
+    transaction) say which, and each part sees the session through
+    :class:`~prune_explorer.session.state.SessionState` only. Pruning changed on the model
+    behind the session's back is refused with :class:`ModelChangedError` (see
+    :mod:`prune_explorer.session.model.watch`).
 
     Examples
     --------
@@ -172,7 +203,159 @@ class Session(Reporting, Committing):
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        # The parts (parts/): each works on this session's state (SessionState).
+        self._stepping = Stepping(self)
+        self._arguments = Arguments(self)
+        self._previews = Previews(self, self._arguments)
+        self._reports = Reports(self, self._arguments, self._previews)
+        self._commits = Commits(self, self._stepping)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
+
+    # -- the session's state, as its parts see it (SessionState) ---------------------------------
+    def _locate(self, name: str) -> tuple[nn.Module, str]:
+        info = self._known[name]
+        return self._model.get_submodule(info.module_name), info.tensor_name
+
+    # -- the transaction (parts/stepping.py) -----------------------------------------------------
+    @property
+    def lock(self) -> threading.RLock:
+        """The session's re-entrant lock; hold it to make several calls one atomic read."""
+        return self._lock
+
+    @_told_by(Stepping.transaction)
+    def transaction(self, *, dry_run: bool = False) -> contextlib.AbstractContextManager[Any]:
+        return self._stepping.transaction(dry_run=dry_run)
+
+    def _check_in_sync(self, names: Iterable[str], where: str) -> None:
+        self._stepping.check_in_sync(names, where)
+
+    # -- previews (parts/previewing.py) ----------------------------------------------------------
+    @_told_by(Previews.preview)
+    def preview(self, target: str, method: str, *, seed: int | None = None,
+                **settings: Any) -> torch.Tensor:
+        return self._previews.preview(target, method, seed=seed, **settings)
+
+    @_told_by(Previews.preview_masks)
+    def preview_masks(self, target: str, method: str, *, seed: int | None = None,
+                      **settings: Any) -> Mapping[str, torch.Tensor]:
+        return self._previews.preview_masks(target, method, seed=seed, **settings)
+
+    @_told_by(Previews.preview_global)
+    def preview_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
+                       amount: float | int, seed: int | None = None
+                       ) -> Mapping[str, torch.Tensor]:
+        return self._previews.preview_global(targets, method, amount=amount, seed=seed)
+
+    @_told_by(Previews.preview_cells)
+    def preview_cells(self, target: str, method: str, *, row_edges: np.ndarray,
+                      col_edges: np.ndarray, targets: Sequence[str] | None = None,
+                      seed: int | None = None, alive: bool = False, **settings: Any
+                      ) -> np.ndarray | None:
+        return self._previews.preview_cells(target, method, row_edges=row_edges,
+                                            col_edges=col_edges, targets=targets, seed=seed,
+                                            alive=alive, **settings)
+
+    @locked
+    def preview_picture(
+        self,
+        request: StepRequest,
+        *,
+        cell_edges: CellEdges | None = None,
+        summaries: MaskSummaries | None = None,
+    ) -> PreviewPicture:
+        """Everything one picture of a previewed step is drawn from, in one consistent reading.
+
+        The masks of :meth:`preview_masks` (or :meth:`preview_global`), the shown tensor's
+        counts now, the kept entries per picture cell from :meth:`preview_cells` where the
+        session's order tells them, a reader of windows, the other targets' kept counts and
+        the targets' sizes: what a view needs to draw the step and count it, decided here. A
+        slider step on a cached tensor builds no mask; what is lazy stays lazy until read.
+
+        Parameters
+        ----------
+        request : StepRequest
+            The step and the tensor shown (``request.target``).
+        cell_edges : callable, optional
+            ``shape -> (row_edges, col_edges)`` of the picture's cells (matrix view, rank >=
+            2); without it the picture pools :attr:`PreviewPicture.shown`, read here.
+        summaries : MaskSummaries, optional
+            The current state's summaries, kept by the caller between pictures so counts and
+            slices are read once per state; a fresh one by default.
+
+        Returns
+        -------
+        PreviewPicture
+            Finish its numbers with :meth:`PreviewPicture.counts` once the picture is pooled.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer import Session
+        >>> from prune_explorer.session.preview.picture import StepRequest
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4)))
+        >>> picture = s.preview_picture(StepRequest("0.weight", "l1_unstructured",
+        ...                                         {"amount": 0.25}))
+        >>> picture
+        PreviewPicture('0.weight', l1_unstructured, shape=(4, 8), pooled mask, mask built)
+        >>> picture.counts(shown_kept=int(picture.shown().sum())).stats.units_pruned
+        8
+        """
+        return preview_picture(self, request, cell_edges=cell_edges, summaries=summaries)
+
+
+    def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
+        return self._previews.preview_step(step, where)
+
+    def _canonical(self, target: Any) -> Any:
+        return self._arguments.canonical(target)
+
+    # -- reports (parts/reporting.py) ------------------------------------------------------------
+    @_told_by(Reports.methods)
+    def methods(self, name: str) -> tuple[str, ...]:
+        return self._reports.methods(name)
+
+    @_told_by(Reports.alive)
+    def alive(self, name: str, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self._reports.alive(name, mask)
+
+    @_told_by(Reports.kept_count)
+    def kept_count(self, name: str, *, alive: bool = False) -> int:
+        return self._reports.kept_count(name, alive=alive)
+
+    @_told_by(Reports.zeros_after)
+    def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
+        return self._reports.zeros_after(masks)
+
+    @_told_by(Reports.magnitudes)
+    def magnitudes(self, name: str, *, n: Any = None, dim: int | None = None) -> Magnitudes:
+        return self._reports.magnitudes(name, n=n, dim=dim)
+
+    @_told_by(Reports.report)
+    def report(self, totals: bool = False) -> pd.DataFrame:
+        return self._reports.report(totals)
+
+    @_told_by(Reports.zeros)
+    def zeros(self) -> dict[str, int]:
+        return self._reports.zeros()
+
+    @_told_by(Reports.memory_report)
+    def memory_report(self) -> pd.DataFrame:
+        return self._reports.memory_report()
+
+    @_told_by(Reports.compare_global_local)
+    def compare_global_local(self, names: Sequence[str] | None = None, amount: float | int = 0.5,
+                             *, collapse_threshold: float = 0.99) -> pd.DataFrame:
+        return self._reports.compare_global_local(names, amount,
+                                                  collapse_threshold=collapse_threshold)
+
+    # -- commits (parts/commits.py) --------------------------------------------------------------
+    @_told_by(Commits.review_commit)
+    def review_commit(self, names: str | Iterable[str] | None = None) -> CommitReview:
+        return self._commits.review_commit(names)
+
+    @_told_by(Commits.commit)
+    def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
+        return self._commits.commit(names)
 
     # -- what the session holds -----------------------------------------------------------------
     @property
@@ -188,7 +371,7 @@ class Session(Reporting, Committing):
 
     def info(self, name: str) -> TensorInfo:
         """Address, module type, shape and numel of one tensor."""
-        return self._known[self._check_name(name, "Session.info")]
+        return self._known[self._arguments.check_name(name, "Session.info")]
 
     def default_targets(self) -> list[str]:
         """The tensors people usually prune: weights of rank >= 2 (Linear, Conv and the like)
@@ -323,7 +506,8 @@ class Session(Reporting, Committing):
         """
         where = "Session.apply_global"
         return self._first_refusal(where, lambda: [
-            self._global_step(where, targets, method, amount, None, draw=False)], plan=False)
+            self._arguments.global_step(where, targets, method, amount, None, draw=False)],
+            plan=False)
 
     @locked
     def plan_blocker(self, steps: Iterable[Step]) -> str | None:
@@ -368,10 +552,10 @@ class Session(Reporting, Committing):
                 step = tied_step(step, self._known, self._aliases, at)
                 if touched.isdisjoint(step.targets):
                     check_step(self._model, self._known, step, at)
-                    self._check_in_sync(step.targets, at)
+                    self._stepping.check_in_sync(step.targets, at)
                 else:  # what it may do depends on the earlier steps' masks (see plan_blocker)
                     for name in step.targets:
-                        self._check_name(name, at)
+                        self._arguments.check_name(name, at)
                     run = True
                 touched.update(step.targets)
             if run:  # only running the earlier steps tells: run them all, leave no trace
@@ -413,13 +597,13 @@ class Session(Reporting, Committing):
     @locked
     def history(self, name: str) -> TensorHistory:
         """History of ``name``: the mask after each step that touched it (entry 0: as found)."""
-        name = self._check_name(name, "Session.history")
+        name = self._arguments.check_name(name, "Session.history")
         return TensorHistory(name, list(self._histories[name]))
 
     @locked
     def mask(self, name: str) -> torch.Tensor:
         """Current mask of ``name`` as a bool tensor (all True if not pruned or committed)."""
-        name = self._check_name(name, "Session.mask")
+        name = self._arguments.check_name(name, "Session.mask")
         module, tensor_name = self._locate(name)
         if find_hook(module, tensor_name) is None:
             return torch.ones_like(getattr(module, tensor_name), dtype=torch.bool)
@@ -428,7 +612,7 @@ class Session(Reporting, Committing):
     @locked
     def tensor(self, name: str) -> torch.Tensor:
         """The values the forward pass uses for ``name`` (``orig * mask`` if pruned), detached."""
-        name = self._check_name(name, "Session.tensor")
+        name = self._arguments.check_name(name, "Session.tensor")
         return effective_tensor(*self._locate(name))
 
     def on_change(self, callback: Callable[[SessionEvent], object]) -> Callable[[], None]:
@@ -483,7 +667,7 @@ class Session(Reporting, Committing):
         """
         where = "Session.apply"
         with self.transaction():
-            step = self._make_step(where, method, target, settings, seed, single=True)
+            step = self._arguments.make_step(where, method, target, settings, seed, single=True)
             bias = self._bias_of(step, where) if with_bias is not False else None
             done = self._apply_ready(step, where)
             if bias is not None:
@@ -519,7 +703,7 @@ class Session(Reporting, Committing):
         current = getattr(bias_module, bias_name + "_mask", None)
         kept_now = torch.ones_like(alive) if current is None else current.detach().cpu() != 0
         if bool((kept_now & ~alive).any()):  # some bias entry of a dead unit is still kept
-            self._apply_ready(self._make_step(where, "custom_from_mask", bias,
+            self._apply_ready(self._arguments.make_step(where, "custom_from_mask", bias,
                                               {"mask": alive}, None, single=True), where)
 
     def apply_global(
@@ -537,8 +721,8 @@ class Session(Reporting, Committing):
         """
         where = "Session.apply_global"
         with self.transaction():
-            return self._apply_ready(self._global_step(where, targets, method, amount, seed),
-                                     where)
+            step = self._arguments.global_step(where, targets, method, amount, seed)
+            return self._apply_ready(step, where)
 
     def apply_step(self, step: Step) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
@@ -553,9 +737,9 @@ class Session(Reporting, Committing):
     def _apply_ready(self, step: Step, where: str) -> Step:
         if step.method == "remove":
             step = tied_step(step, self._known, self._aliases, where)  # as recorded
-            self._commit([step.target], where)
+            self._commits.commit_in_transaction([step.target], where)
             return step
-        step = self._run(step, where)
+        step = self._stepping.run(step, where)
         self._journal.emit(SessionEvent("apply", step.targets, (step,)))
         return step
 
@@ -596,9 +780,9 @@ class Session(Reporting, Committing):
         if blocker is not None:
             raise NotUndoableError(f"{where}: {blocker}")
         action = journal.actions[-1]
-        self._check_in_sync(action.names, where)
+        self._stepping.check_in_sync(action.names, where)
         journal.undo_last()
-        self._resee(action.names)
+        self._stepping.resee(action.names)
         journal.emit(SessionEvent("undo", action.names, (action.step,)))
         return action
 
@@ -617,11 +801,11 @@ class Session(Reporting, Committing):
                 raise NotUndoableError(f"{where}: {blocker}")
             if journal.actions:
                 names = tuple(dict.fromkeys(n for a in journal.actions for n in a.names))
-                self._check_in_sync(names, where)
+                self._stepping.check_in_sync(names, where)
                 steps = self.steps
                 while journal.actions:
                     journal.undo_last()
-                self._resee(names)
+                self._stepping.resee(names)
                 journal.emit(SessionEvent("reset", names, steps))
             kept = [n for n in self._known if find_hook(*self._locate(n)) is not None]
         if kept:  # pruning the session did not do stays: say so
@@ -640,7 +824,7 @@ class Session(Reporting, Committing):
             if self._journal.depth:
                 raise NotUndoableError("Session.to: cannot move the model inside a transaction")
             with self.transaction():  # an interrupt half-way moves everything back
-                self._check_in_sync(self._known, "Session.to")
+                self._stepping.check_in_sync(self._known, "Session.to")
                 refuse_move(self._model, device, "Session.to")
                 self._journal.on_rollback(self.names, _placement(self._model, self._histories))
                 self._model.to(device)
@@ -650,7 +834,7 @@ class Session(Reporting, Committing):
                         HistoryEntry(e.index, e.step, e.mask.to(device))
                         for e in self._histories[name]
                     ]
-                self._resee(self._known)
+                self._stepping.resee(self._known)
                 self._journal.emit(SessionEvent("to", (), ()))
         return self
 
@@ -710,3 +894,6 @@ class Session(Reporting, Committing):
             f"{steps} step{'s' * (steps != 1)} ({undoable} undoable), "
             f"{masked:,} of {total:,} entries masked ({share:.1%}))"
         )
+
+
+_plans.RUNNER.session = Session  # Plan.apply and Plan.validate run plans with a Session

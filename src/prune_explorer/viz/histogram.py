@@ -8,9 +8,9 @@ the pruned part shaded, a line at the cut):
   costs a few string operations (no figure, no PNG).
 * :func:`plot_magnitudes` -- the matplotlib version, for notebooks and reports.
 
-The bins come from :meth:`prune_explorer.session.slider.magnitudes.Magnitudes.histogram` and the
+The bins come from :meth:`prune_explorer.session.preview.magnitudes.Magnitudes.histogram` and the
 cut from
-:meth:`~prune_explorer.session.slider.magnitudes.Magnitudes.cut`.
+:meth:`~prune_explorer.session.preview.magnitudes.Magnitudes.cut`.
 
 Examples
 --------

@@ -34,15 +34,15 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from prune_explorer.session.slider.picture import CountingSession
+from prune_explorer.session.preview.picture import CountingSession
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
     from prune_explorer.session import Session, Step
-    from prune_explorer.session.slider.magnitudes import Magnitudes
-    from prune_explorer.session.slider.picture import (
+    from prune_explorer.session.preview.magnitudes import Magnitudes
+    from prune_explorer.session.preview.picture import (
         CellEdges,
         MaskSummaries,
         PreviewPicture,
@@ -61,7 +61,7 @@ class ExploreSession(CountingSession, Protocol):
     """The questions the Explore tab asks the session (a part of ``Session``'s API): the
     tensors and their facts, the one call a picture is drawn from, what the buttons may do,
     and for the panels the zeros after a step, the sorted importances and the weights. The
-    summaries of the current masks read :class:`~prune_explorer.session.slider.picture.
+    summaries of the current masks read :class:`~prune_explorer.session.preview.picture.
     CountingSession`'s ``mask``, ``alive``, ``kept_count`` and ``info``."""
 
     @property

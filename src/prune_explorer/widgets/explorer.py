@@ -90,7 +90,7 @@ class Explorer:
     evaluate : callable, optional
         ``fn(model) -> float`` or a dict of named floats (test accuracy, say). Shown for the
         current state and for the previewed step (``pe-metric``), computed in the background
-        on a trial copy of the model; the model is never touched (see :mod:`.metric`).
+        on a trial copy of the model; the model is never touched (see :mod:`.tabs.explore.metric`).
     metric_label : str, optional
         What ``evaluate`` measures, for its readout ("test accuracy"); default: the
         function's ``metric_label`` attribute, else "score".

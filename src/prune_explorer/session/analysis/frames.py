@@ -47,8 +47,8 @@ from torch import nn
 from prune_explorer.prune.engine import kept_attribute
 
 from ..model.hooks import find_hook
-from ..model.sharded import count_nonzero, nonzero_summary
 from ..model.targets import TensorInfo
+from ..tensors.sharded import count_nonzero, nonzero_summary
 from .wording import ReportFrame
 
 __all__ = [
@@ -99,7 +99,7 @@ def _dead_slices(per_dim: list[torch.Tensor]) -> dict[int, int]:
 
 def channels_pruned(tensor: torch.Tensor) -> dict[int, int]:
     """``{dim: slices along dim that are entirely 0}`` for every dim of ``tensor`` (a
-    collective for a DTensor: per-slice counts are all-reduced, see :mod:`.distributed`)."""
+    collective for a DTensor: per-slice counts are all-reduced, see :mod:`..tensors.sharded`)."""
     if tensor.numel() == 0:
         return {d: 0 for d in range(tensor.dim())}
     return _dead_slices(nonzero_summary(tensor)[1])

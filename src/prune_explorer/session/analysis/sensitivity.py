@@ -20,8 +20,9 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pandas as pd
 import torch
@@ -29,10 +30,40 @@ from torch import nn
 
 from ..errors import InvalidStepError
 
-if TYPE_CHECKING:
-    from .. import Session
+__all__ = ["COLUMNS", "SweptSession", "sensitivity"]
 
-__all__ = ["COLUMNS", "sensitivity"]
+
+class SweptSession(Protocol):
+    """What a sweep asks of a session (a part of ``Session``'s API): its targets, previews to
+    check the settings, dry-run transactions to prune in, and the model to score."""
+
+    @property
+    def model(self) -> nn.Module:
+        """The model pruned in place."""
+
+    def default_targets(self) -> list[str]:
+        """The tensors swept when given none."""
+
+    def _canonical(self, target: Any) -> Any:
+        """``target`` with each alias of a tied tensor replaced by its listed address."""
+
+    def preview(self, target: str, method: str, *, seed: int | None = None,
+                **settings: Any) -> torch.Tensor:
+        """The mask a step would leave."""
+
+    def mask(self, name: str) -> torch.Tensor:
+        """The current bool mask of ``name``."""
+
+    def transaction(self, *, dry_run: bool = False) -> contextlib.AbstractContextManager[Any]:
+        """All or nothing; ``dry_run`` always rolls back."""
+
+    def apply(self, target: str, method: str, *, seed: int | None = None,
+              with_bias: bool = False, **settings: Any) -> Any:
+        """Do a step on one tensor."""
+
+    def apply_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
+                     amount: float | int, seed: int | None = None) -> Any:
+        """Do a global step."""
 
 #: Columns of the table :func:`sensitivity` returns (long format, one row per evaluation).
 COLUMNS = ["target", "scope", "amount", "sparsity", "score"]
@@ -64,7 +95,7 @@ def _progress(total: int, enabled: bool | None) -> Any:
 
 
 def sensitivity(
-    session: Session,
+    session: SweptSession,
     evaluate: Callable[[nn.Module], float],
     *,
     targets: Sequence[str] | None = None,

@@ -1,4 +1,4 @@
-"""Snippet lines that keep tied parameters tied on stock torch (see :mod:`.aliases`).
+"""Snippet lines that keep tied parameters tied on stock torch (see :mod:`..model.aliases`).
 
 ``torch.nn.utils.prune`` re-parametrises only the module it is given: pruning GPT-2's
 ``transformer.wte`` leaves ``lm_head`` on the unpruned values, and ``prune.remove`` later writes

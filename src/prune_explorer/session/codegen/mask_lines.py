@@ -29,7 +29,7 @@ import hashlib
 import textwrap
 import zlib
 
-from ..history.packed import PackedMask
+from ..tensors.packed import PackedMask
 from .pysource import py_str
 
 __all__ = ["MASK_DECODER", "MASK_IMPORTS", "encoded_mask_lines"]

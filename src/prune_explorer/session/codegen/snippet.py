@@ -46,10 +46,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
-from ..history.packed import PackedMask
-from ..model.aliases import tied_step
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
+from ..steps.tied import tied_step
+from ..tensors.packed import PackedMask
 from . import alias_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines

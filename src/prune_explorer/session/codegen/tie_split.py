@@ -52,12 +52,12 @@ from torch import nn
 from prune_explorer.prune import engine
 from prune_explorer.prune.engine import Layout, local_draws
 
-from ..history.packed import PackedMask
-from ..model.sharded import count_alive, is_dtensor, reduce_extremes, shard_of
-from ..slider.global_cut import GlobalCut
-from ..slider.order_cache import TensorOrder
+from ..preview.global_cut import GlobalCut
+from ..preview.order_cache import TensorOrder
 from ..steps.seeding import draws_for, generator_for
 from ..steps.step import Step, split_address
+from ..tensors.packed import PackedMask
+from ..tensors.sharded import count_alive, is_dtensor, reduce_extremes, shard_of
 
 __all__ = ["note_from_cuts", "note_ties", "split_of"]
 
@@ -219,7 +219,7 @@ def _note_sharded(model: nn.Module, step: Step, inner: str, before: Mapping[str,
     core split one; a step that pruned nothing has none). Otherwise (L1 steps; random steps the
     core computed densely) the largest pruned and the smallest kept key of each shard are
     reduced. Keys: ``|importance|`` for L1, read where the mask was 1 (``importance`` may be
-    the core's stand-in, see :func:`~prune_explorer.session.model.sharded.tensor_of`); for
+    the core's stand-in, see :func:`~prune_explorer.session.tensors.sharded.tensor_of`); for
     random steps the negated draws, each rank drawing the one-process stream again from the
     step's seed and keeping its own positions. Every shard is read a chunk at a time in the
     keys' own dtype (nothing shard-sized is allocated, but the draws of that random case)."""

@@ -1,5 +1,5 @@
-"""What the session did and the one way to take it back: per-tensor history of masks stored as
-bits (:mod:`.tensor_history`, :mod:`.packed`), the journal that makes every public action a
-transaction, exact on any exception (:mod:`.journal`), and what a commit changes and frees
-(:mod:`.commits`).
+"""What the session did, tensor by tensor: the mask after every step, stored as bits
+(:mod:`.tensor_history`). The journal that takes steps back is
+:mod:`prune_explorer.session.transaction`; what a commit changes and frees is
+:mod:`prune_explorer.session.parts.commits`.
 """

@@ -27,9 +27,9 @@ import pandas as pd
 import torch
 
 from ..analysis.wording import ReportFrame
-from ..model.sharded import ShardedMask, count_nonzero, is_dtensor
 from ..steps.step import Step
-from .packed import PackedMask
+from ..tensors.packed import PackedMask, ShardedMask
+from ..tensors.sharded import count_nonzero, is_dtensor
 
 __all__ = ["HISTORY_COLUMNS", "HistoryEntry", "TensorHistory", "starting_mask"]
 

@@ -41,7 +41,7 @@ Examples
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from torch import nn
@@ -49,12 +49,11 @@ from torch import nn
 from prune_explorer.prune.engine import HOOK_TYPE
 
 from ..errors import InvalidStepError
-from ..steps.step import Step, split_address
+from ..tensors.sharded import is_dtensor
 from .hooks import find_hook
-from .sharded import is_dtensor
-from .targets import TensorInfo
+from .targets import TensorInfo, split_address
 
-__all__ = ["check_alias_names", "share_aliases", "share_pruning", "tied_step", "unshared"]
+__all__ = ["check_alias_names", "share_aliases", "share_pruning", "unshared"]
 
 
 def _rename(mapping: dict[str, Any], old: str, new: str, value: Any) -> None:
@@ -180,21 +179,6 @@ def share_aliases(model: nn.Module, info: TensorInfo) -> None:
 def _alias(model: nn.Module, address: str) -> tuple[nn.Module, str]:
     module_name, name = split_address(address)
     return model.get_submodule(module_name), name
-
-
-def tied_step(step: Step, known: Mapping[str, TensorInfo], aliases: Mapping[str, str],
-              where: str, model: nn.Module | None = None) -> Step:
-    """``step`` acting on the listed address of each tied tensor it names through an alias
-    (each tensor once), after :func:`check_alias_names` (given ``model``); ``step`` itself
-    when it names none."""
-    targets = list(dict.fromkeys(aliases.get(t, t) for t in step.targets))
-    if targets != list(step.targets):
-        step = Step._build(where, step.method, targets if step.is_global else targets[0],
-                           step.settings, step.seed)
-    for name in targets:
-        if model is not None and name in known and known[name].aliases:
-            check_alias_names(model, known[name], where)
-    return step
 
 
 def unshared(model: nn.Module, info: TensorInfo) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 Pruning ``module.weight`` turns it into a ``weight_orig`` parameter, a ``weight_mask`` buffer, a
 plain ``weight`` attribute (``orig * mask``) and a forward pre-hook (a pruning method, or a
-``PruningContainer`` of them). This module finds that hook and names its methods. Capturing and
+``PruningContainer`` of them). This module finds that hook and its methods. Capturing and
 restoring the state is the core's one snapshot,
 :class:`prune_explorer.prune.engine.ModuleSnapshot`.
 
@@ -12,8 +12,8 @@ Examples
 >>> from prune_explorer import prune
 >>> layer = prune.l1_unstructured(torch.nn.Linear(3, 2), "weight", amount=0.5)
 >>> key, hook = find_hook(layer, "weight")
->>> [method_name(m) for m in hook_methods(hook)]
-['l1_unstructured']
+>>> [type(m).__name__ for m in hook_methods(hook)]
+['L1Unstructured']
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from torch import nn
 from prune_explorer.prune.engine import find_hook as _core_find_hook
 from prune_explorer.prune.engine import kept_attribute
 
-from ..steps.methods import CLASS_TO_NAME
-
-__all__ = ["find_hook", "hook_methods", "method_name", "refresh_pruned"]
+__all__ = ["find_hook", "hook_methods", "refresh_pruned"]
 
 # Hooks are recognised by torch's base classes, which prune_explorer.prune's classes subclass:
 # models pruned by either implementation work.
@@ -48,12 +46,6 @@ def hook_methods(hook: Any) -> tuple[Any, ...]:
     if isinstance(hook, _CONTAINER):
         return tuple(hook)
     return (hook,)
-
-
-def method_name(method: Any) -> str:
-    """Function-style name of a pruning method (``L1Unstructured`` -> ``l1_unstructured``)."""
-    cls = type(method).__name__
-    return CLASS_TO_NAME.get(cls, cls)
 
 
 def refresh_pruned(module: nn.Module, tensor_name: str) -> bool:

@@ -40,11 +40,9 @@ from torch import nn
 
 from prune_explorer import prune
 
+from ..errors import PruningNotSavedWarning
+
 __all__ = ["PruningNotSavedWarning", "guard_saving", "hooked_tensors"]
-
-
-class PruningNotSavedWarning(UserWarning):
-    """Saving a model whose pruning a library's loader would not restore."""
 
 
 def hooked_tensors(model: nn.Module) -> list[str]:

@@ -33,7 +33,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune.validation import excerpt
 
-from ..errors import one_line
+from ..errors import InvalidMaskError, InvalidTensorError, StateDictMismatchError, one_line
 from .aliases import share_pruning
 from .hooks import refresh_pruned
 from .tensor_kinds import PRUNABLE_DTYPES, unplain_kind
@@ -48,27 +48,6 @@ __all__ = [
 ]
 
 MAX_LISTED = 6  # keys shown per kind of mismatch
-
-
-class InvalidTensorError(ValueError):
-    """A tensor of a ``state_dict`` holds no plain data (sparse, nested, quantized, meta,
-    complex: see :mod:`~prune_explorer.session.model.tensor_kinds`); ``key`` names it."""
-
-    def __init__(self, message: str, key: str) -> None:
-        super().__init__(message)
-        self.key = key
-
-
-class InvalidMaskError(InvalidTensorError):
-    """A saved ``<name>_mask`` is not a valid pruning mask; ``key`` names it."""
-
-
-class StateDictMismatchError(ValueError):
-    """The ``state_dict`` does not fit the model; ``problems`` lists each mismatch in words."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = tuple(problems)
 
 
 def pruned_pairs(state: Mapping[str, torch.Tensor]) -> list[str]:

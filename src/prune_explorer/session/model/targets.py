@@ -38,7 +38,8 @@ from prune_explorer.prune.validation import show_value
 from ..errors import InvalidStepError
 from .hooks import find_hook
 
-__all__ = ["TensorInfo", "alias_map", "discover", "is_lookup_or_norm", "unknown_target"]
+__all__ = ["TensorInfo", "alias_map", "discover", "is_lookup_or_norm", "split_address",
+           "unknown_target"]
 
 # Layers whose weights are tables or per-feature scales, not the matrices people prune by default.
 _LOOKUP_OR_NORM: tuple[type[nn.Module], ...] = (
@@ -64,6 +65,12 @@ class TensorInfo:
     numel: int
     dtype: torch.dtype = field(repr=False)
     aliases: tuple[str, ...] = field(default=(), repr=False)
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """Split ``"features.0.weight"`` into module name ``"features.0"`` and tensor ``"weight"``."""
+    module_name, _, tensor_name = address.rpartition(".")
+    return module_name, tensor_name
 
 
 def _address(module_name: str, tensor_name: str) -> str:

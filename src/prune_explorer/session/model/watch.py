@@ -42,15 +42,11 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import NotUndoableError
+from ..errors import ModelChangedError
 from .hooks import find_hook, hook_methods
 
 __all__ = ["MASK_REPLACED", "MASK_WRITTEN", "ModelChangedError", "Seen", "describe_change",
            "seen"]
-
-
-class ModelChangedError(NotUndoableError):
-    """The model's pruning of a tensor is no longer what the session left there."""
 
 
 #: What :func:`describe_change` says when only the mask buffer object differs (the caller then

@@ -6,7 +6,7 @@ live modules, so it round-trips through JSON. Loading is strict -- every step mu
 method, carry exactly that method's fields with the right types, and errors say which step and
 which field -- and uses ``json`` only (no pickle, no eval). Every way a document can be wrong,
 down to bytes that are not UTF-8 or nesting that would exhaust Python's stack, is an
-:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.plans.reading`).
+:class:`InvalidPlanError` (see :mod:`~prune_explorer.session.plans.format`).
 
 File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
 
@@ -55,31 +55,60 @@ True
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from torch import nn
 
-from prune_explorer.prune.validation import show_value
-
 from ..codegen.snippet import to_snippet
-from ..errors import InvalidStepError
 from ..steps.step import Step
-from .reading import (
+from .format import (
     PLAN_FORMAT,
     PLAN_VERSION,
-    READ_VERSIONS,
     InvalidPlanError,
     InvalidPlanStepError,
     load_document,
+    plan_to_dict,
+    steps_from_dict,
 )
 
-if TYPE_CHECKING:
-    from .. import Session
-
 __all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
+
+
+class PlanSession(Protocol):
+    """What runs a plan: :class:`~prune_explorer.session.Session` (this is the part of its API
+    :meth:`Plan.apply` and :meth:`Plan.validate` use)."""
+
+    def apply_all(self, steps: Iterable[Step], *, where: str = "Session.apply_all",
+                  progress: Callable[[int, int], object] | None = None) -> list[Step]:
+        """Apply ``steps`` in order as one transaction."""
+
+    def transaction(self, *, dry_run: bool = False) -> AbstractContextManager[Any]:
+        """All or nothing; ``dry_run`` always rolls back."""
+
+
+class PlanRunner:
+    """Where :meth:`Plan.apply` and :meth:`Plan.validate` find the class that runs a plan.
+
+    A session makes plans (``Session.plan``) and a plan is run by a session: ``session.py``
+    sets :attr:`session` to ``Session`` when it is imported (always before a plan can be
+    applied: ``prune_explorer.session`` imports it), so ``plans/`` never imports the session.
+    """
+
+    def __init__(self) -> None:
+        self.session: Callable[..., PlanSession] | None = None
+
+    def start(self, model: nn.Module, *, seed: int | None) -> PlanSession:
+        if self.session is None:
+            raise RuntimeError("Plan: no session class is registered (import prune_explorer)")
+        return self.session(model, seed=seed)
+
+
+#: The class that runs plans (``Session``, set by ``session.py``).
+RUNNER = PlanRunner()
 
 
 class Plan:
@@ -148,11 +177,7 @@ class Plan:
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready document (see the module docstring for the layout)."""
-        return {
-            "format": PLAN_FORMAT,
-            "version": PLAN_VERSION,
-            "steps": [step.to_dict() for step in self._steps],
-        }
+        return plan_to_dict(self._steps)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Serialise to a JSON string (format version 2, see the module docstring)."""
@@ -168,44 +193,7 @@ class Plan:
             For any problem; when it lies in one step it is an :class:`InvalidPlanStepError`
             (also an :class:`InvalidStepError`) with ``step`` and ``field`` set.
         """
-        if not isinstance(data, dict):
-            raise InvalidPlanError(
-                f"{where}: a plan must be a JSON object; got {type(data).__name__}"
-            )
-        if data.get("format") != PLAN_FORMAT:
-            got = show_value(data["format"]) if "format" in data else "no 'format' field"
-            raise InvalidPlanError(
-                f"{where}: not a prune-explorer plan: format must be {PLAN_FORMAT!r}; got {got}",
-                "format",
-            )
-        version = data.get("version")
-        if type(version) is not int or version not in READ_VERSIONS:
-            got = show_value(version) if "version" in data else "no 'version' field"
-            readable = " or ".join(str(v) for v in READ_VERSIONS)
-            raise InvalidPlanError(
-                f"{where}: version must be the integer {readable}; got {got}", "version"
-            )
-        for key in data:
-            if key not in ("format", "version", "steps"):
-                raise InvalidPlanError(
-                    f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
-                    "steps",
-                    key,
-                )
-        if "steps" not in data:
-            raise InvalidPlanError(f"{where}: missing field 'steps'", "steps")
-        if not isinstance(data["steps"], list):
-            raise InvalidPlanError(f"{where}: steps must be a list; got "
-                                   f"{show_value(data['steps'])}",
-                                   "steps")
-        steps = []
-        for index, item in enumerate(data["steps"]):
-            try:
-                steps.append(Step.from_dict(item, where=f"{where}: steps[{index}]",
-                                            version=version))
-            except InvalidStepError as err:
-                raise InvalidPlanStepError(str(err), err.field, index) from None
-        return cls(steps)
+        return cls(steps_from_dict(data, where))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:
@@ -231,7 +219,7 @@ class Plan:
         rank holds the same plan) only rank 0 writes; the other ranks return without touching
         the file system.
         """
-        from ..model.sharded import rank
+        from ..tensors.sharded import rank
 
         if rank() == 0:
             Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
@@ -256,13 +244,11 @@ class Plan:
 
         Raises the same errors as :meth:`apply`. Costs one full application.
         """
-        from .. import Session  # the session uses plans; plans are run by a session
-
-        session = Session(model, seed=0)
+        session = RUNNER.start(model, seed=0)
         with session.transaction(dry_run=True):
             session.apply_all(self._steps, where="Plan.apply")
 
-    def apply(self, model: nn.Module, *, seed: int | None = 0) -> Session:
+    def apply(self, model: nn.Module, *, seed: int | None = 0) -> PlanSession:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
 
         All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
@@ -270,8 +256,6 @@ class Plan:
         applied are undone, commits included, and the error names the step index. The returned
         session can ``undo``/``reset``/``report`` as usual.
         """
-        from .. import Session
-
-        session = Session(model, seed=seed)
+        session = RUNNER.start(model, seed=seed)
         session.apply_all(self._steps, where="Plan.apply")
         return session

@@ -70,6 +70,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune.layers import LAYER_AXES, layer_axes, out_dim
 
+from ..errors import ShrinkError
 from .measure import ShrinkReport, measure
 
 #: ``(args, kwargs)`` of one forward pass.
@@ -77,9 +78,6 @@ Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 __all__ = ["ShrinkError", "ShrinkReport", "dense_copy", "install_hint", "kept_reasons", "shrink"]
 
-
-class ShrinkError(RuntimeError):
-    """Shrink could not trace or shrink the model; the cause is in the message."""
 
 #: How to get the optional dependency.
 install_hint = ("Session.shrink needs Torch-Pruning, a dependency of prune-explorer that is "

@@ -51,6 +51,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import InvalidDescriptionError
+
 __all__ = ["FORMAT", "VERSION", "InvalidDescriptionError", "describe", "rebuild"]
 
 FORMAT = "prune-explorer-shrunk"
@@ -64,10 +66,6 @@ _SIZES: dict[type[nn.Module], tuple[str, ...]] = {
     **{cls: ("num_features",) for cls in (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)},
 }
 _BY_NAME = {cls.__name__: cls for cls in _SIZES}
-
-
-class InvalidDescriptionError(ValueError):
-    """A shrunk-architecture description that does not fit the format or the model."""
 
 
 def _tensors(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -32,8 +32,8 @@ from prune_explorer.prune.patterns import check_block, check_group_dim, live_blo
 
 from ..errors import InvalidStepError
 from ..model.hooks import find_hook
-from ..model.sharded import count_alive, is_dtensor, nonzero_summary, tensor_of
 from ..model.targets import TensorInfo, unknown_target
+from ..tensors.sharded import count_alive, is_dtensor, nonzero_summary, tensor_of
 from .methods import core_errors
 from .step import Step, split_address
 

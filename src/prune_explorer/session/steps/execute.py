@@ -26,7 +26,7 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import engine
 
-from ..model.sharded import tensor_of
+from ..tensors.sharded import tensor_of
 from .methods import prune_class
 from .seeding import core_kwargs
 from .step import Step, split_address

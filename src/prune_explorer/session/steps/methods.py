@@ -32,8 +32,8 @@ from prune_explorer.prune import validation
 from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_value
 
 from ..errors import InvalidStepError
-from ..history.packed import PackedMask
 from ..model.tensor_kinds import unplain_kind
+from ..tensors.packed import PackedMask
 
 __all__ = [
     "CLASS_TO_NAME",
@@ -45,6 +45,7 @@ __all__ = [
     "check_settings",
     "core_errors",
     "is_random",
+    "method_name",
     "norm_suits_rank",
     "prune_class",
 ]
@@ -87,7 +88,7 @@ METHODS: dict[str, MethodSpec] = {
         _core_spec("ln_structured", structured=True),
         _core_spec("custom_from_mask"),
         # hardware patterns (prune_explorer.prune.patterns; not in torch.nn.utils.prune, so
-        # snippets build their masks with plain torch, see session/patterncode.py)
+        # snippets build their masks with plain torch, see session/codegen/pattern_lines.py)
         _core_spec("semi_structured"),
         _core_spec("block_structured"),
         MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
@@ -271,3 +272,9 @@ def check_seed(value: Any, where: str) -> int:
     if not is_int(value) or not 0 <= value < SEED_LIMIT:
         raise _fail(where, "seed", "must be an int in [0, 2**63)", value)
     return int(value)
+
+
+def method_name(method: Any) -> str:
+    """Function-style name of a pruning method (``L1Unstructured`` -> ``l1_unstructured``)."""
+    cls = type(method).__name__
+    return CLASS_TO_NAME.get(cls, cls)

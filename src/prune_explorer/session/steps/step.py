@@ -20,27 +20,47 @@ True
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from prune_explorer.prune.validation import excerpt, show_value
+from prune_explorer.prune.validation import show_value
 
 from ..errors import InvalidStepError
-from ..history.packed import PackedMask
-from ..plans.reading import PLAN_VERSION, READ_VERSIONS, amount_from_json, amount_to_json
+from ..model.targets import split_address
 from .methods import METHODS, MethodSpec, check_method, check_seed, check_settings, is_random
 
-__all__ = ["Step", "check_address", "split_address"]
+__all__ = ["FORMAT", "Step", "StepFormat", "check_address", "split_address"]
 
 
-def split_address(address: str) -> tuple[str, str]:
-    """Split ``"features.0.weight"`` into module name ``"features.0"`` and tensor ``"weight"``."""
-    module_name, _, tensor_name = address.rpartition(".")
-    return module_name, tensor_name
+class StepFormat:
+    """Where :meth:`Step.to_dict` and :meth:`Step.from_dict` find the plan format.
+
+    The format -- every step field, both ways, the versions and the amount forms -- is one
+    module above this one, :mod:`prune_explorer.session.plans.format`, which fills this in when
+    it is imported (always before a step exists: ``prune_explorer.session`` imports it). A step
+    knows no file format, and ``steps/`` does not import ``plans/``.
+    """
+
+    def __init__(self) -> None:
+        self.writer: Callable[[Step], dict[str, Any]] | None = None
+        self.reader: Callable[[Any, str, int | None], Step] | None = None
+
+    def write(self, step: Step) -> dict[str, Any]:
+        if self.writer is None:
+            raise RuntimeError(_UNLOADED)
+        return self.writer(step)
+
+    def read(self, data: Any, where: str, version: int | None) -> Step:
+        if self.reader is None:
+            raise RuntimeError(_UNLOADED)
+        return self.reader(data, where, version)
+
+
+_UNLOADED = "the plan format (prune_explorer.session.plans.format) is not loaded"
+
+#: The plan format, as :mod:`prune_explorer.session.plans.format` sets it.
+FORMAT = StepFormat()
 
 
 def check_address(value: Any, where: str, field: str = "target") -> str:
@@ -198,92 +218,29 @@ class Step:
         """True when the step draws random numbers (and carries a seed)."""
         return self._seed is not None
 
-    # -- serialisation --------------------------------------------------------------------------
+    # -- the plan format ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``method``, ``target``/``targets``, the settings, ``seed`` if random.
 
-        This is the step of a version-2 plan file: masks become ``{"shape": [...], "bits":
-        base64}`` (see :class:`PackedMask`); infinite ``n`` becomes the string ``"inf"`` or
-        ``"-inf"``; ``amount`` becomes ``{"fraction": float}`` or ``{"count": int}``.
+        This is the step of a version-2 plan file, written by the plan format
+        (:func:`prune_explorer.session.plans.format.step_to_dict`, the one writer and reader of
+        step fields): masks become ``{"shape": [...], "bits": base64}`` (see
+        :class:`PackedMask`); infinite ``n`` becomes the string ``"inf"`` or ``"-inf"``;
+        ``amount`` becomes ``{"fraction": float}`` or ``{"count": int}``.
         """
-        out: dict[str, Any] = {"method": self._method}
-        if self.is_global:
-            out["targets"] = list(self._target)
-        else:
-            out["target"] = self._target
-        for key, value in self._settings.items():
-            if isinstance(value, PackedMask):
-                value = {
-                    "shape": list(value.shape),
-                    "bits": base64.b64encode(value.to_bytes()).decode("ascii"),
-                }
-            elif key == "amount":
-                value = amount_to_json(value)
-            elif isinstance(value, float) and math.isinf(value):
-                value = "inf" if value > 0 else "-inf"
-            out[key] = value
-        if self._seed is not None:
-            out["seed"] = self._seed
-        return out
+        return FORMAT.write(self)
 
     @classmethod
-    def from_dict(
-        cls, data: Any, where: str = "Step.from_dict", version: int = PLAN_VERSION
-    ) -> Step:
-        """Strictly rebuild a step from :meth:`to_dict` output.
+    def from_dict(cls, data: Any, where: str = "Step.from_dict", version: int | None = None
+                  ) -> Step:
+        """Strictly rebuild a step from :meth:`to_dict` output
+        (:func:`prune_explorer.session.plans.format.step_from_dict`).
 
         Every field must be present with the right type, and no other field may appear.
-        ``version`` is that of the plan file the step comes from: in version 1, ``amount`` is
-        a bare number (see :mod:`~prune_explorer.session.plans.plan`).
+        ``version`` is that of the plan file the step comes from (None: the current one); in
+        version 1, ``amount`` is a bare number.
         """
-        if version not in READ_VERSIONS:
-            raise ValueError(f"{where}: version must be one of {READ_VERSIONS}; got {version!r}")
-        if not isinstance(data, dict):
-            raise InvalidStepError(
-                f"{where}: a step must be a JSON object; got {type(data).__name__}", None
-            )
-        if "method" not in data:
-            raise InvalidStepError(f"{where}: missing field 'method'", "method")
-        spec = check_method(data["method"], where)
-        target_key = "targets" if spec.name == "global_unstructured" else "target"
-        fields = ["method", target_key, *spec.settings]
-        for key in data:
-            if key not in fields and key != "seed":
-                raise InvalidStepError(
-                    f"{where}: unexpected field {show_value(key)} for {spec.name}; "
-                    f"its fields are: {', '.join(fields)}",
-                    key,
-                )
-        for key in fields:
-            if key not in data:
-                raise InvalidStepError(
-                    f"{where}: missing field {key!r}; {spec.name} needs: {', '.join(fields)}",
-                    key,
-                )
-        random = (spec.random if spec.name != "global_unstructured"
-                  else data["pruning_method"] == "random_unstructured")
-        if random and "seed" not in data:
-            raise InvalidStepError(f"{where}: missing field 'seed'; {spec.name} is random and "
-                                   "records its seed", "seed")
-        settings = {key: data[key] for key in spec.settings}
-        if "mask" in settings:
-            settings["mask"] = _mask_from_json(settings["mask"], where)
-        if "amount" in settings:
-            settings["amount"] = amount_from_json(settings["amount"], version, where)
-        if target_key == "targets" and not isinstance(data["targets"], list):
-            raise InvalidStepError(
-                f"{where}: targets must be a list of tensor addresses; got "
-                f"{show_value(data['targets'])}",
-                "targets",
-            )
-        step = cls._build(where, spec.name, data[target_key], settings, data.get("seed"))
-        if not step.is_random and "seed" in data:
-            raise InvalidStepError(
-                f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "
-                f"numbers; its fields are: {', '.join(fields)}",
-                "seed",
-            )
-        return step
+        return FORMAT.read(data, where, version)
 
     @property
     def ties(self) -> str | None:
@@ -326,26 +283,3 @@ class Step:
         if self._seed is not None:
             parts.append(f"seed={self._seed}")
         return f"Step({', '.join(parts)})"
-
-
-def _mask_from_json(value: Any, where: str) -> PackedMask:
-    rule = "must be an object {'shape': [ints], 'bits': base64 string}"
-    if not isinstance(value, dict) or set(value) != {"shape", "bits"}:
-        raise InvalidStepError(f"{where}: mask {rule}; got {show_value(value)}", "mask")
-    shape, bits = value["shape"], value["bits"]
-    if not isinstance(shape, list) or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
-    ):
-        raise InvalidStepError(f"{where}: mask.shape must be a list of ints >= 0; got "
-                               f"{show_value(shape)}",
-                               "mask")
-    if not isinstance(bits, str):
-        raise InvalidStepError(f"{where}: mask.bits must be a base64 string; got "
-                               f"{show_value(bits)}", "mask")
-    try:
-        raw = base64.b64decode(bits.encode("ascii"), validate=True)
-        return PackedMask.from_bytes(shape, raw)
-    except (binascii.Error, UnicodeEncodeError, ValueError) as err:
-        raise InvalidStepError(f"{where}: mask.bits is not a valid packed mask: "
-                               f"{excerpt(str(err))}",
-                               "mask") from None

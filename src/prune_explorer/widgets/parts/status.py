@@ -29,7 +29,7 @@ import ipywidgets as widgets
 import torch
 
 from prune_explorer.session.errors import InterruptedAfterCommit
-from prune_explorer.session.history.interrupts import Gate, held_interrupts, machinery
+from prune_explorer.session.transaction.interrupts import Gate, held_interrupts, machinery
 
 from .html import message
 

@@ -3,9 +3,9 @@
 The tab is built when it is shown (and rebuilt on every change while it is): the snippet of a
 large custom mask is big, and nothing is computed or sent to the browser for a hidden tab.
 Both texts sit in text areas you can select, each with a *Copy* button that puts it on the
-clipboard (``pe-copy-snippet``, ``pe-copy-json``; see :mod:`.copybutton`), and behind download
-links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server round trip).
-To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
+clipboard (``pe-copy-snippet``, ``pe-copy-json``; see :mod:`..parts.copybutton`), and behind
+download links (``pe-download-snippet``, ``pe-download-json``, ``data:`` URIs, no server
+round trip). To import, paste a plan into ``pe-import-text`` or upload a ``.json`` file
 (``pe-import-upload``, which fills the text area), then press *Import plan* (``pe-import``).
 The plan is parsed strictly (``Plan.from_json``) and applied on top of the current state in one
 session transaction (``Session.apply_all``): if any step fails, or the kernel is interrupted, the
@@ -43,7 +43,7 @@ import ipywidgets as widgets
 
 from prune_explorer.session import InvalidPlanError, Plan
 from prune_explorer.session.analysis.wording import plural
-from prune_explorer.session.plans.reading import plan_text
+from prune_explorer.session.plans.format import plan_text
 
 from ..errors import WidgetInputError
 from ..parts.copybutton import CopyButton

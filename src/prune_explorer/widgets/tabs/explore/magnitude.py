@@ -9,7 +9,7 @@ where Apply cuts. Random methods, custom masks and the rest do not cut by magnit
 shows the histogram and says so.
 
 The sorted importances and the bars are computed once per tensor state (the session's
-:class:`~prune_explorer.session.slider.magnitudes.MagnitudeCache`, invalidated with its order
+:class:`~prune_explorer.session.preview.magnitudes.MagnitudeCache`, invalidated with its order
 cache);
 a slider move only finds ``k``-th value and redraws the shading in a small SVG.
 
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 import torch
 
-from prune_explorer.session.slider.magnitudes import Magnitudes
-from prune_explorer.session.slider.previews import kept_count
+from prune_explorer.session.preview.magnitudes import Magnitudes
+from prune_explorer.session.preview.masks import kept_count
 from prune_explorer.viz import make_figure, plot_mask, render_png
 from prune_explorer.viz.histogram import HistogramSVG
 

@@ -34,7 +34,7 @@ import ipywidgets as widgets
 import numpy as np
 import torch
 
-from prune_explorer.session.slider.picture import MaskSummaries
+from prune_explorer.session.preview.picture import MaskSummaries
 from prune_explorer.viz import shape_only
 from prune_explorer.viz.zoom import WindowReader, matrix_reader
 

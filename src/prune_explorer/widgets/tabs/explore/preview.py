@@ -8,7 +8,7 @@ preview (``Session.preview``/``preview_global``) and the Apply button (``Session
 :class:`PreviewStats` counts, from the masks before and after, what the step would prune
 (entries, and channels for structured methods) and how ``amount`` was rounded to a count. The
 counting itself, and what one picture is drawn from, are the session's
-(:mod:`prune_explorer.session.slider.picture`; :class:`MaskSummary` and :class:`Later` come from
+(:mod:`prune_explorer.session.preview.picture`; :class:`MaskSummary` and :class:`Later` come from
 there).
 :class:`PreviewPane` renders the mask into an ``ipywidgets.Image`` through
 :class:`prune_explorer.viz.MaskPreview` and writes the counts next to it.
@@ -34,9 +34,14 @@ from typing import Any
 import ipywidgets as widgets
 import torch
 
-from prune_explorer.session import Session
 from prune_explorer.session.analysis.wording import count, noun, percent, plural, shape_text
-from prune_explorer.session.slider.picture import Later, MaskSummary, StepCounts, StepRequest
+from prune_explorer.session.preview.picture import (
+    Later,
+    MaskSummary,
+    PictureSession,
+    StepCounts,
+    StepRequest,
+)
 from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.viz import MaskPreview, PooledView
 
@@ -49,7 +54,7 @@ __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStat
 @dataclass(frozen=True)
 class PreviewRequest(StepRequest):
     """A snapshot of the controls: what to preview and, on Apply, to do
-    (:class:`~prune_explorer.session.slider.picture.StepRequest`), and how to picture it.
+    (:class:`~prune_explorer.session.preview.picture.StepRequest`), and how to picture it.
 
     Parameters
     ----------
@@ -93,7 +98,8 @@ class PreviewRequest(StepRequest):
                                 for key, value in self.settings.items() if key != "amount"))
         return (self.target, self.method, self.targets, self.layout, self.view_dim, settings)
 
-    def kept_cells(self, session: Session, edges: tuple[Any, Any], alive: bool = False) -> Any:
+    def kept_cells(self, session: PictureSession, edges: tuple[Any, Any],
+                   alive: bool = False) -> Any:
         """Kept (``alive``: kept and nonzero) entries per picture cell of :attr:`target` after
         the step, straight from the session's cached order (no mask pooled); None where only
         the mask can tell, or the layout is not the matrix."""
@@ -111,7 +117,7 @@ class PreviewRequest(StepRequest):
 @dataclass(frozen=True)
 class PreviewStats(StepCounts):
     """Counts behind the preview of one step
-    (:class:`~prune_explorer.session.slider.picture.StepCounts`), with the lines of the info
+    (:class:`~prune_explorer.session.preview.picture.StepCounts`), with the lines of the info
     box.
 
     Examples

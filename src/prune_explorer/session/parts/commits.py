@@ -28,11 +28,13 @@ from ..errors import InvalidStepError
 from ..events import SessionEvent
 from ..model.hooks import find_hook
 from ..model.targets import TensorInfo
+from ..state import SessionState
 from ..steps.checks import check_step
 from ..steps.step import Step
-from .journal import Transactional, locked
+from ..transaction.journal import locked
+from .stepping import Stepping
 
-__all__ = ["CommitResult", "CommitReview", "Committing", "review"]
+__all__ = ["CommitResult", "CommitReview", "Commits", "review"]
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,13 @@ def review(model: nn.Module, known: Mapping[str, TensorInfo], names: Sequence[st
     return CommitReview(tuple(names), rows, removed, added)
 
 
-class Committing(Transactional):
-    """Review and commit (``prune.remove``) of several tensors at once (a mixin of ``Session``)."""
+class Commits:
+    """Review and commit (``prune.remove``) of several tensors at once (a part of ``Session``)."""
+
+    def __init__(self, state: SessionState, stepping: Stepping) -> None:
+        self._state = state
+        self._lock = state._lock
+        self._stepping = stepping
 
     @locked
     def review_commit(self, names: str | Iterable[str] | None = None) -> CommitReview:
@@ -120,7 +127,7 @@ class Committing(Transactional):
         Raises :class:`InvalidStepError` for a name that is unknown, listed twice or not pruned.
         """
         chosen = self._commit_names(names, "Session.review_commit")
-        return review(self._model, self._known, [s.targets[0] for s in chosen])
+        return review(self._state._model, self._state._known, [s.targets[0] for s in chosen])
 
     def commit(self, names: str | Iterable[str] | None = None) -> CommitResult:
         """Make pruning permanent with ``prune.remove`` (not undoable); all or nothing.
@@ -135,12 +142,13 @@ class Committing(Transactional):
         CommitResult
             The tensors committed and the bytes before/after (``freed`` = ``_orig`` + mask).
         """
-        with self.transaction():
-            return self._commit(names, "Session.commit")
+        with self._stepping.transaction():
+            return self.commit_in_transaction(names, "Session.commit")
 
     def _commit_names(self, names: Any, where: str) -> list[Step]:
         if names is None:
-            chosen = [n for n in self._known if find_hook(*self._locate(n)) is not None]
+            state = self._state
+            chosen = [n for n in state._known if find_hook(*state._locate(n)) is not None]
         elif isinstance(names, str):
             chosen = [names]
         elif isinstance(names, Iterable):
@@ -153,22 +161,22 @@ class Committing(Transactional):
         steps: list[Step] = []
         for name in chosen:
             if isinstance(name, str):  # an alias of a tied tensor commits that tensor
-                name = self._aliases.get(name, name)
+                name = self._state._aliases.get(name, name)
             step = Step._build(where, "remove", name, {}, None)
-            check_step(self._model, self._known, step, where)
+            check_step(self._state._model, self._state._known, step, where)
             if step in steps:
                 raise InvalidStepError(f"{where}: names lists {name!r} twice", "names")
             steps.append(step)
         return steps
 
-    def _commit(self, names: Any, where: str) -> CommitResult:
+    def commit_in_transaction(self, names: Any, where: str) -> CommitResult:
         steps = self._commit_names(names, where)
         if not steps:
             return CommitResult((), 0, 0)
         chosen = tuple(s.targets[0] for s in steps)  # remove steps: one tensor each
-        result = review(self._model, self._known, chosen).result()
+        result = review(self._state._model, self._state._known, chosen).result()
         for step in steps:
-            self._run(step, where)
-        self._journal.commits.append(result)
-        self._journal.emit(SessionEvent("commit", chosen, tuple(steps)))
+            self._stepping.run(step, where)
+        self._state._journal.commits.append(result)
+        self._state._journal.emit(SessionEvent("commit", chosen, tuple(steps)))
         return result

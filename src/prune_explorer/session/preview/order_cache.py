@@ -18,7 +18,7 @@ Then, for any ``k``:
 
 * a local L1 mask is ``rank >= k`` (one comparison, no selection);
 * a global L1 cut over several tensors needs no order at all: the cache keeps a small
-  histogram of each target's keys instead (:mod:`prune_explorer.session.slider.global_cut`), and the
+  histogram of each target's keys instead (:mod:`.global_cut`), and the
   shown tensor's order turns the cut into its picture's counts;
 * the pruned count of every display cell of the picture is a ``searchsorted`` of the cell's
   sorted ranks (:meth:`TensorOrder.pruned_per_cell`), ``O(cells log n)``.
@@ -61,7 +61,7 @@ from torch import nn
 
 from prune_explorer.prune.engine import SMALL, is_sharded
 
-from ..model.sharded import tensor_of
+from ..tensors.sharded import tensor_of
 from .global_cut import KeyHistogram
 from .l1_order import _BITS, TensorOrder
 from .slice_scores import SliceScores, slice_spec
@@ -111,7 +111,7 @@ def _fact_state(module: nn.Module, name: str, values_only: bool) -> tuple[Any, .
 
 class OrderCache:
     """:class:`TensorOrder` by tensor, rebuilt whenever the tensor's state changed; and the
-    :class:`~prune_explorer.session.slider.global_cut.KeyHistogram` of each global L1 target.
+    :class:`~prune_explorer.session.preview.global_cut.KeyHistogram` of each global L1 target.
 
     ``get(module, name)`` returns the order of ``module.name`` as it is now, or None when the
     core's own path must be used (``numel <= SMALL``, not floating, NaN entries, or more than
@@ -141,7 +141,7 @@ class OrderCache:
                *, build: bool = True) -> SliceScores | None:
         """The slice scores of a structured ``method`` instance (``LnStructured``, or
         ``RandomStructured`` whose generator was seeded with ``seed``) on ``module.name`` as it
-        is now (:class:`~prune_explorer.session.slider.slice_scores.SliceScores`); None where the
+        is now (:class:`~prune_explorer.session.preview.slice_scores.SliceScores`); None where the
         core
         must decide. ``build=False``: only scores already computed."""
         spec = slice_spec(method, seed, tensor_of(module, name).dim())

@@ -10,11 +10,11 @@ tensor in a given state, :class:`Magnitudes` holds those importances sorted asce
 
 The importances are kept as the bit patterns of the non-negative floats (an integer dtype of the
 same width, which orders them exactly as their values). For large tensors these are the sorted
-keys of the session's own :class:`~prune_explorer.session.slider.order_cache.TensorOrder` (no second
+keys of the session's own :class:`~.order_cache.TensorOrder` (no second
 sort, no copy); small tensors and channel norms are sorted here. :class:`MagnitudeCache` keeps one
 per (tensor, norm, dim) and throws it away when the tensor's state changes -- apply, undo,
 commit, device moves, writes to the weights -- with the order cache's own state check
-(:func:`~prune_explorer.session.slider.order_cache._state`).
+(:func:`~prune_explorer.session.preview.order_cache._state`).
 
 Examples
 --------
@@ -169,7 +169,7 @@ def _build(module: nn.Module, name: str, orders: OrderCache | None, n: Any,
 
 class MagnitudeCache:
     """:class:`Magnitudes` by (tensor, norm, dim), rebuilt when the tensor's state changes
-    (the :class:`~prune_explorer.session.slider.order_cache.OrderCache` state check); at most
+    (the :class:`~prune_explorer.session.preview.order_cache.OrderCache` state check); at most
     ``size`` held (the oldest dropped first)."""
 
     def __init__(self, size: int = 8) -> None:

@@ -1,6 +1,6 @@
 """A public call's arguments, checked and turned into a :class:`~prune_explorer.session.Step`.
 
-A mixin of :class:`~prune_explorer.session.Session`: ``apply``, the previews and the reports
+A part of :class:`~prune_explorer.session.Session`: ``apply``, the previews and the reports
 all build their step here, so every call checks its arguments the same way and draws the seed of
 a random step on the caller's thread (previews only peek at it).
 
@@ -24,28 +24,31 @@ from typing import Any
 from prune_explorer.prune.layers import DEFAULT_GROUP_DIM, reduction_dim
 
 from ..errors import InvalidStepError
-from ..history.journal import Transactional
 from ..model.targets import unknown_target
-from .methods import check_method, check_settings, is_random
-from .step import Step
+from ..state import SessionState
+from ..steps.methods import check_method, check_settings, is_random
+from ..steps.step import Step
 
 __all__ = ["Arguments", "as_list"]
 
 
-class Arguments(Transactional):
-    """Checking names and building steps from call arguments (a mixin of ``Session``)."""
+class Arguments:
+    """Checking names and building steps from call arguments (a part of ``Session``)."""
 
-    def _check_name(self, name: Any, where: str) -> str:
+    def __init__(self, state: SessionState) -> None:
+        self._state = state
+
+    def check_name(self, name: Any, where: str) -> str:
         # An alias of a tied tensor is that tensor (listed under its first address).
-        name = self._aliases.get(name, name) if isinstance(name, str) else name
-        if not isinstance(name, str) or name not in self._known:
+        name = self._state._aliases.get(name, name) if isinstance(name, str) else name
+        if not isinstance(name, str) or name not in self._state._known:
             if isinstance(name, str):
-                raise unknown_target(name, self._known, where, "name")
+                raise unknown_target(name, self._state._known, where, "name")
             raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
                                    "name")
         return name
 
-    def _make_step(
+    def make_step(
         self,
         where: str,
         method: Any,
@@ -70,37 +73,38 @@ class Arguments(Transactional):
                 "method",
             )
         if single and spec.name == "semi_structured" and "dim" not in settings:
-            settings = {**settings, "dim": self._group_dim(target)}
+            settings = {**settings, "dim": self.group_dim(target)}
         clean = check_settings(spec, settings, where)
         if seed is None and is_random(spec, clean):
-            seed = self._journal.draw_seed() if draw else self._journal.peek_seed()
-        return Step._build(where, spec.name, self._canonical(target), clean, seed)
+            journal = self._state._journal
+            seed = journal.draw_seed() if draw else journal.peek_seed()
+        return Step._build(where, spec.name, self.canonical(target), clean, seed)
 
-    def _canonical(self, target: Any) -> Any:
+    def canonical(self, target: Any) -> Any:
         """``target`` (an address or a list of them) with every alias of a tied tensor replaced
         by the address the tensor is listed under, a list keeping each tensor once (a tied
         matrix is one tensor: pruned and counted once). Anything else is returned as it is."""
         if isinstance(target, str):
-            return self._aliases.get(target, target)
-        if isinstance(target, list) and any(isinstance(t, str) and t in self._aliases
+            return self._state._aliases.get(target, target)
+        if isinstance(target, list) and any(isinstance(t, str) and t in self._state._aliases
                                             for t in target):
-            return list(dict.fromkeys(self._aliases.get(t, t) if isinstance(t, str) else t
+            return list(dict.fromkeys(self._state._aliases.get(t, t) if isinstance(t, str) else t
                                       for t in target))
         return target
 
-    def _group_dim(self, target: Any) -> int:
+    def group_dim(self, target: Any) -> int:
         """The default ``dim`` of ``semi_structured`` on ``target``: the core's rule
         (:func:`prune_explorer.prune.layers.reduction_dim`, the layer's reduction dim), recorded
         in the step so that plans and snippets say which dim they group."""
-        if not isinstance(target, str) or target not in self._known:
+        if not isinstance(target, str) or target not in self._state._known:
             return DEFAULT_GROUP_DIM  # the step's own check names the bad target
-        return reduction_dim(*self._locate(target))
+        return reduction_dim(*self._state._locate(target))
 
-    def _global_step(
+    def global_step(
         self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True
     ) -> Step:
         """The ``global_unstructured`` step of ``apply_global`` and its previews."""
-        return self._make_step(
+        return self.make_step(
             where, "global_unstructured", as_list(targets),
             {"pruning_method": method, "amount": amount}, seed, draw=draw,
         )

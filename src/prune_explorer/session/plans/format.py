@@ -1,10 +1,16 @@
-"""Reading plan files: bytes to a JSON document, with every failure an :class:`InvalidPlanError`.
+"""The plan file format, both ways: the document, every step field, the versions and the amounts.
 
-This is the one parser behind :meth:`Plan.from_json`, :meth:`Plan.load`, the CLI and the
-explorer's import. It accepts ``str`` or ``bytes``; bytes must be UTF-8 (a leading byte-order
-mark, as Windows editors write, is dropped). Only ``json`` is used -- no pickle, no eval -- and
-what ``json`` would let through as a raw Python error or a silent surprise is refused with a
-message that names the step and the field where there is one:
+Writing: :func:`plan_to_dict` and :func:`step_to_dict` (what :meth:`Plan.to_dict` and
+:meth:`Step.to_dict <prune_explorer.session.Step.to_dict>` return). Reading:
+:func:`load_document` turns bytes into a JSON document, every failure an
+:class:`InvalidPlanError`; :func:`steps_from_dict` and :func:`step_from_dict` check it field by
+field. Nothing else in the package knows the layout of a plan file.
+
+:func:`load_document` is the one parser behind :meth:`Plan.from_json`, :meth:`Plan.load`, the
+CLI and the explorer's import. It accepts ``str`` or ``bytes``; bytes must be UTF-8 (a leading
+byte-order mark, as Windows editors write, is dropped). Only ``json`` is used -- no pickle, no
+eval -- and what ``json`` would let through as a raw Python error or a silent surprise is
+refused with a message that names the step and the field where there is one:
 
 - nesting deeper than :data:`MAX_DEPTH` (a plan needs 5 levels; ``"[" * 200000`` would otherwise
   be a ``RecursionError``);
@@ -22,7 +28,7 @@ drop the ``.0``, so version 2 of the format writes the meaning out: ``{"fraction
 
 Examples
 --------
->>> from prune_explorer.session.plans.reading import load_document
+>>> from prune_explorer.session.plans.format import load_document
 >>> load_document(b'\\xef\\xbb\\xbf{"version": 2}', "demo")
 {'version': 2}
 >>> try:
@@ -34,15 +40,22 @@ demo: steps[0]: n must be a finite number; got 1e400, which is beyond the range 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import numbers
 import re
+from collections.abc import Iterable
 from typing import Any
 
-from prune_explorer.prune.validation import problem, show_value
+from prune_explorer.prune.validation import excerpt, problem, show_value
 
-from ..errors import InvalidStepError
+from ..errors import InvalidPlanError, InvalidPlanStepError, InvalidStepError
+from ..steps import step as step_module
+from ..steps.methods import check_method
+from ..steps.step import Step
+from ..tensors.packed import PackedMask
 
 __all__ = [
     "MAX_DEPTH",
@@ -55,6 +68,10 @@ __all__ = [
     "amount_to_json",
     "load_document",
     "plan_text",
+    "plan_to_dict",
+    "step_from_dict",
+    "step_to_dict",
+    "steps_from_dict",
 ]
 
 PLAN_FORMAT = "prune-explorer-plan"
@@ -66,24 +83,6 @@ READ_VERSIONS = (1, 2)
 MAX_DEPTH = 16
 _MAX_DIGITS = 4300
 _BOM = "\ufeff"
-
-
-class InvalidPlanError(ValueError):
-    """A plan document is not valid: not UTF-8 JSON, wrong layout, or a bad step.
-
-    ``step`` is the index of the offending step and ``field`` the offending field, when there
-    is one.
-    """
-
-    def __init__(self, message: str, field: str | None = None, step: int | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.step = step
-
-
-class InvalidPlanStepError(InvalidPlanError, InvalidStepError):
-    """One step of a plan document is invalid (both an ``InvalidPlanError`` and an
-    ``InvalidStepError``, so either ``except`` catches it)."""
 
 
 class _Refused:
@@ -262,3 +261,172 @@ def amount_from_json(value: Any, version: int, where: str) -> Any:
         raise InvalidStepError(problem(where, "amount.count", "a whole number", number),
                                "amount")
     return int(as_float)
+
+
+# -- the plan document -----------------------------------------------------------------------------
+def plan_to_dict(steps: Iterable[Step]) -> dict[str, Any]:
+    """The JSON-ready document of a plan of ``steps`` (the current version)."""
+    return {
+        "format": PLAN_FORMAT,
+        "version": PLAN_VERSION,
+        "steps": [step_to_dict(step) for step in steps],
+    }
+
+
+def steps_from_dict(data: Any, where: str) -> list[Step]:
+    """The steps of a plan document (version 1 or 2), strictly checked.
+
+    Raises
+    ------
+    InvalidPlanError
+        For any problem; when it lies in one step it is an :class:`InvalidPlanStepError`
+        (also an :class:`InvalidStepError`) with ``step`` and ``field`` set.
+    """
+    if not isinstance(data, dict):
+        raise InvalidPlanError(
+            f"{where}: a plan must be a JSON object; got {type(data).__name__}"
+        )
+    if data.get("format") != PLAN_FORMAT:
+        got = show_value(data["format"]) if "format" in data else "no 'format' field"
+        raise InvalidPlanError(
+            f"{where}: not a prune-explorer plan: format must be {PLAN_FORMAT!r}; got {got}",
+            "format",
+        )
+    version = data.get("version")
+    if type(version) is not int or version not in READ_VERSIONS:
+        got = show_value(version) if "version" in data else "no 'version' field"
+        readable = " or ".join(str(v) for v in READ_VERSIONS)
+        raise InvalidPlanError(
+            f"{where}: version must be the integer {readable}; got {got}", "version"
+        )
+    for key in data:
+        if key not in ("format", "version", "steps"):
+            raise InvalidPlanError(
+                f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
+                "steps",
+                key,
+            )
+    if "steps" not in data:
+        raise InvalidPlanError(f"{where}: missing field 'steps'", "steps")
+    if not isinstance(data["steps"], list):
+        raise InvalidPlanError(f"{where}: steps must be a list; got "
+                               f"{show_value(data['steps'])}",
+                               "steps")
+    steps = []
+    for index, item in enumerate(data["steps"]):
+        try:
+            steps.append(step_from_dict(item, f"{where}: steps[{index}]", version))
+        except InvalidStepError as err:
+            raise InvalidPlanStepError(str(err), err.field, index) from None
+    return steps
+
+
+# -- one step --------------------------------------------------------------------------------------
+def step_to_dict(step: Step) -> dict[str, Any]:
+    """A step as a version-2 plan file holds it (see :meth:`Step.to_dict
+    <prune_explorer.session.Step.to_dict>`)."""
+    out: dict[str, Any] = {"method": step.method}
+    if step.is_global:
+        out["targets"] = list(step.targets)
+    else:
+        out["target"] = step.target
+    for key, value in step.settings.items():
+        if isinstance(value, PackedMask):
+            value = {
+                "shape": list(value.shape),
+                "bits": base64.b64encode(value.to_bytes()).decode("ascii"),
+            }
+        elif key == "amount":
+            value = amount_to_json(value)
+        elif isinstance(value, float) and math.isinf(value):
+            value = "inf" if value > 0 else "-inf"
+        out[key] = value
+    if step.seed is not None:
+        out["seed"] = step.seed
+    return out
+
+
+def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None = None) -> Step:
+    """Strictly rebuild a step from :func:`step_to_dict` output, read as a plan file of
+    ``version`` holds it (None: :data:`PLAN_VERSION`).
+
+    Every field must be present with the right type, and no other field may appear.
+    """
+    if version is None:
+        version = PLAN_VERSION
+    if version not in READ_VERSIONS:
+        raise ValueError(f"{where}: version must be one of {READ_VERSIONS}; got {version!r}")
+    if not isinstance(data, dict):
+        raise InvalidStepError(
+            f"{where}: a step must be a JSON object; got {type(data).__name__}", None
+        )
+    if "method" not in data:
+        raise InvalidStepError(f"{where}: missing field 'method'", "method")
+    spec = check_method(data["method"], where)
+    target_key = "targets" if spec.name == "global_unstructured" else "target"
+    fields = ["method", target_key, *spec.settings]
+    for key in data:
+        if key not in fields and key != "seed":
+            raise InvalidStepError(
+                f"{where}: unexpected field {show_value(key)} for {spec.name}; "
+                f"its fields are: {', '.join(fields)}",
+                key,
+            )
+    for key in fields:
+        if key not in data:
+            raise InvalidStepError(
+                f"{where}: missing field {key!r}; {spec.name} needs: {', '.join(fields)}",
+                key,
+            )
+    random = (spec.random if spec.name != "global_unstructured"
+              else data["pruning_method"] == "random_unstructured")
+    if random and "seed" not in data:
+        raise InvalidStepError(f"{where}: missing field 'seed'; {spec.name} is random and "
+                               "records its seed", "seed")
+    settings = {key: data[key] for key in spec.settings}
+    if "mask" in settings:
+        settings["mask"] = _mask_from_json(settings["mask"], where)
+    if "amount" in settings:
+        settings["amount"] = amount_from_json(settings["amount"], version, where)
+    if target_key == "targets" and not isinstance(data["targets"], list):
+        raise InvalidStepError(
+            f"{where}: targets must be a list of tensor addresses; got "
+            f"{show_value(data['targets'])}",
+            "targets",
+        )
+    step = Step._build(where, spec.name, data[target_key], settings, data.get("seed"))
+    if not step.is_random and "seed" in data:
+        raise InvalidStepError(
+            f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "
+            f"numbers; its fields are: {', '.join(fields)}",
+            "seed",
+        )
+    return step
+
+
+def _mask_from_json(value: Any, where: str) -> PackedMask:
+    rule = "must be an object {'shape': [ints], 'bits': base64 string}"
+    if not isinstance(value, dict) or set(value) != {"shape", "bits"}:
+        raise InvalidStepError(f"{where}: mask {rule}; got {show_value(value)}", "mask")
+    shape, bits = value["shape"], value["bits"]
+    if not isinstance(shape, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape
+    ):
+        raise InvalidStepError(f"{where}: mask.shape must be a list of ints >= 0; got "
+                               f"{show_value(shape)}",
+                               "mask")
+    if not isinstance(bits, str):
+        raise InvalidStepError(f"{where}: mask.bits must be a base64 string; got "
+                               f"{show_value(bits)}", "mask")
+    try:
+        raw = base64.b64decode(bits.encode("ascii"), validate=True)
+        return PackedMask.from_bytes(shape, raw)
+    except (binascii.Error, UnicodeEncodeError, ValueError) as err:
+        raise InvalidStepError(f"{where}: mask.bits is not a valid packed mask: "
+                               f"{excerpt(str(err))}",
+                               "mask") from None
+
+
+# Step.to_dict and Step.from_dict write and read through this module (steps/ sits below plans/).
+step_module.FORMAT.writer = step_to_dict
+step_module.FORMAT.reader = step_from_dict

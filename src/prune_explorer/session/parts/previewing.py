@@ -1,8 +1,8 @@
 """Previews: the masks (or per-cell counts) a step would leave, computed without changing
 anything -- not the model, not the global RNG, not the session.
 
-A mixin of :class:`~prune_explorer.session.Session`. Masks come from
-:mod:`~prune_explorer.session.slider.previews` through the same core calls as applying, with the
+A part of :class:`~prune_explorer.session.Session`. Masks come from
+:mod:`~prune_explorer.session.preview.masks` through the same core calls as applying, with the
 session's order cache for fast L1 slider moves; a random step without a seed uses the seed the
 next apply will draw, so preview and apply agree.
 
@@ -19,29 +19,28 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..history.journal import locked
-from ..steps.arguments import Arguments, as_list
+from ..preview.masks import cell_counts, global_masks, local_masks
+from ..state import SessionState
 from ..steps.checks import check_step
 from ..steps.step import Step
-from .order_cache import OrderCache
-from .picture import CellEdges, MaskSummaries, PreviewPicture, StepRequest, preview_picture
-from .previews import cell_counts, global_masks, local_masks
+from ..transaction.journal import locked
+from .arguments import Arguments, as_list
 
-if TYPE_CHECKING:
-    from ..session import Session
-
-__all__ = ["Previewing"]
+__all__ = ["Previews"]
 
 
-class Previewing(Arguments):
-    """What a step would do, without doing it (a mixin of ``Session``)."""
+class Previews:
+    """What a step would do, without doing it (a part of ``Session``)."""
 
-    _orders: OrderCache
+    def __init__(self, state: SessionState, arguments: Arguments) -> None:
+        self._state = state
+        self._lock = state._lock
+        self._arguments = arguments
 
     @locked
     def preview(
@@ -59,8 +58,9 @@ class Previewing(Arguments):
             Same shape, dtype and device as the tensor; 1 = kept.
         """
         where = "Session.preview"
-        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
-        return self._preview_step(step, where)[step.targets[0]]  # an alias: its tensor
+        step = self._arguments.make_step(where, method, target, settings, seed, single=True,
+                                         draw=False)
+        return self.preview_step(step, where)[step.targets[0]]  # an alias: its tensor
 
     @locked
     def preview_masks(
@@ -70,16 +70,16 @@ class Previewing(Arguments):
 
         For large tensors whose order or slice scores the session caches (L1 and seeded
         random_unstructured, ln_structured with a numeric ``n``, seeded random_structured)
-        this is a ``compute.LocalPreview``: with :meth:`preview_cells` for the picture and
-        ``compute.kept_count`` for the counts, a slider step builds no mask at all. The mask,
+        this is a ``preview.masks.LocalPreview``: with :meth:`preview_cells` for the picture and
+        ``preview.masks.kept_count`` for the counts, a slider step builds no mask at all. The mask,
         once read, is :meth:`preview`'s bit for bit. Keyed by the tensor's listed address; an
-        alias of a tied tensor reads it too (``compute.PreviewMasks``).
+        alias of a tied tensor reads it too (``preview.masks.PreviewMasks``).
 
         Examples
         --------
         >>> import torch
         >>> from prune_explorer import Session
-        >>> from prune_explorer.session.slider.previews import kept_count
+        >>> from prune_explorer.session.preview.masks import kept_count
         >>> s = Session(torch.nn.Sequential(torch.nn.Linear(600, 400)))
         >>> masks = s.preview_masks("0.weight", "l1_unstructured", amount=0.25)
         >>> kept_count(masks, "0.weight"), masks
@@ -88,8 +88,9 @@ class Previewing(Arguments):
         True
         """
         where = "Session.preview_masks"
-        step = self._make_step(where, method, target, settings, seed, single=True, draw=False)
-        return self._preview_step(step, where)
+        step = self._arguments.make_step(where, method, target, settings, seed, single=True,
+                                         draw=False)
+        return self.preview_step(step, where)
 
     @locked
     def preview_global(
@@ -101,12 +102,12 @@ class Previewing(Arguments):
         seed: int | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """The masks :meth:`apply_global` would leave, by address (built on first access for
-        large L1 targets: ``compute.GlobalPreview``); nothing changes. A tied tensor is one
+        large L1 targets: ``preview.masks.GlobalPreview``); nothing changes. A tied tensor is one
         entry, under its listed address, which any of its aliases reads too
-        (``compute.PreviewMasks``)."""
+        (``preview.masks.PreviewMasks``)."""
         where = "Session.preview_global"
-        return self._preview_step(
-            self._global_step(where, targets, method, amount, seed, draw=False), where)
+        return self.preview_step(
+            self._arguments.global_step(where, targets, method, amount, seed, draw=False), where)
 
     @locked
     def preview_cells(
@@ -146,66 +147,21 @@ class Previewing(Arguments):
         """
         where = "Session.preview_cells"
         if method == "global_unstructured":
-            step = self._make_step(where, method, as_list(targets), settings, seed, draw=False)
+            step = self._arguments.make_step(where, method, as_list(targets), settings, seed,
+                                             draw=False)
         else:
-            step = self._make_step(where, method, target, settings, seed, single=True,
-                                   draw=False)
-        check_step(self._model, self._known, step, where)
-        return cell_counts(self._model, step, self._canonical(target), self._orders,
+            step = self._arguments.make_step(where, method, target, settings, seed, single=True,
+                                             draw=False)
+        check_step(self._state._model, self._state._known, step, where)
+        state = self._state
+        return cell_counts(state._model, step, self._arguments.canonical(target), state._orders,
                            np.asarray(row_edges), np.asarray(col_edges), alive)
 
-    @locked
-    def preview_picture(
-        self,
-        request: StepRequest,
-        *,
-        cell_edges: CellEdges | None = None,
-        summaries: MaskSummaries | None = None,
-    ) -> PreviewPicture:
-        """Everything one picture of a previewed step is drawn from, in one consistent reading.
-
-        The masks of :meth:`preview_masks` (or :meth:`preview_global`), the shown tensor's
-        counts now, the kept entries per picture cell from :meth:`preview_cells` where the
-        session's order tells them, a reader of windows, the other targets' kept counts and
-        the targets' sizes: what a view needs to draw the step and count it, decided here. A
-        slider step on a cached tensor builds no mask; what is lazy stays lazy until read.
-
-        Parameters
-        ----------
-        request : StepRequest
-            The step and the tensor shown (``request.target``).
-        cell_edges : callable, optional
-            ``shape -> (row_edges, col_edges)`` of the picture's cells (matrix view, rank >=
-            2); without it the picture pools :attr:`PreviewPicture.shown`, read here.
-        summaries : MaskSummaries, optional
-            The current state's summaries, kept by the caller between pictures so counts and
-            slices are read once per state; a fresh one by default.
-
-        Returns
-        -------
-        PreviewPicture
-            Finish its numbers with :meth:`PreviewPicture.counts` once the picture is pooled.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from prune_explorer import Session
-        >>> from prune_explorer.session.slider.picture import StepRequest
-        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(8, 4)))
-        >>> picture = s.preview_picture(StepRequest("0.weight", "l1_unstructured",
-        ...                                         {"amount": 0.25}))
-        >>> picture
-        PreviewPicture('0.weight', l1_unstructured, shape=(4, 8), pooled mask, mask built)
-        >>> picture.counts(shown_kept=int(picture.shown().sum())).stats.units_pruned
-        8
-        """
-        return preview_picture(cast("Session", self), request, cell_edges=cell_edges,
-                               summaries=summaries)
-
-    def _preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
-        check_step(self._model, self._known, step, where)
+    def preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
+        check_step(self._state._model, self._state._known, step, where)
         if step.is_global:
-            return global_masks(self._model, step, self._orders, self._aliases)
+            return global_masks(self._state._model, step, self._state._orders, self._state._aliases)
         name = step.targets[0]  # a single-tensor step
-        module, tensor_name = self._locate(name)
-        return local_masks(module, tensor_name, step, self._orders, name, self._aliases)
+        module, tensor_name = self._state._locate(name)
+        return local_masks(module, tensor_name, step, self._state._orders, name,
+                           self._state._aliases)

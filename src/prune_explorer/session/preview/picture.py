@@ -50,11 +50,10 @@ from ..analysis.wording import count, describe_rounding, percent, plural, slice_
 from ..steps.checks import kept_slices
 from ..steps.methods import METHODS
 from ..steps.step import Step
-from .previews import kept_count, slices_pruned, window_reader
+from .masks import kept_count, slices_pruned, window_reader
 
 if TYPE_CHECKING:
     from ..model.targets import TensorInfo
-    from ..session import Session
 
 __all__ = [
     "CellEdges",
@@ -63,6 +62,7 @@ __all__ = [
     "MaskSummaries",
     "MaskSummary",
     "PictureCounts",
+    "PictureSession",
     "PreviewPicture",
     "StepCounts",
     "StepRequest",
@@ -118,7 +118,7 @@ class StepRequest:
             return int(self.settings["dim"])
         return None
 
-    def preview_all(self, session: Session) -> Mapping[str, torch.Tensor]:
+    def preview_all(self, session: PictureSession) -> Mapping[str, torch.Tensor]:
         """Masks the step would leave, by address (one entry unless global); for large
         tensors built only when read (``Session.preview_masks``, ``preview_global``)."""
         if self.is_global:
@@ -127,11 +127,12 @@ class StepRequest:
             )
         return session.preview_masks(self.target, self.method, **self.settings)
 
-    def preview(self, session: Session) -> torch.Tensor | None:
+    def preview(self, session: PictureSession) -> torch.Tensor | None:
         """Mask the step would leave on :attr:`target` (None: not among global targets)."""
         return self.preview_all(session).get(self.target)
 
-    def kept_cells(self, session: Session, edges: tuple[Any, Any], alive: bool = False) -> Any:
+    def kept_cells(self, session: PictureSession, edges: tuple[Any, Any],
+                   alive: bool = False) -> Any:
         """Kept (``alive``: kept and nonzero) entries per picture cell of :attr:`target` after
         the step, straight from the session's cached order (no mask pooled); None where only
         the mask can tell (``Session.preview_cells``)."""
@@ -143,7 +144,7 @@ class StepRequest:
         return session.preview_cells(self.target, self.method, row_edges=row_edges,
                                      col_edges=col_edges, alive=alive, **self.settings)
 
-    def apply(self, session: Session) -> Step:
+    def apply(self, session: PictureSession) -> Step:
         """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
         if self.is_global:
             return session.apply_global(
@@ -312,6 +313,38 @@ class CountingSession(Protocol):
     def info(self, name: str) -> TensorInfo:
         """Address, module type, shape and numel of ``name``."""
 
+
+
+class PictureSession(CountingSession, Protocol):
+    """What a picture of a previewed step asks of a session (a part of ``Session``'s API):
+    its lock, its previews and, to do the step, its apply methods."""
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The session's re-entrant lock."""
+
+    def preview_masks(self, target: str, method: str, *, seed: int | None = None,
+                      **settings: Any) -> Mapping[str, torch.Tensor]:
+        """The masks a step on ``target`` would leave, by tensor."""
+
+    def preview_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
+                       amount: float | int, seed: int | None = None
+                       ) -> Mapping[str, torch.Tensor]:
+        """The masks a global step would leave, by tensor."""
+
+    def preview_cells(self, target: str, method: str, *, row_edges: np.ndarray,
+                      col_edges: np.ndarray, targets: Sequence[str] | None = None,
+                      seed: int | None = None, alive: bool = False, **settings: Any
+                      ) -> np.ndarray | None:
+        """Kept entries per picture cell, where the session's order tells them."""
+
+    def apply(self, target: str, method: str, *, seed: int | None = None,
+              with_bias: bool = False, **settings: Any) -> Step:
+        """Do a step on one tensor."""
+
+    def apply_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
+                     amount: float | int, seed: int | None = None) -> Step:
+        """Do a global step."""
 
 class MaskSummaries:
     """The :class:`MaskSummary` of each tensor's current mask (``kept``) and of what the
@@ -624,7 +657,7 @@ class PreviewPicture:
                 f"shape={self.shape}, {source}, {state})")
 
 
-def preview_picture(session: Session, request: StepRequest, *,
+def preview_picture(session: PictureSession, request: StepRequest, *,
                     cell_edges: CellEdges | None = None,
                     summaries: MaskSummaries | None = None) -> PreviewPicture:
     """Everything one picture of ``request`` is drawn from, read under ``session.lock``

@@ -5,9 +5,10 @@ any collective: applying, undoing and the reports talk to the other ranks. What 
 and what it says:
 
 * **Masks and history** stay sharded: each rank packs the bits of its own shard of every mask
-  (:class:`ShardedMask`), with the *global* kept count (one all-reduced integer), so a tensor's
-  history, ``pruned`` counts and ``repr`` are the same on every rank and no rank holds a full mask.
-  Undo snapshots keep the local bits too and give back a DTensor laid out as before.
+  (:class:`~prune_explorer.session.tensors.packed.ShardedMask`), with the *global* kept count
+  (one all-reduced integer), so a tensor's history, ``pruned`` counts and ``repr`` are the same
+  on every rank and no rank holds a full mask. Undo snapshots keep the local bits too and give
+  back a DTensor laid out as before.
 * **Reports** are collective: counts of nonzero entries -- per tensor, and per slice along each
   dim for ``channels_pruned`` -- are computed on each shard and all-reduced
   (:func:`nonzero_summary`), never gathered; every rank gets the same table.
@@ -39,7 +40,6 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -47,13 +47,11 @@ import torch.distributed as dist
 from torch import nn
 
 from prune_explorer.prune import engine
-from prune_explorer.prune.engine import Layout, all_reduce, contiguous_stride, pruned_stand_in
+from prune_explorer.prune.engine import Layout, all_reduce, pruned_stand_in
 from prune_explorer.prune.engine import is_sharded as is_dtensor
 
-from ..history.packed import PackedMask
-
-__all__ = ["ShardedMask", "count_alive", "count_nonzero", "is_dtensor", "is_sharded",
-           "nonzero_summary", "ones_mask", "rank", "reduce_extremes", "refuse_move",
+__all__ = ["count_alive", "count_nonzero", "is_dtensor", "is_sharded",
+           "nonzero_summary", "rank", "reduce_extremes", "refuse_move",
            "refuse_sharded", "shard_of", "tensor_of", "total_count"]
 
 
@@ -65,13 +63,6 @@ def tensor_of(module: nn.Module, name: str) -> Any:
     ``getattr(module, name)``."""
     stand = pruned_stand_in(module, name)
     return getattr(module, name) if stand is None else stand
-
-
-def ones_mask(t: Any) -> PackedMask:
-    """The packed mask of ``t`` that prunes nothing, sharded like ``t`` if it is a DTensor."""
-    if is_dtensor(t):
-        return ShardedMask.ones_like(t)
-    return PackedMask.ones(tuple(t.shape), t.device)
 
 
 def is_sharded(model: nn.Module) -> bool:
@@ -180,85 +171,3 @@ def reduce_extremes(t: Any, top: float, bottom: float, flag: bool) -> tuple[floa
     low = all_reduce(torch.tensor([bottom], dtype=torch.float64, device=device), group,
                      dist.ReduceOp.MIN)
     return float(high[0]), float(low[0]), bool(high[1])
-
-
-class ShardedMask(PackedMask):
-    """A mask of a sharded tensor as one rank keeps it: the bits of its own shard, with the
-    global shape and the global kept count (the same on every rank).
-
-    :meth:`unpack` gives back a DTensor laid out as the mask was; ``==`` compares this rank's
-    bits. The bytes of the whole mask (:meth:`to_bytes`) exist on no rank: gather the mask
-    (``DTensor.full_tensor()``) to export it.
-    """
-
-    __slots__ = ("_local", "_mesh", "_placements")
-
-    def __init__(self, mask: Any, local: PackedMask, kept: int) -> None:
-        super().__init__(tuple(mask.shape), None, kept, local.device)
-        self._local = local
-        self._mesh = mask.device_mesh
-        self._placements = tuple(mask.placements)
-
-    @classmethod
-    def of(cls, mask: Any) -> ShardedMask:
-        """Pack this rank's shard of DTensor ``mask``; the kept count is all-reduced."""
-        local = PackedMask.from_tensor(mask.to_local())
-        return cls(mask, local, total_count(mask, local.kept))
-
-    @classmethod
-    def ones_like(cls, t: Any) -> ShardedMask:
-        """The mask of DTensor ``t`` that prunes nothing (no bits, no communication)."""
-        local = t.to_local()
-        return cls(t, PackedMask.ones(tuple(local.shape), local.device), t.numel())
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of this rank's bits."""
-        return self._local.nbytes
-
-    @property
-    def local(self) -> PackedMask:
-        """This rank's shard, packed."""
-        return self._local
-
-    def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
-        """This rank's shard, flat, in bool pieces (:meth:`PackedMask.pieces`)."""
-        return self._local.pieces(device)
-
-    def unpack(self, dtype: torch.dtype = torch.bool,
-               device: torch.device | str | None = None) -> Any:
-        """The mask as a DTensor of ``dtype`` (this rank's shard unpacked; no communication)."""
-        from torch.distributed.tensor import DTensor
-
-        local = self._local.unpack(dtype, device)
-        return DTensor.from_local(local, self._mesh, self._placements, run_check=False,
-                                  shape=torch.Size(self.shape),
-                                  stride=contiguous_stride(self.shape))
-
-    def to(self, device: torch.device | str) -> ShardedMask:
-        """The same mask with this rank's bits on ``device``."""
-        out = ShardedMask.__new__(ShardedMask)
-        PackedMask.__init__(out, self.shape, None, self.kept, device)
-        out._local, out._mesh, out._placements = (self._local.to(device), self._mesh,
-                                                  self._placements)
-        return out
-
-    def to_bytes(self) -> bytes:
-        raise NotImplementedError(
-            f"ShardedMask.to_bytes: the mask of shape {self.shape} is sharded over processes "
-            "and no rank holds all its bits; gather it with DTensor.full_tensor() and pack that")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, ShardedMask):
-            return self.shape == other.shape and self.kept == other.kept and \
-                self._local == other._local
-        if isinstance(other, PackedMask):  # only "nothing pruned" is known without the bits
-            return self.shape == other.shape and self.kept == other.kept == self.numel
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.kept))
-
-    def __repr__(self) -> str:
-        return (f"ShardedMask(shape={self.shape}, kept={self.kept}, pruned={self.pruned}, "
-                f"local shard {self._local.shape}, {self.nbytes} bytes here)")

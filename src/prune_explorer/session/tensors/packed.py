@@ -20,14 +20,17 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from prune_explorer.prune import engine
-from prune_explorer.prune.engine import is_sharded
+from prune_explorer.prune.engine import contiguous_stride, is_sharded
 
-__all__ = ["MaskBits", "PackedMask"]
+from .sharded import total_count
+
+__all__ = ["MaskBits", "PackedMask", "ShardedMask", "ones_mask"]
 
 _SHIFTS: dict[torch.device, torch.Tensor] = {}
 
@@ -117,7 +120,7 @@ class PackedMask:
         """Pack ``mask`` (bool or numeric; nonzero means kept) on the mask's own device.
 
         A DTensor (a mask sharded over processes) gives a
-        :class:`~prune_explorer.session.model.sharded.ShardedMask` of this rank's shard (a
+        :class:`~prune_explorer.session.tensors.packed.ShardedMask` of this rank's shard (a
         collective: its kept count is all-reduced).
         """
         return cls.from_tensors([mask])[0]
@@ -157,8 +160,6 @@ class PackedMask:
         out: list[PackedMask] = []
         for mask in masks:
             if is_sharded(mask):
-                from ..model.sharded import ShardedMask
-
                 out.append(ShardedMask.of(mask))
                 continue
             (flat, data, _), n_kept = next(found)
@@ -357,3 +358,92 @@ class MaskBits:
 
     def __repr__(self) -> str:
         return f"MaskBits({len(self._by_id)} masks)"
+
+
+def ones_mask(t: Any) -> PackedMask:
+    """The packed mask of ``t`` that prunes nothing, sharded like ``t`` if it is a DTensor."""
+    if is_sharded(t):
+        return ShardedMask.ones_like(t)
+    return PackedMask.ones(tuple(t.shape), t.device)
+
+
+class ShardedMask(PackedMask):
+    """A mask of a sharded tensor as one rank keeps it: the bits of its own shard, with the
+    global shape and the global kept count (the same on every rank).
+
+    :meth:`unpack` gives back a DTensor laid out as the mask was; ``==`` compares this rank's
+    bits. The bytes of the whole mask (:meth:`to_bytes`) exist on no rank: gather the mask
+    (``DTensor.full_tensor()``) to export it.
+    """
+
+    __slots__ = ("_local", "_mesh", "_placements")
+
+    def __init__(self, mask: Any, local: PackedMask, kept: int) -> None:
+        super().__init__(tuple(mask.shape), None, kept, local.device)
+        self._local = local
+        self._mesh = mask.device_mesh
+        self._placements = tuple(mask.placements)
+
+    @classmethod
+    def of(cls, mask: Any) -> ShardedMask:
+        """Pack this rank's shard of DTensor ``mask``; the kept count is all-reduced."""
+        local = PackedMask.from_tensor(mask.to_local())
+        return cls(mask, local, total_count(mask, local.kept))
+
+    @classmethod
+    def ones_like(cls, t: Any) -> ShardedMask:
+        """The mask of DTensor ``t`` that prunes nothing (no bits, no communication)."""
+        local = t.to_local()
+        return cls(t, PackedMask.ones(tuple(local.shape), local.device), t.numel())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of this rank's bits."""
+        return self._local.nbytes
+
+    @property
+    def local(self) -> PackedMask:
+        """This rank's shard, packed."""
+        return self._local
+
+    def pieces(self, device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
+        """This rank's shard, flat, in bool pieces (:meth:`PackedMask.pieces`)."""
+        return self._local.pieces(device)
+
+    def unpack(self, dtype: torch.dtype = torch.bool,
+               device: torch.device | str | None = None) -> Any:
+        """The mask as a DTensor of ``dtype`` (this rank's shard unpacked; no communication)."""
+        from torch.distributed.tensor import DTensor
+
+        local = self._local.unpack(dtype, device)
+        return DTensor.from_local(local, self._mesh, self._placements, run_check=False,
+                                  shape=torch.Size(self.shape),
+                                  stride=contiguous_stride(self.shape))
+
+    def to(self, device: torch.device | str) -> ShardedMask:
+        """The same mask with this rank's bits on ``device``."""
+        out = ShardedMask.__new__(ShardedMask)
+        PackedMask.__init__(out, self.shape, None, self.kept, device)
+        out._local, out._mesh, out._placements = (self._local.to(device), self._mesh,
+                                                  self._placements)
+        return out
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError(
+            f"ShardedMask.to_bytes: the mask of shape {self.shape} is sharded over processes "
+            "and no rank holds all its bits; gather it with DTensor.full_tensor() and pack that")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ShardedMask):
+            return self.shape == other.shape and self.kept == other.kept and \
+                self._local == other._local
+        if isinstance(other, PackedMask):  # only "nothing pruned" is known without the bits
+            return self.shape == other.shape and self.kept == other.kept == self.numel
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.kept))
+
+    def __repr__(self) -> str:
+        return (f"ShardedMask(shape={self.shape}, kept={self.kept}, pruned={self.pruned}, "
+                f"local shard {self._local.shape}, {self.nbytes} bytes here)")

@@ -1,7 +1,7 @@
 """Reports of a session: per-tensor table, memory, global-vs-local comparison, commit review.
 
-A mixin of :class:`~prune_explorer.session.Session`: every method reads the model through the
-session's lock and changes nothing (the frames are built by :mod:`.reports`).
+A part of :class:`~prune_explorer.session.Session`: every method reads the model through the
+session's lock and changes nothing (the frames are built by :mod:`..analysis.frames`).
 
 Examples
 --------
@@ -15,25 +15,25 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import torch
 
+from ..analysis.frames import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
 from ..errors import InvalidStepError
-from ..history.journal import locked
-from ..history.packed import MaskBits
 from ..model.hooks import find_hook
-from ..model.sharded import count_nonzero, is_dtensor
-from ..slider.l1_order import _few_zeros
-from ..slider.magnitudes import MagnitudeCache, Magnitudes
-from ..slider.previewing import Previewing
-from ..slider.previews import GlobalPreview
-from ..steps.arguments import as_list
+from ..preview.l1_order import _few_zeros
+from ..preview.magnitudes import Magnitudes
+from ..preview.masks import GlobalPreview
+from ..state import SessionState
 from ..steps.step import Step
-from .frames import compare_frame, memory_report, tensor_report, tensor_zeros, with_total
+from ..tensors.sharded import count_nonzero, is_dtensor
+from ..transaction.journal import locked
+from .arguments import Arguments, as_list
+from .previewing import Previews
 
-__all__ = ["Reporting"]
+__all__ = ["Reports"]
 
 
 #: The memoised facts of a tensor's values: its exact zeros (flat indices, when few) and
@@ -45,23 +45,22 @@ def _value_facts(values: torch.Tensor) -> tuple[torch.Tensor | None, bool]:
     return _few_zeros(values, None), bool(torch.isfinite(values).all())
 
 
-class Reporting(Previewing):
-    """Read-only questions about the session (a mixin of ``Session``)."""
+class Reports:
+    """Read-only questions about the session (a part of ``Session``)."""
 
-    _found_methods: dict[str, tuple[str, ...]]
-    _magnitudes: MagnitudeCache
-    _bits: MaskBits
-
-    if TYPE_CHECKING:  # defined by Session, which this class is a mixin of
-        def default_targets(self) -> list[str]: ...
+    def __init__(self, state: SessionState, arguments: Arguments, previews: Previews) -> None:
+        self._state = state
+        self._lock = state._lock
+        self._arguments = arguments
+        self._previews = previews
 
     # -- reports --------------------------------------------------------------------------------
     @locked
     def methods(self, name: str) -> tuple[str, ...]:
         """Method names applied to ``name`` in order: those found on it, then the session's."""
-        name = self._check_name(name, "Session.methods")
-        return self._found_methods[name] + tuple(
-            e.step.method for e in self._histories[name][1:] if e.step is not None
+        name = self._arguments.check_name(name, "Session.methods")
+        return self._state._found_methods[name] + tuple(
+            e.step.method for e in self._state._histories[name][1:] if e.step is not None
         )
 
     @locked
@@ -84,8 +83,8 @@ class Reporting(Previewing):
         >>> int(s.alive("0.weight", s.preview("0.weight", "l1_unstructured", amount=4)).sum())
         4
         """
-        name = self._check_name(name, "Session.alive")
-        module, tensor_name = self._locate(name)
+        name = self._arguments.check_name(name, "Session.alive")
+        module, tensor_name = self._state._locate(name)
         pruned = find_hook(module, tensor_name) is not None
         values = getattr(module, tensor_name + "_orig" if pruned else tensor_name).detach()
         if mask is None:
@@ -113,15 +112,15 @@ class Reporting(Previewing):
         >>> s.kept_count("0.weight"), s.kept_count("0.weight", alive=True)  # no mask, 3 zeros
         (8, 5)
         """
-        name = self._check_name(name, "Session.kept_count")
-        module, tensor_name = self._locate(name)
+        name = self._arguments.check_name(name, "Session.kept_count")
+        module, tensor_name = self._state._locate(name)
         pruned = find_hook(module, tensor_name) is not None
         mask = getattr(module, tensor_name + "_mask") if pruned else None
-        order = self._orders.peek(module, tensor_name)
+        order = self._state._orders.peek(module, tensor_name)
         if order is not None:
             kept = order.alive
         elif mask is None:
-            kept = self._known[name].numel
+            kept = self._state._known[name].numel
         else:
             kept = count_nonzero(mask)
         if not alive:
@@ -129,7 +128,7 @@ class Reporting(Previewing):
         values = getattr(module, tensor_name + "_orig" if pruned else tensor_name).detach()
         if is_dtensor(values):
             return count_nonzero(self.alive(name))
-        zeros, _ = self._orders.memo(module, tensor_name, _VALUES,
+        zeros, _ = self._state._orders.memo(module, tensor_name, _VALUES,
                                      lambda: _value_facts(values), values_only=True)
         if zeros is None:  # many (committed pruning): count them with the mask
             return count_nonzero(self.alive(name))
@@ -141,20 +140,20 @@ class Reporting(Previewing):
         # The report's zeros of ``name`` from what the caches hold, or None. Exact: the mask is
         # the 0/1 mask the session installed (unchanged since, see MaskBits) and the values
         # are finite, so ``orig * mask`` is 0 exactly where the entry is not alive.
-        module, tensor_name = self._locate(name)
+        module, tensor_name = self._state._locate(name)
         pruned = find_hook(module, tensor_name) is not None
-        if pruned and self._bits.knows(getattr(module, tensor_name + "_mask")) is None:
+        if pruned and self._state._bits.knows(getattr(module, tensor_name + "_mask")) is None:
             return None
-        facts = self._orders.recall(module, tensor_name, _VALUES, values_only=True)
+        facts = self._state._orders.recall(module, tensor_name, _VALUES, values_only=True)
         if facts is None or facts[0] is None or (pruned and not facts[1]):
             return None
-        return self._known[name].numel - self.kept_count(name, alive=True)
+        return self._state._known[name].numel - self.kept_count(name, alive=True)
 
     @locked
     def zeros_after(self, masks: Mapping[str, torch.Tensor]) -> dict[str, int]:
         """Per tensor of a preview's ``masks``, the :meth:`report` ``zeros`` once they are
         installed (entries masked or exactly 0). ``O(log n)`` per target of a lazy global L1
-        preview (``compute.GlobalPreview``); otherwise one pass over each tensor.
+        preview (``preview.masks.GlobalPreview``); otherwise one pass over each tensor.
 
         Examples
         --------
@@ -177,7 +176,7 @@ class Reporting(Previewing):
     def magnitudes(self, name: str, *, n: Any = None, dim: int | None = None) -> Magnitudes:
         """What a magnitude step on ``name`` ranks, sorted: ``|w|`` of the unpruned entries
         (``l1_unstructured``), or with ``dim`` the ``n``-norms of the unpruned slices along it
-        (``ln_structured``). Built once per tensor state (see :mod:`.magnitudes`).
+        (``ln_structured``). Built once per tensor state (see :mod:`..preview.magnitudes`).
 
         Examples
         --------
@@ -190,9 +189,9 @@ class Reporting(Previewing):
         >>> s.magnitudes("0.weight", n=2, dim=0).unit
         'output rows (dim 0)'
         """
-        name = self._check_name(name, "Session.magnitudes")
-        module, tensor_name = self._locate(name)
-        return self._magnitudes.get(module, tensor_name, self._orders, n=n, dim=dim)
+        name = self._arguments.check_name(name, "Session.magnitudes")
+        module, tensor_name = self._state._locate(name)
+        return self._state._magnitudes.get(module, tensor_name, self._state._orders, n=n, dim=dim)
 
     @locked
     def report(self, totals: bool = False) -> pd.DataFrame:
@@ -204,8 +203,10 @@ class Reporting(Previewing):
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.
         """
-        frame = tensor_report(self._model, self._known, {n: self.methods(n) for n in self._known},
-                              self._orders.memo, zeros=self.zeros())
+        state = self._state
+        methods = {n: self.methods(n) for n in state._known}
+        frame = tensor_report(state._model, state._known, methods, state._orders.memo,
+                              zeros=self.zeros())
         return with_total(frame) if totals else frame
 
     @locked
@@ -224,15 +225,15 @@ class Reporting(Previewing):
         >>> s.zeros()
         {'0.weight': 3, '0.bias': 0}
         """
-        known = {n: self._zeros_known(n) for n in self._known}
-        counted = tensor_zeros(self._model, {n: i for n, i in self._known.items()
-                                             if known[n] is None}, self._orders.memo)
+        known = {n: self._zeros_known(n) for n in self._state._known}
+        counted = tensor_zeros(self._state._model, {n: i for n, i in self._state._known.items()
+                                             if known[n] is None}, self._state._orders.memo)
         return {n: counted[n] if z is None else z for n, z in known.items()}
 
     @locked
     def memory_report(self) -> pd.DataFrame:
         """Bytes that :meth:`commit` would free, per pruned tensor plus a ``"TOTAL"`` row."""
-        return memory_report(self._model, self._known)
+        return memory_report(self._state._model, self._state._known)
 
     @locked
     def compare_global_local(
@@ -251,7 +252,8 @@ class Reporting(Previewing):
         least ``collapse_threshold`` of it is pruned or every slice along some dim is.
         """
         where = "Session.compare_global_local"
-        names = self._canonical(as_list(self.default_targets() if names is None else names))
+        chosen = self._state.default_targets() if names is None else names
+        names = self._arguments.canonical(as_list(chosen))
         if not isinstance(collapse_threshold, (int, float)) or isinstance(
             collapse_threshold, bool
         ) or not 0.0 < collapse_threshold <= 1.0:
@@ -260,10 +262,12 @@ class Reporting(Previewing):
                 f"got {collapse_threshold!r}",
                 "collapse_threshold",
             )
-        glob = self._global_step(where, names, "l1_unstructured", amount, None, draw=False)
-        global_result = self._preview_step(glob, where)
+        glob = self._arguments.global_step(where, names, "l1_unstructured", amount, None,
+                                           draw=False)
+        global_result = self._previews.preview_step(glob, where)
         local_result: dict[str, torch.Tensor] = {}
         for name in names:
             step = Step._build(where, "l1_unstructured", name, {"amount": amount})
-            local_result.update(self._preview_step(step, where))
-        return compare_frame(self._known, names, global_result, local_result, collapse_threshold)
+            local_result.update(self._previews.preview_step(step, where))
+        return compare_frame(self._state._known, names, global_result, local_result,
+                             collapse_threshold)

@@ -7,19 +7,19 @@ but never registers anything on the module (``prune.preview_mask`` and ``prune.g
 work, on the same fast paths as applying).
 
 Nothing here copies the model: the cost is the mask computation itself. Given an
-:class:`~prune_explorer.session.slider.order_cache.OrderCache`, L1 and seeded random_unstructured
+:class:`~prune_explorer.session.preview.order_cache.OrderCache`, L1 and seeded random_unstructured
 masks
 of large tensors come from the tensor's precomputed order instead (one comparison per entry, no
 selection): the very mask the core computes, since both take tied entries lowest flat index
 first. A global L1 preview finds its cut from the targets' cached key histograms
-(:mod:`~prune_explorer.session.slider.global_cut`: no order, nothing per entry) and builds each mask
+(:mod:`.global_cut`: no order, nothing per entry) and builds each mask
 only when asked (:class:`GlobalPreview`); an apply that follows a preview installs the orders'
 or the cut's masks (:func:`cached_cuts`, used by the session's transaction).
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.slider.previews import local_mask
+>>> from prune_explorer.session.preview.masks import local_mask
 >>> from prune_explorer.session import Step
 >>> layer = torch.nn.Linear(4, 2)
 >>> mask = local_mask(layer, "weight", Step("l1_unstructured", "weight", amount=0.5))
@@ -40,10 +40,10 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import engine
 
-from ..model.sharded import is_dtensor, nonzero_summary, tensor_of
 from ..steps.methods import prune_class
 from ..steps.seeding import core_kwargs
 from ..steps.step import Step, split_address
+from ..tensors.sharded import is_dtensor, nonzero_summary, tensor_of
 from .global_cut import GlobalCut, global_cut
 from .order_cache import OrderCache, TensorOrder
 from .slice_scores import SliceScores
@@ -176,9 +176,9 @@ class BuiltPreview(PreviewMasks):
 
 class LocalPreview(PreviewMasks):
     """The mask of a single-tensor step by its address, built on first access from the
-    tensor's cached :class:`~prune_explorer.session.slider.order_cache.TensorOrder` (``pruned``
+    tensor's cached :class:`~prune_explorer.session.preview.order_cache.TensorOrder` (``pruned``
     first
-    entries cut) or :class:`~prune_explorer.session.slider.slice_scores.SliceScores` (``pruned``
+    entries cut) or :class:`~prune_explorer.session.preview.slice_scores.SliceScores` (``pruned``
     alive
     slices cut, times the mask buffer ``kept``); :meth:`kept` and :meth:`slices_pruned` count
     without it.
@@ -193,7 +193,7 @@ class LocalPreview(PreviewMasks):
     Examples
     --------
     >>> import torch
-    >>> from prune_explorer.session.slider.order_cache import OrderCache
+    >>> from prune_explorer.session.preview.order_cache import OrderCache
     >>> layer = torch.nn.Linear(600, 400)
     >>> masks = LocalPreview("weight", OrderCache().get(layer, "weight"), 60_000)
     >>> masks, masks.kept("weight")
@@ -302,7 +302,7 @@ def _slice_cut(module: nn.Module, tensor_name: str, step: Step,
 
 class GlobalPreview(PreviewMasks):
     """The masks of a global L1 step by address, each built on first access from the step's
-    :class:`~prune_explorer.session.slider.global_cut.GlobalCut` (the targets as they were when the
+    :class:`~prune_explorer.session.preview.global_cut.GlobalCut` (the targets as they were when the
     preview ran); :meth:`kept` counts without a mask. See :class:`PreviewMasks` for aliases.
 
     A global slider step thus costs the cut (a sum of small histograms) and the shown target's

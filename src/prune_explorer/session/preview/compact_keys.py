@@ -1,7 +1,7 @@
 """A tensor's unpruned ``|w|`` keys in ascending order, in about 0.6 byte per key.
 
 A global L1 cut over float32 tensors knows from the key histograms
-(:mod:`~prune_explorer.session.slider.global_cut`) which bin of top value bits it falls in, but
+(:mod:`~prune_explorer.session.preview.global_cut`) which bin of top value bits it falls in, but
 needs
 the keys of that bin to find the exact value and how many of each tensor lie below or on it.
 :class:`SortedKeys` holds every unpruned key of one tensor, sorted, so the keys of any bin are

@@ -14,14 +14,14 @@ display cell is a sum over the slices that cross it: :meth:`SliceScores.kept_per
 per grid, the count of each line (matrix row for ``dim=0``, matrix column otherwise) in each
 cell, and a slider step is a weighted sum of those, ``O(cells + lines)``-ish, with no mask.
 
-The entries live in the session's :class:`~prune_explorer.session.slider.order_cache.OrderCache`,
+The entries live in the session's :class:`~prune_explorer.session.preview.order_cache.OrderCache`,
 beside the L1 orders, and are thrown away on the same changes (apply, undo, commit, device
 moves, writes to the weights).
 
 Examples
 --------
 >>> import torch
->>> from prune_explorer.session.slider.order_cache import OrderCache
+>>> from prune_explorer.session.preview.order_cache import OrderCache
 >>> layer = torch.nn.Linear(600, 400)
 >>> from prune_explorer import prune
 >>> scores = OrderCache().slices(layer, "weight", prune.LnStructured(0.5, n=2, dim=0))
@@ -154,7 +154,7 @@ class SliceScores:
                       alive: bool = False) -> np.ndarray | None:
         """Entries each display cell keeps (``alive``: kept and not exactly 0) with ``pruned``
         slices cut; cells as in :meth:`TensorOrder.pruned_per_cell
-        <prune_explorer.session.slider.order_cache.TensorOrder.pruned_per_cell>` (int64, (R, C)).
+        <prune_explorer.session.preview.order_cache.TensorOrder.pruned_per_cell>` (int64, (R, C)).
 
         ``current`` and ``kept`` are the tensor and its mask buffer (None if not pruned) in the
         state these scores were computed for. None for a grid with empty cells.

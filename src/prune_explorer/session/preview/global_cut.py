@@ -14,7 +14,7 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
   One streamed pass over the tensor, chunk by chunk (on a GPU, the whole tensor at once: a
   fixed number of launches and syncs per tensor, whatever its size). The
-  :class:`~prune_explorer.session.slider.order_cache.OrderCache` keeps it and drops it when the
+  :class:`~prune_explorer.session.preview.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
   bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the first cut
