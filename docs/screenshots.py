@@ -10,7 +10,8 @@ One command, from the repository root, with the project's virtual environment::
 What it does: starts ``prune-explorer lab`` on 127.0.0.1 (token on, a free port) in a scratch folder
 holding one small notebook, opens it in headless Chromium at 1400x1000, at 1024x768 and at a
 real 1024x768 projector at 150 % zoom (what Chrome does: a 683x512 CSS viewport at 1.5 device
-pixels per CSS pixel; file ``...-683x512-zoom150.png``), the file browser open, runs it, and photographs the JupyterLab window twice per size:
+pixels per CSS pixel; file ``...-683x512-zoom150.png``), the file browser open, runs it, and
+photographs the JupyterLab window twice per size:
 the explorer on the demo MLP (``fc1.weight``, l1_unstructured at 50 %) and on the demo CNN's
 ``features.3.weight`` in the kernels view (ln_structured, ``dim = 0``), and the MLP with a
 global preview and the Model view, Magnitudes and Zoom panels open, each scrolled to the top

@@ -178,11 +178,13 @@ def plot_global_vs_local(
     if is_total.any():
         total = df[is_total].iloc[-1]
         totals["global"] = ax.axhline(
-            float(total["sparsity_global"]), color=style.GLOBAL_COLOR, linestyle="--", linewidth=1.2,
+            float(total["sparsity_global"]), color=style.GLOBAL_COLOR, linestyle="--",
+            linewidth=1.2,
             label=f"total global {100 * float(total['sparsity_global']):.1f}%",
         )
         totals["local"] = ax.axhline(
-            float(total["sparsity_local"]), color=style.LOCAL_COLOR, linestyle=":", linewidth=1.6,
+            float(total["sparsity_local"]), color=style.LOCAL_COLOR, linestyle=":",
+            linewidth=1.6,
             label=f"total local {100 * float(total['sparsity_local']):.1f}%",
         )
     ax.set_xticks(x, names, rotation=40, ha="right", fontsize="small")

@@ -15,8 +15,9 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
 * the slider shares a row with Apply, Undo and Reset (the row wraps when narrow), over the
   picture: what the class watches and the button that acts are on one screen;
 * Presentation (class ``pe-presenting`` on the explorer) sets the explorer's text at 15 px
-  (from 12-13 px; the count and accuracy lines at 14 px, so each keeps to one line at 1024x768) and puts the controls under the picture, whose column then takes the whole
-  row; the notes on why a button is off give way (the input error stays over the picture);
+  (from 12-13 px; the count and accuracy lines at 14 px, so each keeps to one line at
+  1024x768) and puts the controls under the picture, whose column then takes the whole row;
+  the notes on why a button is off give way (the input error stays over the picture);
 * the header wraps (the summary on a line of its own) instead of squeezing the pickers;
 * code (the exported snippet, the JSON) never soft-wraps: it scrolls sideways;
 * text for screen readers only (``pe-sr-only``: the picture in words) is kept off screen.
