@@ -147,6 +147,9 @@ def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale
                  "Presentation did not enlarge the count line")
         wait_for(lambda: mlp.locator(".pe-picture-text").first.text_content() or "",
                  lambda words: "sparsity" in words and "room:" in words, "no picture")
+        for line in (".pe-count-line", ".pe-metric"):  # their text final: the head's height
+            expect(mlp.locator(line).first).not_to_have_class(re.compile(r"\bpe-stale\b"),
+                                                              timeout=60_000)
         head_to_top(mlp)
         presented = matrix_share(page, mlp)
         if size == (1024, 768):
