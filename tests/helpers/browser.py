@@ -396,9 +396,10 @@ CLASH_JS = """root => {
     }
     for (let up = a.parentElement; up && up !== document.body; up = up.parentElement) {
       const s = getComputedStyle(up);
-      if (s.overflowX === 'hidden' || s.overflowX === 'clip') {
-        const r = up.getBoundingClientRect();
-        if (p.left < r.left - 1 || p.right > r.right + 1) { out.push('cut: ' + name(a)); }
+      if (s.overflowX !== 'visible') {  // the first box that does not show overflow
+        const r = up.getBoundingClientRect();  // (one that scrolls sideways is not a cut)
+        if ((s.overflowX === 'hidden' || s.overflowX === 'clip')
+            && (p.left < r.left - 1 || p.right > r.right + 1)) { out.push('cut: ' + name(a)); }
         break;
       }
     }
