@@ -18,7 +18,7 @@ import pytest
 #: still a collection error.
 OPTIONAL_PACKAGES = frozenset({
     "anywidget", "ipympl", "ipywidgets", "IPython", "jupyterlab", "jupyter_server", "nbclient",
-    "nbformat", "nbval", "playwright", "torch_pruning", "hypothesis",
+    "nbformat", "nbval", "playwright", "torch_pruning", "hypothesis", "peft", "accelerate",
 })
 
 

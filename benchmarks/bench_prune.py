@@ -49,6 +49,16 @@ busy R times and reports medians over the rounds::
     python benchmarks/bench_prune.py --busy 1
     python benchmarks/bench_prune.py --busy 1 --rounds 3 --cases l1
 
+``--session`` times, interleaved in this one process over GPT-2-small shapes (N(0, 0.02) by
+default), the core's ``global_unstructured``, ``Session.apply_global`` on a fresh session,
+``preview_global`` then ``apply_global``, and the explorer's first Global move (the preview,
+every target's kept count, the cells of the tensor shown: block 0's ``mlp.c_fc``), each on
+fresh copies; the masks must be
+the core's and each history entry's bits the installed mask. Issue 33's target: each at most
+1.5x the core's call, quiet and with ``--busy N``::
+
+    python benchmarks/bench_prune.py --session --busy 1 --dtype bfloat16
+
 The children inherit the environment, so PyTorch's own allocator setting
 ``THP_MEM_ALLOC_ENABLE=1`` (Linux: allocations of 2 MiB and more faulted in as huge pages) applies
 to both implementations alike; the header says which allocator ran. It matters where a call's
@@ -567,6 +577,105 @@ def busy_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------- --session
+#: Issue 33's target: each session path takes at most this times the core's call, same process.
+SESSION_RATIO = 1.5
+
+
+def session_calls(weights: list[torch.Tensor]) -> dict[str, Callable[[], tuple[float, list]]]:
+    """The calls ``--session`` times, each on fresh copies of ``weights`` (the Session, where
+    there is one, built before the clock starts): (seconds, the masks it leaves)."""
+    from prune_explorer import Session, prune
+    names = [f"{i}.weight" for i in range(len(weights))]
+    # the tensor the Global tab shows: block 0's mlp.c_fc (as bench_global_first_move.py)
+    shown = names[next(i for i, w in enumerate(weights) if w.dim() == 2 and w.shape[0] * 4
+                       == w.shape[1])]
+
+    def core() -> tuple[float, list]:
+        mods = _modules(weights)
+        t0 = time.perf_counter()
+        prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured,
+                                  amount=0.5)
+        return time.perf_counter() - t0, [m.weight_mask for m in mods]
+
+    def session(preview: bool, explorer: bool = False) -> tuple[float, list]:
+        mods = _modules(weights)
+        s = Session(torch.nn.ModuleList(mods))
+        t0 = time.perf_counter()
+        if explorer:  # the Global tab's first move: preview, kept counts, the shown cells
+            masks = s.preview_global(names, "l1_unstructured", amount=0.5)
+            for name in names:
+                masks.kept(name)
+            shape = s.info(shown).shape
+            rows = torch.linspace(0, shape[0], 129).long().numpy()
+            cols = torch.linspace(0, math.prod(shape[1:]), 129).long().numpy()
+            s.preview_cells(shown, "global_unstructured", row_edges=rows, col_edges=cols,
+                            targets=names, pruning_method="l1_unstructured", amount=0.5)
+            return time.perf_counter() - t0, []
+        if preview:
+            s.preview_global(names, "l1_unstructured", amount=0.5)
+        s.apply_global(names, amount=0.5)
+        took = time.perf_counter() - t0
+        for name, m in zip(names, mods, strict=True):  # the history: exact, bit-packed
+            entry = s._histories[name][-1].mask
+            if entry != type(entry).from_tensor(m.weight_mask):
+                raise AssertionError(f"{name}: the history's bits are not the installed mask")
+        return took, [m.weight_mask for m in mods]
+
+    return {
+        "core global_unstructured": core,
+        "Session.apply_global (fresh)": lambda: session(False),
+        "preview_global then apply_global": lambda: session(True),
+        "explorer's first Global move": lambda: session(False, explorer=True),
+    }
+
+
+def session_main(args: argparse.Namespace) -> int:
+    """``--session``: the session's global paths against the core's ``global_unstructured``,
+    interleaved in this one process, over GPT-2-small shapes; quiet, and with ``--busy N``
+    beside N spinning processes too."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    weights = make_weights(gpt2_shapes(), args.data[0], args.dtype)
+    calls = session_calls(weights)
+    print(f"# bench_prune --session: torch {torch.__version__}, {os.cpu_count()} cpus, "
+          f"{torch.get_num_threads()} threads, GPT-2-small shapes ({len(weights)} tensors, "
+          f"{sum(w.numel() for w in weights) / 1e6:.1f}M), {DATA[args.data[0]]}, {args.dtype}, "
+          f"{args.rounds} round(s); load average {os.getloadavg()[0]:.2f} at start", flush=True)
+    states = ["quiet"] + ([f"busy({args.busy})"] if args.busy else [])
+    times: dict[tuple[str, str], list[float]] = {}
+    ok = True
+    for _ in range(args.rounds):
+        for state in states:
+            with spinners(args.busy if state != "quiet" else 0):
+                reference: list = []
+                for name, call in calls.items():
+                    took, masks = call()
+                    times.setdefault((state, name), []).append(took)
+                    if not reference:
+                        reference = masks
+                    elif masks and not all(torch.equal(a, b)
+                                           for a, b in zip(reference, masks, strict=True)):
+                        ok = False
+                        print(f"MASKS DIFFER: {name} ({state})")
+                    del masks
+    print("| path | " + " | ".join(f"{st} ms | / core" for st in states) + " |")
+    print("|---|" + "---|---|" * len(states))
+    met = True
+    for name in calls:
+        cells = []
+        for st in states:
+            ms = statistics.median(times[st, name]) * 1e3
+            core = statistics.median(times[st, "core global_unstructured"]) * 1e3
+            met = met and ms <= SESSION_RATIO * core
+            cells.append(f"{ms:.0f} | {ms / core:.2f}x")
+        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+    print(f"target (issue 33): every path at most {SESSION_RATIO}x the core's call: "
+          f"{'met' if met else 'NOT met'}; masks {'identical' if ok else 'DIFFER'}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end (timings on a shared machine are "
+          "noisy)")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
@@ -592,9 +701,12 @@ def main() -> int:
                         help="quiet, then beside N spinning processes: l1 and resnet50")
     parser.add_argument("--rounds", type=int, default=1,
                         help="--busy: quiet/busy rounds, alternating (medians over them)")
+    parser.add_argument("--session", action="store_true",
+                        help="the session's global paths against the core's call, in one "
+                        "process, GPT-2-small shapes (with --busy N: quiet, then busy)")
     parser.add_argument("--child", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.data = args.data or (["normal"] if args.busy else ["tie-free"])
+    args.data = args.data or (["normal"] if args.busy or args.session else ["tie-free"])
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args.data[0], args.dtype,
                                args.repeats)))
@@ -605,6 +717,8 @@ def main() -> int:
         args.repeats = 20 if args.repeats is None else args.repeats
         return device_main(args)
     args.repeats = 5 if args.repeats is None else args.repeats
+    if args.session:
+        return session_main(args)
     if args.busy:
         return busy_main(args)
 

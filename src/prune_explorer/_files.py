@@ -17,9 +17,11 @@ What happens depends on what the path names now:
 renamed into place; if a rename fails, the files already replaced get their old contents back
 (and new ones are removed), so the outputs are all new or all old.
 
-While the temporary file exists, SIGTERM and SIGHUP raise :class:`Terminated` (a
+While a temporary file is written, SIGTERM and SIGHUP raise :class:`Terminated` (a
 ``KeyboardInterrupt``) instead of killing the process, so the temporary file is always removed
-and the old file left as it was -- on an error, Ctrl-C or a kill alike.
+and the old file left as it was -- on an error, Ctrl-C or a kill alike. While files are renamed
+into place (or put back) those signals and Ctrl-C wait, and one that waited puts the old files
+back before it is raised: an interrupted write leaves every output as it was and no stray file.
 
 Examples
 --------
@@ -165,23 +167,52 @@ def _check_replaceable(target: os.stat_result, what: str, shown: str) -> None:
                           "refusing to replace it: pass --force to replace it anyway")
 
 
-@contextlib.contextmanager
-def _termination_raises() -> Iterator[None]:
-    # Turn SIGTERM/SIGHUP into an exception for the duration, so `finally` blocks run.
-    def handler(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                 if hasattr(signal, name))
 
-    previous = {}
-    with contextlib.suppress(ValueError):  # handlers can only be set in the main thread
-        for name in ("SIGTERM", "SIGHUP"):
-            if hasattr(signal, name):
-                signum = getattr(signal, name)
-                previous[signum] = signal.signal(signum, handler)
+
+class _Held:
+    """SIGINT, SIGTERM and SIGHUP while outputs are written: while :attr:`is_open` (a temporary
+    file being filled: long, and undone by removing it) one raises at once -- Ctrl-C a
+    ``KeyboardInterrupt``, the others :class:`Terminated` -- and otherwise (files being renamed,
+    put back or removed) it waits in :attr:`arrived` until :meth:`check` raises it, so that a
+    rename and its bookkeeping never part. A signal the process ignored stays ignored."""
+
+    def __init__(self) -> None:
+        self.is_open = False
+        self.arrived: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    def handle(self, signum: int, _frame: object) -> None:
+        if self.previous.get(signum) == signal.SIG_IGN:
+            return
+        if self.is_open:
+            raise _exception(signum)
+        self.arrived.append(signum)
+
+    def check(self) -> None:
+        """Raise the first signal that arrived while held, if any."""
+        if self.arrived:
+            raise _exception(self.arrived[0])
+
+
+def _exception(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[_Held]:
+    # Outside the main thread no handler can be set, and no signal arrives there.
+    held = _Held()
     try:
-        yield
+        with contextlib.suppress(ValueError):
+            for signum in _SIGNALS:
+                held.previous[signum] = signal.signal(signum, held.handle)
+        yield held
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        for signum, old in held.previous.items():
+            signal.signal(signum, old)  # type: ignore[arg-type]
+    held.check()  # arrived after the outputs were settled: still an interrupt
 
 
 def _temporary(target: Path, suffix: str = "tmp") -> Path:
@@ -198,53 +229,67 @@ def _write_temporary(target: Path, tmp: Path, data: bytes) -> None:
         os.fsync(file.fileno())
 
 
-def _write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    target = Path(os.path.realpath(path))  # through symlinks: the link itself stays
-    tmp = _temporary(target)
-    with _termination_raises():
-        try:
-            _write_temporary(target, tmp, data)
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-
-
-def _keep_old(target: Path) -> Path | None:
-    """A copy of ``target``'s current contents beside it (a hard link where the file system
-    has them), or None when there is no file."""
+def _keep_old(target: Path, backups: list[Path]) -> None:
+    """Add a copy of ``target``'s current contents beside it to ``backups`` (a hard link where
+    the file system has them) before anything can stop it; nothing when there is no file."""
     if _stat(target) is None:
-        return None
+        return
     backup = _temporary(target, "old")
+    backups.append(backup)  # listed first: the clean-up removes it whatever happens next
     try:
         os.link(target, backup)
     except OSError:
         shutil.copy2(target, backup)
-    return backup
 
 
-def _replace_all(targets: list[Path], tmps: list[Path]) -> None:
-    """Rename each temporary file over its target; on any failure put the old ones back."""
-    backups: list[Path | None] = []
-    done = 0
+def _write_all(targets: list[Path], data: list[bytes]) -> None:
+    """Write each ``data`` to its target: all new, or (on any failure, Ctrl-C or termination)
+    all as they were, with no temporary or backup file left.
+
+    The temporary files are filled while signals raise at once; renaming them into place,
+    putting old files back and removing what is left run with signals held, and a signal held
+    until the last rename is done still puts every old file back: a Ctrl-C or kill never
+    leaves a new file.
+    """
+    tmps = [_temporary(target) for target in targets]
+    backups: list[Path] = []
+    olds: list[Path | None] = []
+    with _signals_held() as held:
+        try:
+            for target, tmp, contents in zip(targets, tmps, data, strict=True):
+                held.is_open = True
+                try:
+                    _write_temporary(target, tmp, contents)
+                finally:
+                    held.is_open = False
+            held.check()
+            _replace_all(targets, tmps, backups, olds, held)
+        finally:
+            for path in (*tmps, *backups):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
+def _replace_all(targets: list[Path], tmps: list[Path], backups: list[Path],
+                 olds: list[Path | None], held: _Held) -> None:
+    """Rename each temporary file over its target (signals held); on any failure, or a signal
+    that arrived meanwhile, put the old ones back. ``olds[i]`` is target ``i``'s backup (None:
+    there was no file), listed before the rename."""
     try:
         for target, tmp in zip(targets, tmps, strict=True):
-            backups.append(_keep_old(target))
+            count = len(backups)
+            _keep_old(target, backups)
+            olds.append(backups[-1] if len(backups) > count else None)
             os.replace(tmp, target)
-            done += 1
+        held.check()  # a signal that waited for the renames: nothing is written after all
     except BaseException:
-        for target, backup in zip(targets[:done], backups[:done], strict=True):
+        for target, old in zip(targets, olds, strict=False):
             with contextlib.suppress(OSError):
-                if backup is None:
-                    target.unlink()
+                if old is None:
+                    target.unlink(missing_ok=True)
                 else:
-                    os.replace(backup, target)
+                    os.replace(old, target)
         raise
-    finally:
-        for backup in backups:
-            if backup is not None:
-                with contextlib.suppress(OSError):
-                    backup.unlink()
 
 
 def write_output(
@@ -275,7 +320,7 @@ def write_output(
             with open(path, "wb") as file:
                 file.write(data)
         else:
-            _write_atomically(path, data)
+            _write_all([Path(os.path.realpath(path))], [data])  # through symlinks
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise OutputError(f"{what} {os.fspath(path)!r} cannot be written ({reason})") from None
@@ -311,18 +356,10 @@ def write_outputs(
             raise OutputError(f"{what} {os.fspath(path)!r} must be a regular file or a new path "
                               "(it is written together with the other outputs)")
     targets = [Path(os.path.realpath(path)) for path, _, _ in outputs]
-    tmps = [_temporary(target) for target in targets]
-    with _termination_raises():
-        try:
-            for target, tmp, (_, data, _) in zip(targets, tmps, outputs, strict=True):
-                _write_temporary(target, tmp, data)
-            _replace_all(targets, tmps)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            shown = ", ".join(repr(os.fspath(path)) for path, _, _ in outputs)
-            raise OutputError(f"{shown} cannot be written ({reason}); all are as they were") \
-                from None
-        finally:
-            for tmp in tmps:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
+    try:
+        _write_all(targets, [data for _, data, _ in outputs])
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        shown = ", ".join(repr(os.fspath(path)) for path, _, _ in outputs)
+        raise OutputError(f"{shown} cannot be written ({reason}); all are as they were") \
+            from None

@@ -37,6 +37,8 @@ EXPECTED_NOTEBOOKS = [
     "03_global_vs_local.ipynb",
     "04_plan_export.ipynb",
     "05_patterns_and_shrink.ipynb",
+    "06_fine_tune_loop.ipynb",
+    "07_importance.ipynb",
 ]
 
 PLAN_STEPS = [

@@ -17,6 +17,7 @@ made later are ``"new"``.
 from __future__ import annotations
 
 import dis
+import inspect
 import pickle
 import signal
 import sys
@@ -34,59 +35,100 @@ SOURCE = str(Path(prune_explorer.__file__).parent)
 
 
 _RETURN = dis.opmap["RETURN_VALUE"]
+_GENERATOR = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class Interrupter:
     """``with Interrupter(n):`` presses Ctrl-C at the ``n``-th line event of prune_explorer code
-    in the block (``n=0``: never; :attr:`count` then tells how many line events there were).
+    in the block (``n=0``: never; :attr:`count` then tells how many line events there were);
+    ``Interrupter(n, then=k)`` presses it again at the ``k``-th line event after the first
+    interrupt was delivered (an impatient user; ``then=0``: only count them, in :attr:`after`).
+    ``also`` adds source files (or folders) whose lines count and where Ctrl-C may land too,
+    e.g. torch's ``grad_mode.py``, to press it as a ``no_grad`` block's ``__exit__`` starts.
 
     The interrupt arrives as CPython delivers a real SIGINT: at the next point where the
     interpreter checks for signals -- a function starting (or a generator resuming), a call to
     a Python function returning to its caller, a loop jumping back -- in prune_explorer code,
     with the handler installed then called on the frame running there: Python's raises
     ``KeyboardInterrupt``; the session's (``session.interrupts``) raises it or holds it until
-    its held section ends. Exactly one interrupt is sent per block. (A line event itself is
-    not such a point: between a ``with`` block's last line and its ``__exit__`` call CPython
-    never raises one.)
+    its held section ends. (A line event itself is not such a point: between a ``with``
+    block's last line and its ``__exit__`` call CPython never raises one.) An exception raised
+    by a tracer unsets it; with ``then`` a profiler puts it back on the frames still running at
+    the next call or return, so the line events of the rollback are seen.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, then: int | None = None, also: tuple[str, ...] = ()) -> None:
         self.n = n
+        self.sources = (SOURCE, *also)  # whose line events count, where Ctrl-C lands
+        self.then = then
         self.count = 0
+        self.after = 0  # line events after the first interrupt (with ``then``)
+        self.files: list[str] = []  # with n=0: the file of each line event
         self.armed = False
-        self.fired = False
+        self.fired = False  # the first interrupt was delivered
+        self.fired_again = False
         self.where = ""
+        self.where_again = ""
         self._lines: dict[int, int] = {}  # frame id -> last line (to see loops jump back)
 
+    @property
+    def _done(self) -> bool:
+        return self.fired_again or (self.fired and self.then is None)
+
     def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self.fired or not frame.f_code.co_filename.startswith(SOURCE):
+        if self._done or not frame.f_code.co_filename.startswith(self.sources):
             return None
-        if self.armed:  # a function starts or a generator resumes: CPython checks here
+        # a function starts or a generator resumes with next() or send(): CPython checks here
+        # (not when close() or throw() resume it: it goes straight to the exception)
+        if self.armed and not (frame.f_code.co_flags & _GENERATOR and frame.f_lasti > 0):
             self._fire(frame, frame)
         return self._local
 
     def _local(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if self.fired:
+        if self._done:
             return None
         if event == "line":
             last = self._lines.get(id(frame), -1)
             self._lines[id(frame)] = frame.f_lineno
             if self.armed and frame.f_lineno < last:  # a loop jumped back
                 self._fire(frame, frame)
-            elif not self.armed:
+            elif not self.armed and not self.fired:
                 self.count += 1
                 self.armed = self.count == self.n
+                if self.n == 0:  # a counting run: where each line event was
+                    self.files.append(frame.f_code.co_filename)
+            elif not self.armed:
+                self.after += 1
+                self.armed = self.after == self.then
         elif event == "return" and self.armed and frame.f_back is not None and (
                 frame.f_code.co_code[frame.f_lasti] == _RETURN):
             self._fire(frame, frame.f_back)  # checked in the caller once the call returned
         return self._local
 
+    def _rearm(self, frame: FrameType, event: str, arg: Any) -> None:
+        # the next call or return after a tracer raised: trace again, the running frames too
+        sys.setprofile(None)
+        if self._done:
+            return
+        sys.settrace(self._global)
+        running: FrameType | None = frame
+        while running is not None:
+            if running.f_code.co_filename.startswith(self.sources):
+                running.f_trace = self._local
+            running = running.f_back
+
     def _fire(self, frame: FrameType, checked: FrameType) -> None:
-        self.fired = True
-        self.where = f"{checked.f_code.co_filename}:{checked.f_lineno}"
+        self.armed = False
+        where = f"{checked.f_code.co_filename}:{checked.f_lineno}"
+        if self.fired:
+            self.fired_again, self.where_again = True, where
+        else:
+            self.fired, self.where = True, where
+        if not self._done:  # if the interrupt raises here, the tracer is unset: re-arm it
+            sys.setprofile(self._rearm)
         handler = signal.getsignal(signal.SIGINT)
         if handler is signal.default_int_handler or not callable(handler):
-            raise KeyboardInterrupt(f"injected at {self.where}")
+            raise KeyboardInterrupt(f"injected at {where}")
         handler(signal.SIGINT, checked)
 
     def __enter__(self) -> Interrupter:
@@ -97,6 +139,7 @@ class Interrupter:
 
     def __exit__(self, *exc: Any) -> None:
         sys.settrace(None)
+        sys.setprofile(None)
 
 
 Labels = dict[int, tuple[str, Any]]
@@ -191,6 +234,8 @@ def state_of(session: Any, labels: Labels, events: list[Any],
         "lock_free": lock_is_free(session.lock),
         # the thread's autograd mode is the user's too: an action never leaves it switched off
         "grad_enabled": torch.is_grad_enabled(),
+        "threads": torch.get_num_threads(),
+        "sigint": signal.getsignal(signal.SIGINT),
         "events": [(e.kind, e.names, e.steps) for e in events],
         "status": None if explorer is None else (explorer.status.kind, explorer.status.text),
     }

@@ -50,6 +50,9 @@ RULES = {
                 ("matplotlib.pyplot", "pylab", "prune_explorer.session",
                  "prune_explorer.widgets", *UI)),
     "demo": Rule(None, ("prune_explorer.widgets", *UI)),
+    # calibration statistics and criteria: torch and the core only, so any layer may use them
+    "importance": Rule(frozenset({"torch", "prune_explorer.prune", "prune_explorer.importance"}),
+                       (*ABOVE_PRUNE, "numpy", *UI)),
 }
 OUTSIDE_WIDGETS = Rule(None, UI)  # every other module of the package (cli.py, __init__.py)
 

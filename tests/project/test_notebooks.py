@@ -28,6 +28,8 @@ EXPECTED_NOTEBOOKS = [
     "03_global_vs_local.ipynb",
     "04_plan_export.ipynb",
     "05_patterns_and_shrink.ipynb",
+    "06_fine_tune_loop.ipynb",
+    "07_importance.ipynb",
 ]
 STRIP_HINT = (
     "clear the outputs before committing: Edit -> Clear Outputs of All Cells in JupyterLab, or "
@@ -74,7 +76,8 @@ def test_quickstart_opens_the_explorer_on_the_demo_model():
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "from prune_explorer import explore" in source
     assert "model = load_mlp()" in source
-    assert "explorer = explore(model, evaluate=evaluate)" in source  # accuracy readout
+    # the accuracy readout, and the Fine-tune tab's training function
+    assert "explorer = explore(model, evaluate=evaluate, train=train)" in source
 
 
 def collected(*args: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -268,6 +269,33 @@ def test_public_calls_on_a_fresh_tensor_never_wait_for_the_device(call, dtype):
     assert not SYNC_OPS & set(ops), SYNC_OPS & set(ops)
     assert layer.weight_mask.is_contiguous()
     assert hasattr(layer, "weight_orig")
+
+
+#: The public calls whose launches per call are at most torch's (issue 33, must-hold 3), with
+#: the same call on ``torch.nn.utils.prune``.
+AT_MOST_TORCHS = {
+    "ln_structured": lambda p, m: p.ln_structured(m, "weight", amount=0.4, n=2, dim=0),
+    "random_structured": lambda p, m: p.random_structured(m, "weight", amount=0.4, dim=1),
+    "custom_from_mask": lambda p, m: p.custom_from_mask(m, "weight",
+                                                        (m.weight.detach() > 0).float()),
+}
+
+
+@pytest.mark.parametrize("call", sorted(AT_MOST_TORCHS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(768, 768), (16, 8, 3, 3)])
+def test_launches_per_call_are_at_most_torchs(call, dtype, shape):
+    """The kernels a public call on a fresh tensor launches on the device path, counted
+    against torch's own call on the same weights in this test: never more."""
+    weight = weights(math.prod(shape), torch.float32, "grid").view(shape).to(dtype)
+    counts = {}
+    for name, impl in (("torch", torch.nn.utils.prune), ("ours", prune)):
+        layer = nn.Module()
+        layer.weight = nn.Parameter(weight.clone())
+        torch.manual_seed(0)
+        ops, _ = counted(lambda impl=impl, layer=layer: AT_MOST_TORCHS[call](impl, layer))
+        counts[name] = kernels(ops)
+    assert 0 < counts["ours"] <= counts["torch"], counts
 
 
 def test_the_cpu_path_does_grow_with_the_tensor():

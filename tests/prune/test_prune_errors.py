@@ -24,7 +24,7 @@ from helpers.prune import (
     twin,
 )
 from prune_explorer import prune as ours
-from prune_explorer.prune.validation import CONSTRAINTS, METHOD_PARAMETERS
+from prune_explorer.prune.validation import METHOD_PARAMETERS, constraint
 
 L1 = ("l1_unstructured", "L1Unstructured")
 RU = ("random_unstructured", "RandomUnstructured")
@@ -289,7 +289,7 @@ def test_every_constrained_parameter_of_every_method_says_where_rule_and_value(
     kwargs = {p: GOOD[p] for p in params}
     kwargs[param] = value
     shown = repr(type(value).__name__ if param in SHOWN_AS_TYPE else value)
-    rule = CONSTRAINTS[param].rule
+    rule = constraint(param, function).rule
     cls = getattr(ours, cls_name)
     for where, call in (
         (function, lambda: getattr(ours, function)(nn.Linear(6, 5), "weight", **kwargs)),

@@ -242,7 +242,7 @@ def test_repr_says_the_settings():
     (lambda m: prune.block_structured(m, "weight", 13, block=(2, 2)), ValueError,
      "block_structured: amount must be at most the number of prunable blocks (12); got 13"),
     (lambda m: prune.block_structured(m, "weight", 1, block=(2, 2), n="nuc"), RuntimeError,
-     "n must be a number or 'fro'"),
+     "or 'fro' (a vector norm over each block's entries); got 'nuc'"),
 ])
 def test_bad_settings_name_call_rule_and_value_and_leave_the_module_alone(call, error, message):
     layer = nn.Linear(8, 6)

@@ -65,6 +65,8 @@ def _one_step_per_method() -> list[Step]:
         Step("global_unstructured", ["0.weight", "1.weight"],
              pruning_method="l1_unstructured", amount=0.6),
         Step("remove", "0.weight"),
+        Step("wanda_rows", "0.weight", sparsity="2:4"),
+        Step("sparsegpt", "0.weight", sparsity=0.5),
     ]
     session = Session(nn.Sequential(nn.Linear(4, 4)))
     session.apply("0.weight", "custom_from_mask", mask=torch.ones(4, 4))
@@ -96,6 +98,10 @@ def test_every_method_reads_as_words_not_code():
           pruning_method="random_unstructured", amount=0.6, seed=3),
      "global random, 60% over 3 tensors (seed 3)"),
     (Step("semi_structured", "a.weight", pattern="2:4", dim=-1), "2:4 semi-structured on a.weight"),
+    (Step("l1_unstructured", "fc1.weight", amount=0.5, importance="wanda"),
+     "L1 magnitude, 50% of fc1.weight, scored by wanda"),
+    (Step("sparsegpt", "fc1.weight", sparsity=0.8),
+     "SparseGPT (prune and update), 80% of fc1.weight"),
 ])
 def test_describe_step_sentences(step, expected):
     assert describe_step(step) == expected

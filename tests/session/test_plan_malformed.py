@@ -166,6 +166,9 @@ _PLAUSIBLE = {
     "pruning_method": st.sampled_from(["l1_unstructured", "random_unstructured"]),
     "mask": st.fixed_dictionaries({"shape": st.lists(st.integers(0, 10), max_size=3),
                                    "bits": st.text(max_size=16)}),
+    "sparsity": st.one_of(st.sampled_from([0.5, 0.0, 0.99, "2:4", "1:3"]), _NUMBERS),
+    "damping": st.one_of(st.sampled_from([0.01, 1e-12, 0.0, -1.0]), _NUMBERS),
+    "importance": st.sampled_from(["magnitude", "wanda", "taylor", "fisher", "obd"]),
 }
 
 
@@ -186,6 +189,8 @@ def _steps(draw: st.DrawFn) -> dict:
     keys += spec.settings if spec is not None else []
     if spec is None or spec.random or method == "global_unstructured" or _rarely(draw):
         keys.append("seed")
+    if spec is not None and spec.scores and _rarely(draw):  # a criterion (needs calibration)
+        keys.append("importance")
     if _rarely(draw):  # a field too many
         keys.append(draw(st.sampled_from(sorted(_PLAUSIBLE))))
     if _rarely(draw):  # a field too few

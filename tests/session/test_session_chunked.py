@@ -41,6 +41,25 @@ def test_packing_a_chunk_at_a_time_matches_numpy(shape: tuple[int, ...]) -> None
                        torch.from_numpy(flat))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64,
+                                   torch.bool, torch.int64])
+def test_a_cpu_mask_of_any_dtype_packs_in_numpy_as_nonzero(dtype: torch.dtype) -> None:
+    """CPU masks pack a chunk at a time in numpy: -0 is pruned, any other nonzero value (NaN
+    too) kept, in every dtype; and no torch operation runs (a parallel region of torch's waits
+    for a descheduled thread on a busy machine)."""
+    g = torch.Generator().manual_seed(4)
+    values = torch.tensor([0.0, -0.0, 1.0, 0.5, -2.0, float("nan")])
+    picks = torch.randint(0, len(values), (61,), generator=g)
+    mask = values[picks] if dtype.is_floating_point else (values[picks] > 0.7)
+    mask = mask.to(dtype)
+    with OpCounter() as packing:
+        packed = PackedMask.from_tensor(mask)
+    assert kernels(packing.ops) == 0, packing.ops
+    flat = (mask != 0).numpy()
+    assert packed.kept == int(flat.sum())
+    assert packed.to_bytes() == np.packbits(flat).tobytes()
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_counts_a_slab_at_a_time_match_whole_tensor_counts(shape: tuple[int, ...]) -> None:
     mask = _mask(shape, 2)

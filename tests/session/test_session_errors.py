@@ -25,7 +25,8 @@ CASES = [
     ("apply", (W, "l2_unstructured"), {"amount": 0.5},
      "Session.apply: method must be one of 'identity', 'random_unstructured', "
      "'l1_unstructured', 'random_structured', 'ln_structured', 'custom_from_mask', "
-     "'semi_structured', 'block_structured', 'global_unstructured', 'remove'; "
+     "'semi_structured', 'block_structured', 'global_unstructured', 'wanda_rows', 'sparsegpt', "
+     "'remove'; "
      "got 'l2_unstructured'"),
     ("apply", (W, "l1_unstructured"), {"amount": 1.5},
      "Session.apply: amount must be a float in [0, 1] or an int >= 0; got 1.5"),

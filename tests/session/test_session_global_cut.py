@@ -136,9 +136,11 @@ def test_histograms_follow_the_tensor_state():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_apply_global_without_preview_cuts_from_histograms(dtype):
-    """Session.apply_global finds its cut from the key histograms (no model-sized copy, no
-    look at the masks afterwards): same masks as the core, same tie note as the full look."""
+def test_apply_global_without_preview_takes_the_cores_cut(dtype):
+    """Session.apply_global with no preview before builds no key histogram (a pass and a
+    bincount per target): the core's one selection gives the masks and says how it split the
+    tie (no model-sized copy, no look at the masks afterwards): the core's masks, and the same
+    tie note as the full look."""
     fast, slow = Session(_model(dtype)), Session(_model(dtype))
     slow._orders.budget = 0  # cache off: the core computes, the note comes from the full look
     targets = ["2.weight", "0.weight", "1.weight"]
@@ -147,7 +149,7 @@ def test_apply_global_without_preview_cuts_from_histograms(dtype):
         expected = [m.clone() for m in _core(pairs, amount)]
         a = fast.apply_global(targets, amount=amount)
         b = slow.apply_global(targets, amount=amount)
-        assert len(fast._orders._hists) == 3
+        assert not fast._orders._hists
         assert not fast._orders._orders
         assert a.ties == b.ties == "lowest"  # bf16 and the 1/64 grid: the cut is a tie
         for t, mask in zip(targets, expected, strict=True):

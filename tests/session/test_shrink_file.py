@@ -81,3 +81,54 @@ def test_rebuild_checks_everything_before_changing_anything(edit, message):
         rebuild(model, description)
     assert model[0].out_features == 6
     assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())
+
+
+def _two_layers(first_out: int, second_out: int) -> dict:
+    return {"format": "prune-explorer-shrunk", "version": 1, "model": "", "layers": {
+        "0": {"type": "Linear", "sizes": {"in_features": 4, "out_features": first_out},
+              "tensors": {"weight": [first_out, 4], "bias": [first_out]}},
+        "1": {"type": "Linear", "sizes": {"in_features": 6, "out_features": second_out},
+              "tensors": {"weight": [second_out, 6], "bias": [second_out]}}}}
+
+
+def _state(model: nn.Module) -> dict:
+    return {k: (v.shape, v.clone()) for k, v in model.state_dict().items()}
+
+
+def _assert_untouched(model: nn.Module, before: dict) -> None:
+    assert (model[0].out_features, model[1].out_features) == (6, 2)
+    after = _state(model)
+    assert after.keys() == before.keys()
+    assert all(after[k][0] == v[0] and torch.equal(after[k][1], v[1]) for k, v in before.items())
+
+
+@pytest.mark.parametrize(("description", "options", "message"), [
+    # a 300-byte file asking for 4 GB: refused by the default bound, before anything changes
+    (_two_layers(3, 10**9), {}, r"total 28,000,000,060 bytes, more than max_bytes=176 .*pass "
+                                r"max_bytes"),
+    # allowed by the bound the user raised, but more than can be allocated: still nothing changes
+    (_two_layers(3, 10**15), {"max_bytes": 10**17}, "cannot be allocated"),
+    # a shape its sizes do not give
+    ({**_two_layers(3, 2), "layers": {"0": {**_two_layers(3, 2)["layers"]["0"],
+                                          "tensors": {"weight": [3, 5], "bias": [3]}}}},
+     {}, r"tensor 'weight' must have the shape its sizes give, \[3, 4\]; got \[3, 5\]"),
+    (_two_layers(3, 2), {"max_bytes": -1}, "max_bytes must be an int >= 0"),
+])
+def test_rebuild_refuses_a_hostile_description_whole_and_leaves_the_model(description, options,
+                                                                           message):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 2))
+    before = _state(model)
+    with pytest.raises(InvalidDescriptionError, match=message) as info:
+        rebuild(model, description, **options)
+    assert "\n" not in str(info.value)
+    _assert_untouched(model, before)
+
+
+def test_a_raised_bound_lets_a_larger_description_through():
+    description = _two_layers(3, 50)
+    with pytest.raises(InvalidDescriptionError, match="max_bytes"):
+        rebuild(nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 2)), description)
+    model = rebuild(nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 2)), description,
+                    max_bytes=10_000)
+    assert tuple(model[1].weight.shape) == (50, 6)

@@ -136,9 +136,12 @@ def test_hostile_names_never_run_and_masks_are_exact(hostile_runs, case):
         n_masks += key.endswith("_mask")
     assert n_masks >= 1
     # The plan says the same after a JSON round trip, and so does its snippet.
+    # (The "json" case's own snippet is of a version-1 file, which lists no ties: it finds them
+    # on the model when it runs; the session's plan lists them, none here.)
     again = Plan.from_json(s.plan.to_json())
     assert again == s.plan
-    assert again.to_snippet() == snippet
+    assert again.to_snippet() == s.plan.to_snippet()
+    assert case == "json" or snippet == s.plan.to_snippet()
 
 
 @pytest.mark.parametrize("text", CORPUS)

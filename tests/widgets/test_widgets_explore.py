@@ -118,7 +118,8 @@ def test_key_widgets_carry_their_stable_css_class(ex):
     for css in EXPECTED_CLASSES:
         name = css[3:].replace("-", "_")
         assert css in ex.ui[name]._dom_classes, css
-    assert ex.ui.tabs.titles == ("Explore", "History", "Global vs local", "Commit", "Export")
+    assert ex.ui.tabs.titles == ("Explore", "History", "Global vs local", "Commit", "Export",
+                                 "Fine-tune")
     assert ex.ui.preview.format == "png"
 
 

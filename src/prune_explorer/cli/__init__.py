@@ -10,7 +10,8 @@
 ``prune-explorer report CHECKPOINT [--model M] [--plan PLAN] [--csv OUT]``
     Print the sparsity report (:meth:`Session.report`) of a saved ``state_dict``, after
     applying a JSON plan if one is given.
-``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M] [--shrink [--input-shape S]]``
+``prune-explorer apply CHECKPOINT PLAN -o OUT [--commit] [--model M] [--shrink [--input-shape S]``
+``[--input-kind float|tokens]]``
     Apply a JSON plan to a saved ``state_dict`` and save the resulting ``state_dict``.
 
 Checkpoints are ``.safetensors`` files (read with the ``safetensors`` library) or ``torch.save``

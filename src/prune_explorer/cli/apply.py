@@ -86,4 +86,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     apply.add_argument("--force", action="store_true", help=FORCE_HELP)
     apply.add_argument("--input-shape",
                        help="with --shrink: shape of an input batch to trace, e.g. 1,3,32,32 "
-                       "(the demo models know theirs)")
+                       "(the demo models know theirs; token ids: 1,8 by default)")
+    apply.add_argument("--input-kind", choices=("float", "tokens"),
+                       help="with --shrink: what the traced batch holds: float zeros, or "
+                       "integer token ids for a language model (given as input_ids where "
+                       "forward takes them). Default: tokens when the model's input is an "
+                       "embedding table, else float")

@@ -132,7 +132,10 @@ def _too_big(path: Path, what: str, declared: int, size: int, how: str) -> CLIEr
 def _check_zip(file: Any, path: Path, what: str, size: int) -> None:
     """A ``torch.save`` zip: entries stored, not compressed, and no bigger than the file."""
     try:
-        entries = zipfile.ZipFile(file).infolist()
+        # closed here, never left to ZipFile.__del__: a finaliser turns a Ctrl-C that lands in
+        # it into "Exception ignored" on stderr, and the command would run on
+        with zipfile.ZipFile(file) as archive:
+            entries = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise CLIError(
             f"{what} {str(path)!r} is not a readable PyTorch checkpoint ({one_line(exc)}); "

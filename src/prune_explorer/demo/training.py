@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -46,6 +47,7 @@ def train(
     lr: float = DEFAULT_LR,
     batch_size: int = DEFAULT_BATCH_SIZE,
     layout: Layout | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> nn.Module:
     """Train ``model`` in place on the digits training split with Adam and cross-entropy.
 
@@ -69,6 +71,10 @@ def train(
         Mini-batch size.
     layout : {"flat", "image"}, optional
         Input layout; by default taken from the model (see :func:`infer_layout`).
+    progress : callable, optional
+        ``progress(epochs_done)`` after each epoch (a schedule's progress bar and Stop:
+        :mod:`prune_explorer.session.loop.runner`); it may raise to stop. It changes nothing
+        in the training.
 
     Returns
     -------
@@ -101,13 +107,15 @@ def train(
     # shared, and the arithmetic no longer depends on the machine's core count.
     torch.set_num_threads(1)
     try:
-        for _ in range(epochs):
+        for epoch in range(epochs):
             order = torch.randperm(len(y), generator=generator).to(device)
             for batch in order.split(batch_size):
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(x[batch]), y[batch])
                 loss.backward()
                 optimizer.step()
+            if progress is not None:
+                progress(epoch + 1)
     finally:
         torch.set_num_threads(threads)
     model.eval()

@@ -18,7 +18,17 @@ from torch import nn
 from . import _fsdp, _module, _sharded
 from ._dtensor import is_sharded
 from ._hooks import HOOK_TYPE
-from .validation import CONSTRAINTS, check, check_dim, check_same_shape, problem
+from .validation import (
+    CONSTRAINTS,
+    METHOD_PARAMETERS,
+    check,
+    check_dim,
+    check_same_shape,
+    problem,
+)
+
+#: class name -> pruning function name (whose constraints :meth:`_create` checks)
+_FUNCTION_OF = {cls: function for function, (cls, _) in METHOD_PARAMETERS.items()}
 
 __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
 
@@ -173,9 +183,10 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     def _create(cls, where: str, *args: Any, **kwargs: Any) -> BasePruningMethod:
         """``cls(*args, **kwargs)`` made for the public call ``where``: keyword settings are
         checked against the constraint table in its name first."""
+        method_name = _FUNCTION_OF.get(cls.__name__)
         for param, value in kwargs.items():
             if param in CONSTRAINTS:
-                check(where, param, value)
+                check(where, param, value, method_name)
         method = cls(*args, **kwargs)
         method._where = where
         return method

@@ -22,7 +22,8 @@ from torch import nn
 
 from . import _fsdp
 from ._hooks import pruning_hooks
-from .validation import problem
+from ._interrupts import held_interrupts
+from .validation import UnprunableTensorError, problem, quantized_layer, unprunable
 
 if TYPE_CHECKING:
     from ._base import BasePruningMethod
@@ -66,6 +67,11 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
                         name)
             )
         if name not in module._parameters:
+            if quantized_layer(module):
+                raise UnprunableTensorError(
+                    f"{where}: cannot prune {name!r} of {type(module).__name__}: it is a "
+                    "quantized layer (torch.ao quantization) whose weight is packed integers, "
+                    "not a parameter; prune the float model, then quantize")
             choices = sorted(n for n, p in module._parameters.items() if p is not None)
             raise AttributeError(
                 problem(where, "name", f"a parameter of {type(module).__name__} "
@@ -79,6 +85,10 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(
             problem(where, "name", "a parameter holding a tensor", f"{name} = {value!r}")
         )
+    why = unprunable(value)
+    if why is not None:
+        raise UnprunableTensorError(f"{where}: cannot prune {name!r} of "
+                                    f"{type(module).__name__}: {why}")
     return value
 
 
@@ -97,8 +107,9 @@ class ModuleSnapshot:
     names : iterable of str
         Tensor names (``"weight"``), pruned or not.
     keep_values : bool, default False
-        Also copy the values of ``name_orig`` of pruned tensors: ``remove`` multiplies them by
-        the mask in place, so only a copy can undo it.
+        Also copy the values of ``name_orig`` of pruned tensors (``remove`` multiplies them by
+        the mask in place, so only a copy can undo it), or of the plain parameter ``name`` (a
+        step that edits weights before pruning them).
     store : callable, optional
         ``store(mask) -> load`` keeps a mask buffer and returns a function that gives it back
         (e.g. as packed bits, to keep long undo histories small). Default: by reference.
@@ -150,9 +161,10 @@ class ModuleSnapshot:
                 # instead of being kept alive.
                 recompute = store is not None and mask is not None and name in self._hooked()
                 self.attributes[name] = _RECOMPUTE if recompute else module.__dict__[name]
-            orig = module._parameters.get(name + "_orig")
-            if keep_values and orig is not None:
-                self.values[name] = orig.detach().clone()
+            held = module._parameters.get(name + "_orig", module._parameters.get(name))
+            if keep_values and held is not None:  # the pruned tensor's original, or the plain one
+                key = name + "_orig" if name + "_orig" in module._parameters else name
+                self.values[key] = held.detach().clone()
 
     def _hooked(self) -> set[str | None]:
         return {getattr(h, "_tensor_name", None) for h in self.hooks.values()}
@@ -176,9 +188,9 @@ class ModuleSnapshot:
             hook._pruning_methods = methods
         for key, param in self.parameters.items():
             m._parameters[key] = param
-        for name, value in self.values.items():
+        for key, value in self.values.items():
             with torch.no_grad():
-                self.parameters[name + "_orig"].copy_(value)
+                self.parameters[key].copy_(value)
         for name, load in self.masks.items():
             mask, orig = load(), self.parameters.get(name + "_orig")
             if orig is not None and mask.device != orig.device:  # moved since (Session.to)
@@ -240,14 +252,17 @@ def snapshot(
 @contextlib.contextmanager
 def transaction(pairs: Iterable[tuple[nn.Module, str]]) -> Iterator[None]:
     """Restore every (module, name) in ``pairs`` if the block raises (``BaseException``
-    included)."""
-    snaps = snapshot(pairs)
-    try:
-        yield
-    except BaseException:
-        for snap in reversed(snaps):
-            snap.restore()
-        raise
+    included). Ctrl-C is held while the snapshot is taken and restored (see ``_interrupts``):
+    only the block is open to it, so a second Ctrl-C never stops the rollback half-way."""
+    with held_interrupts() as gate:
+        snaps = snapshot(pairs)
+        try:
+            with gate.open():
+                yield
+        except BaseException:
+            for snap in reversed(snaps):
+                snap.restore()
+            raise
 
 
 def install(

@@ -6,7 +6,8 @@ histograms (for the slider's precomputed orders and the global cut), the DTensor
 sharded models), and module snapshots and hook installation (for exact undo and for applying
 masks it already computed). This module is the one place it takes them from; the private
 modules behind it (``_radix``, ``_select``, ``_module``, ``_dtensor``, ``_sharded``, ``_fsdp``,
-``_on_demand``) may be reorganised freely as long as these names keep their meaning.
+``_on_demand``, ``_interrupts``) may be reorganised freely as long as these names keep their
+meaning.
 
 Examples
 --------
@@ -29,6 +30,7 @@ from ._base import PruningContainer
 from ._dtensor import Layout, contiguous_stride, is_sharded
 from ._fsdp import pruned_stand_in
 from ._hooks import HOOK_TYPE
+from ._interrupts import Gate, held_interrupts, machinery
 from ._module import ModuleSnapshot, find_hook, snapshot, transaction
 from ._on_demand import kept_attribute
 from ._radix import (
@@ -55,6 +57,7 @@ __all__ = [
     "NAN_BITS",
     "SMALL",
     "Cut",
+    "Gate",
     "Layout",
     "ModuleSnapshot",
     "Straddle",
@@ -65,12 +68,14 @@ __all__ = [
     "cuts_found",
     "device_path",
     "find_hook",
+    "held_interrupts",
     "histogram",
     "install",
     "int_view",
     "is_sharded",
     "kept_attribute",
     "local_draws",
+    "machinery",
     "magnitude_keys",
     "pruned_stand_in",
     "row_slabs",

@@ -249,10 +249,7 @@ class BlockStructured(BasePruningMethod):
         where = type(self).__name__
         check(where, "amount", amount)
         check(where, "block", block)
-        check(where, "n", n)
-        if n == "nuc" or n is None:
-            raise RuntimeError(problem(where, "n", "a number or 'fro' (a vector norm over each "
-                                       "block's entries)", n))
+        check(where, "n", n, "block_structured")
         self.amount = amount
         self.block = tuple(block)
         self.n = n

@@ -37,15 +37,18 @@ from ._select import TIE_RULES
 __all__ = [
     "CONSTRAINTS",
     "METHOD_PARAMETERS",
+    "PRUNABLE_DTYPES",
     "Constraint",
     "DeviceMismatchError",
     "ShapeMismatchError",
+    "UnprunableTensorError",
     "check",
     "check_dim",
     "check_norm_rank",
     "check_same_device",
     "check_same_shape",
     "check_structured",
+    "constraint",
     "count_to_prune",
     "excerpt",
     "is_int",
@@ -53,8 +56,70 @@ __all__ = [
     "parse_pattern",
     "pattern_counts",
     "problem",
+    "quantized_layer",
     "show_value",
+    "unprunable",
 ]
+
+
+#: The dtypes the pruning API prunes (and masks it stores): torch's floating-point types of
+#: 16 to 64 bits. Integer (int8, int4...), bool, complex and float8 weights are refused.
+PRUNABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class UnprunableTensorError(TypeError):
+    """A tensor that holds no values the pruning API can mask in place (see
+    :func:`unprunable`). A deliberate deviation from ``torch.nn.utils.prune``, which prunes an
+    int8 weight as if it were a float one and fails deep inside torch on a meta weight."""
+
+
+def unprunable(t: torch.Tensor) -> str | None:
+    """Why the pruning API cannot prune ``t``, in words, or None if it can.
+
+    Pruning multiplies a tensor's values by a float mask in place of the parameter: a tensor on
+    the meta device has no values (an offloaded or not yet loaded weight); a quantized tensor
+    (``torch.ao`` quantization, torchao's tensor subclasses, int8/int4 dtypes) stores integers
+    with scales, which a mask of the same dtype cannot express.
+
+    Examples
+    --------
+    >>> unprunable(torch.ones(2)) is None
+    True
+    >>> print(unprunable(torch.ones(2, dtype=torch.int8)))  # doctest: +ELLIPSIS
+    its dtype is torch.int8 (quantized or integer values): the pruning API prunes ...
+    >>> print(unprunable(torch.ones(2, device="meta")))  # doctest: +ELLIPSIS
+    it is on the meta device: a shape without values (an offloaded weight, ...
+    """
+    if t.is_meta:
+        return ("it is on the meta device: a shape without values (an offloaded weight, as "
+                "accelerate's device_map/cpu_offload leave them, or one built under "
+                "init_empty_weights); load its values onto a device first")
+    cls = type(t)
+    if cls.__module__.split(".")[0] == "torchao" or "Quantized" in cls.__name__:
+        return (f"it is a quantized tensor ({cls.__module__}.{cls.__name__}): the pruning API "
+                "prunes plain floating-point weights; prune the float model, then quantize")
+    if t.is_quantized:
+        return (f"it is a quantized tensor ({t.dtype}, torch.ao quantization): the pruning API "
+                "prunes plain floating-point weights; prune the float model, then quantize")
+    if t.dtype not in PRUNABLE_DTYPES:
+        floats = "/".join(str(d).removeprefix("torch.") for d in PRUNABLE_DTYPES)
+        return (f"its dtype is {t.dtype} (quantized or integer values): the pruning API prunes "
+                f"{floats} weights; prune the float model, then quantize")
+    return None
+
+
+def quantized_layer(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a quantized layer of ``torch.ao`` (``quantize_dynamic`` and
+    friends), whose weight is packed integers, not a parameter.
+
+    Examples
+    --------
+    >>> quantized_layer(torch.nn.Linear(2, 2))
+    False
+    """
+    origin = type(module).__module__
+    return origin.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")) or hasattr(
+        module, "_packed_params")
 
 
 class ShapeMismatchError(AssertionError, ValueError):
@@ -149,6 +214,12 @@ def _n_error(value: Any) -> type[Exception] | None:
     return RuntimeError if math.isnan(f) else None
 
 
+def _vector_n_error(value: Any) -> type[Exception] | None:
+    if value is None or value == "nuc":  # a vector norm: no matrix norm, no torch.norm default
+        return RuntimeError
+    return _n_error(value)
+
+
 _PATTERN = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*")
 
 
@@ -197,7 +268,10 @@ class Constraint:
     error: Callable[[Any], type[Exception] | None]
 
 
-#: Each constrained parameter of the pruning methods, with its rule and test.
+#: Each constrained parameter of the pruning methods, with its rule and test: ``"param"`` for
+#: the rule every method taking it shares, ``"method.param"`` where one method's rule is its own
+#: (read both through :func:`constraint`). The session's step and plan reader check settings
+#: through the same entries, so it accepts exactly what the methods accept.
 CONSTRAINTS: dict[str, Constraint] = {
     "amount": Constraint("a float in [0, 1] or an int >= 0", _amount_error),
     "n": Constraint("a number (int, float, inf or -inf, not nan, within the range of a float), "
@@ -213,6 +287,9 @@ CONSTRAINTS: dict[str, Constraint] = {
     "block": Constraint("a tuple of one or more ints >= 1", _block_error),
     "ties": Constraint(f"None or one of {TIE_RULES}",
                        lambda v: None if v is None or v in TIE_RULES else ValueError),
+    "block_structured.n": Constraint(
+        "a number (int, float, inf or -inf, not nan, within the range of a float) or 'fro' "
+        "(a vector norm over each block's entries)", _vector_n_error),
 }
 
 #: function name -> (class name, parameters it takes, in torch's order). ``generator`` and
@@ -230,12 +307,25 @@ METHOD_PARAMETERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def check(where: str, param: str, value: Any) -> Any:
-    """Check ``value`` against the constraint of ``param``; return it unchanged.
+def constraint(param: str, method: str | None = None) -> Constraint:
+    """The rule of ``param`` for the pruning function ``method`` (its own entry of
+    :data:`CONSTRAINTS` if it has one, else the shared one).
+
+    Examples
+    --------
+    >>> [constraint("n", m).error("nuc") for m in ("ln_structured", "block_structured")]
+    [None, <class 'RuntimeError'>]
+    """
+    return CONSTRAINTS.get(f"{method}.{param}") or CONSTRAINTS[param]
+
+
+def check(where: str, param: str, value: Any, method: str | None = None) -> Any:
+    """Check ``value`` against the constraint of ``param`` (for the pruning function
+    ``method``: see :func:`constraint`); return it unchanged.
 
     Raises the type torch raises for that input, with the package's message template.
     """
-    c = CONSTRAINTS[param]
+    c = constraint(param, method)
     error = c.error(value)
     if error is not None:
         shown = type(value).__name__ if param in ("mask", "generator") else value

@@ -18,6 +18,8 @@ from .analysis.conformance import pattern_report
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .loop.results import RoundResult, RunInterrupted, ScheduleRun
+from .loop.schedule import Schedule
 from .model.state_dict import InvalidMaskError, StateDictMismatchError, load_pruned_state_dict
 from .model.targets import TensorInfo
 from .model.watch import ModelChangedError
@@ -28,6 +30,7 @@ from .shrink.description import InvalidDescriptionError
 from .shrink.description import describe as describe_shrunk
 from .shrink.description import rebuild as rebuild_shrunk
 from .steps.step import Step
+from .steps.training import TrainingStep
 from .tensors.packed import PackedMask
 
 __all__ = [
@@ -43,12 +46,17 @@ __all__ = [
     "NotUndoableError",
     "PackedMask",
     "Plan",
+    "RoundResult",
+    "RunInterrupted",
+    "Schedule",
+    "ScheduleRun",
     "Session",
     "SessionEvent",
     "StateDictMismatchError",
     "Step",
     "TensorHistory",
     "TensorInfo",
+    "TrainingStep",
     "describe_shrunk",
     "load_pruned_state_dict",
     "pattern_report",

@@ -25,6 +25,7 @@ __all__ = [
     "InvalidTensorError",
     "ModelChangedError",
     "NotUndoableError",
+    "PruningNotMergedError",
     "PruningNotSavedWarning",
     "ShrinkError",
     "StateDictMismatchError",
@@ -114,6 +115,11 @@ class StateDictMismatchError(ValueError):
 
 class PruningNotSavedWarning(UserWarning):
     """Saving a model whose pruning a library's loader would not restore."""
+
+
+class PruningNotMergedError(RuntimeError):
+    """Merging an adapter (peft's LoRA) into a layer still pruned through a hook, which would
+    lose the adapter's delta."""
 
 
 class ModelChangedError(NotUndoableError):

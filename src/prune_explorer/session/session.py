@@ -43,19 +43,25 @@ import pandas as pd
 import torch
 from torch import nn
 
+from prune_explorer.importance.calibration import Calibration, Loss
 from prune_explorer.prune.layers import out_dim
+from prune_explorer.prune.validation import unprunable
 
 from .analysis.frames import effective_tensor
 from .analysis.sensitivity import sensitivity as _sensitivity
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
+from .loop.fine_tuning import FineTuning, check_undo_bytes
+from .loop.results import RoundResult, ScheduleRun
+from .loop.schedule import Schedule
 from .model.aliases import unshared
 from .model.hooks import find_hook, hook_methods, refresh_pruned
-from .model.saving import guard_saving
-from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm
-from .model.watch import ModelChangedError, seen
+from .model.saving import guard_merging, guard_saving
+from .model.targets import TensorInfo, alias_map, discover, is_lookup_or_norm, quantized_weights
+from .model.watch import MODULE_GONE, ModelChangedError, changed_error, seen
 from .parts.arguments import Arguments
+from .parts.calibrating import Calibrating
 from .parts.commits import CommitResult, CommitReview, Commits
 from .parts.previewing import Previews
 from .parts.reporting import Reports
@@ -71,12 +77,15 @@ from .preview.picture import (
     StepRequest,
     preview_picture,
 )
+from .steps.calibrated import Calibrated
 from .steps.checks import check_step
 from .steps.methods import METHODS, check_seed, method_name
 from .steps.step import Step, split_address
 from .steps.tied import tied_step
+from .steps.training import TrainFunction, TrainingStep
 from .tensors.packed import MaskBits, PackedMask, ones_mask
-from .tensors.sharded import refuse_move, refuse_sharded
+from .tensors.sharded import refuse_move, refuse_sharded, tensor_of
+from .transaction.interrupts import thread_state_kept
 from .transaction.journal import Action, Journal, locked
 
 __all__ = ["CommitResult", "CommitReview", "ModelChangedError", "Session"]
@@ -141,6 +150,9 @@ class Session:
     seed : int or None, default 0
         Seeds the session's own ``random.Random``, which draws the seed of each random step
         that is not given one. ``None`` draws from the operating system.
+    undo_bytes : int or None, default None
+        The most bytes of weight copies the history keeps so that fine-tunes and rewinds can
+        be undone exactly (None: no cap); see :attr:`undo_bytes`.
 
     Notes
     -----
@@ -167,11 +179,13 @@ class Session:
     Session(Sequential: 2 tensors, 1 pruned, 1 step (1 undoable), 4 of 10 entries masked (40.0%))
     """
 
-    def __init__(self, model: nn.Module, *, seed: int | None = 0) -> None:
+    def __init__(self, model: nn.Module, *, seed: int | None = 0,
+                 undo_bytes: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"Session: model must be a torch.nn.Module; got {type(model).__name__}")
         if seed is not None:
             seed = check_seed(seed, "Session")
+        undo_bytes = check_undo_bytes(undo_bytes, "Session")
         self._model = model
         self._lock = threading.RLock()
         self._known: dict[str, TensorInfo] = discover(model)  # a tied tensor once
@@ -203,18 +217,26 @@ class Session:
         self._orders = OrderCache()  # per tensor state: what a slider move needs (previews)
         self._bits = MaskBits()  # the history's packed masks, by the buffer they describe
         self._magnitudes = MagnitudeCache()  # per tensor state: sorted |w| / norms (histograms)
+        self._calibrated: Calibrated | None = None  # Session.calibrate's (parts/calibrating.py)
         # The parts (parts/): each works on this session's state (SessionState).
         self._stepping = Stepping(self)
         self._arguments = Arguments(self)
-        self._previews = Previews(self, self._arguments)
+        self._previews = Previews(self, self._arguments, self._stepping)
         self._reports = Reports(self, self._arguments, self._previews)
         self._commits = Commits(self, self._stepping)
+        self._fine_tuning = FineTuning(self, self._stepping, undo_bytes)
+        self._calibrating = Calibrating(self, self._arguments, self._stepping)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
+        guard_merging(model)  # peft's merge_and_unload refuses while it would lose the delta
 
     # -- the session's state, as its parts see it (SessionState) ---------------------------------
     def _locate(self, name: str) -> tuple[nn.Module, str]:
         info = self._known[name]
-        return self._model.get_submodule(info.module_name), info.tensor_name
+        try:
+            return self._model.get_submodule(info.module_name), info.tensor_name
+        except AttributeError:  # gone behind the session's back (an adapter merged...)
+            raise changed_error("Session", name, MODULE_GONE.format(info.module_name)) \
+                from None
 
     # -- the transaction (parts/stepping.py) -----------------------------------------------------
     @property
@@ -242,9 +264,10 @@ class Session:
 
     @_told_by(Previews.preview_global)
     def preview_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
-                       amount: float | int, seed: int | None = None
-                       ) -> Mapping[str, torch.Tensor]:
-        return self._previews.preview_global(targets, method, amount=amount, seed=seed)
+                       amount: float | int, seed: int | None = None,
+                       importance: str | None = None) -> Mapping[str, torch.Tensor]:
+        return self._previews.preview_global(targets, method, amount=amount, seed=seed,
+                                             importance=importance)
 
     @_told_by(Previews.preview_cells)
     def preview_cells(self, target: str, method: str, *, row_edges: np.ndarray,
@@ -308,6 +331,17 @@ class Session:
 
     def _canonical(self, target: Any) -> Any:
         return self._arguments.canonical(target)
+
+    # -- calibration (parts/calibrating.py) ------------------------------------------------------
+    @_told_by(Calibrating.calibrate)
+    def calibrate(self, batches: Iterable[Any], loss: Loss | None = None, *,
+                  targets: Sequence[str] | None = None, per_sample: bool = True) -> Calibration:
+        return self._calibrating.calibrate(batches, loss, targets=targets, per_sample=per_sample)
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The statistics of the last :meth:`calibrate`, or None."""
+        return None if self._calibrated is None else self._calibrated.statistics
 
     # -- reports (parts/reporting.py) ------------------------------------------------------------
     @_told_by(Reports.methods)
@@ -381,14 +415,55 @@ class Session:
 
         When that leaves nothing, the first non-empty of: the other tensors of rank >= 2
         outside those layers, every weight of rank >= 2, every tensor of rank >= 2.
+
+        Tensors the pruning API cannot prune (:attr:`unprunable`: int8/int4 or quantized
+        weights, torchao tensors, the packed weights of ``torch.ao`` quantized layers, meta or
+        offloaded weights) are never default targets. When the model has any of rank >= 2,
+        the result is the remaining floating-point weights outside embeddings and norms (maybe
+        none: ``[]``) -- never a fallback to the token embedding -- and a ``UserWarning`` names
+        what was left out and why.
         """
-        wide = [n for n, info in self._known.items() if len(info.shape) >= 2]
+        left_out = {n: why for n, why in self.unprunable.items()
+                    if n not in self._known or len(self._known[n].shape) >= 2}
+        wide = [n for n, info in self._known.items()
+                if len(info.shape) >= 2 and n not in left_out]
         usual = [n for n in wide if not any(
             is_lookup_or_norm(self._model.get_submodule(split_address(a)[0]))
             for a in (n, *self._known[n].aliases))]
         weights = [n for n in usual if self._known[n].tensor_name == "weight"]
+        if left_out:  # the usual targets were quantized or offloaded: no silent fallback
+            chosen = weights or usual
+            first, why = next(iter(left_out.items()))
+            warnings.warn(
+                f"Session.default_targets: left out {len(left_out)} tensor"
+                f"{'s' * (len(left_out) != 1)} the pruning API cannot prune (Session.unprunable"
+                f" lists them), e.g. {first!r}: {why}; "
+                + (f"returning the {len(chosen)} remaining floating-point weights"
+                   if chosen else "no floating-point weights remain outside embeddings and "
+                   "norms: returning []"), UserWarning, stacklevel=2)
+            return chosen
         return weights or usual or [n for n in wide if self._known[n].tensor_name == "weight"] \
             or wide
+
+    @property
+    def unprunable(self) -> dict[str, str]:
+        """Tensors of the model the pruning API cannot prune, each with why: weights on the
+        meta device (offloaded, or not loaded), quantized or integer ones (torch.ao, torchao,
+        int8/int4), and the packed weights of ``torch.ao`` quantized layers (not parameters, so
+        not in :attr:`names`). Naming one in a step is refused with that reason.
+
+        Examples
+        --------
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.Linear(2, 2))
+        >>> model[1].weight = torch.nn.Parameter(torch.ones(2, 2, dtype=torch.int8),
+        ...                                      requires_grad=False)
+        >>> list(Session(model).unprunable)
+        ['1.weight']
+        """
+        found = {n: unprunable(tensor_of(*self._locate(n))) for n in self._known}
+        return {**{n: why for n, why in found.items() if why is not None},
+                **quantized_weights(self._model)}
 
     @property
     def tied(self) -> dict[str, tuple[str, ...]]:
@@ -549,6 +624,8 @@ class Session:
                 at = f"{where}: steps[{index}]" if plan else where
                 if not isinstance(step, Step):
                     raise TypeError(f"{at} must be a Step; got {type(step).__name__}")
+                if isinstance(step, TrainingStep):  # checked only by running the training
+                    continue
                 step = tied_step(step, self._known, self._aliases, at)
                 if touched.isdisjoint(step.targets):
                     check_step(self._model, self._known, step, at)
@@ -574,6 +651,8 @@ class Session:
             return ("nothing to undo; no steps are applied"
                     + (" inside this transaction" if floor else ""))
         action = journal.actions[-1]
+        if action.snapshots is None and action.dropped is not None:
+            return f"the last step, {action.step!r}, cannot be undone exactly: {action.dropped}"
         if action.kind == "commit" or action.snapshots is None:
             return (f"the last action was commit of {action.step.target!r}, which is not "
                     "undoable: prune.remove made that pruning permanent and freed the _orig "
@@ -588,6 +667,10 @@ class Session:
             return ("the model cannot go back to how the session found it because commit "
                     f"made pruning permanent for {committed}; undo() still goes back to just "
                     "after the last commit")
+        dropped = [a for a in journal.actions if a.snapshots is None and a.dropped]
+        if dropped:
+            return (f"the model cannot go back to how the session found it because step "
+                    f"{dropped[-1].step!r} cannot be undone exactly: {dropped[-1].dropped}")
         if journal.outer_floor if outer else journal.floor:
             return "cannot reset inside a transaction that started after the first step"
         if not journal.actions:
@@ -628,12 +711,15 @@ class Session:
         *,
         where: str = "Session.apply_all",
         progress: Callable[[int, int], object] | None = None,
+        train: TrainFunction | None = None,
     ) -> list[Step]:
         """Apply ``steps`` (a :class:`Plan` or any iterable of Step) in order as one transaction.
 
-        A ``remove`` step commits its tensor. If any step fails, nothing is applied and the
-        error names it (``"<where>: steps[i]: ..."``). ``progress(done, total)`` is called after
-        each step. Returns the steps.
+        A ``remove`` step commits its tensor; a ``fine_tune`` step calls ``train(model,
+        epochs)`` (required then), ``keep_weights`` and ``rewind`` keep and write back the
+        weights (:mod:`~prune_explorer.session.steps.training`). If any step fails, nothing is
+        applied and the error names it (``"<where>: steps[i]: ..."``). ``progress(done,
+        total)`` is called after each step. Returns the steps.
         """
         steps = list(steps)
         with self.transaction():
@@ -641,9 +727,10 @@ class Session:
                 if not isinstance(step, Step):
                     raise TypeError(f"{where}: steps[{index}] must be a Step; got "
                                     f"{type(step).__name__}")
-                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]")
+                steps[index] = self._apply_ready(step, f"{where}: steps[{index}]", train)
                 if progress is not None:
                     progress(index + 1, len(steps))
+        self._fine_tuning.enforce_undo_cap()
         return steps
 
     # -- apply ----------------------------------------------------------------------------------
@@ -713,28 +800,36 @@ class Session:
         *,
         amount: float | int,
         seed: int | None = None,
+        importance: str | None = None,
     ) -> Step:
         """``global_unstructured`` over ``targets``: one threshold across all of them.
 
         ``method`` is ``"l1_unstructured"`` or ``"random_unstructured"``; ``amount`` counts
-        over the union of what is still unpruned in the targets.
+        over the union of what is still unpruned in the targets. ``importance`` (with
+        ``"l1_unstructured"``): the criterion whose scores compete (see :meth:`calibrate`).
         """
         where = "Session.apply_global"
         with self.transaction():
-            step = self._arguments.global_step(where, targets, method, amount, seed)
+            step = self._arguments.global_step(where, targets, method, amount, seed,
+                                               importance=importance)
             return self._apply_ready(step, where)
 
-    def apply_step(self, step: Step) -> Step:
+    def apply_step(self, step: Step, *, train: TrainFunction | None = None) -> Step:
         """Apply a ready-made :class:`Step` (e.g. from a :class:`Plan`); returns it.
 
-        A ``remove`` step is a :meth:`commit` of its tensor (not undoable).
+        A ``remove`` step is a :meth:`commit` of its tensor (not undoable); a ``fine_tune``
+        step needs ``train`` (see :meth:`apply_all`).
         """
         if not isinstance(step, Step):
             raise TypeError(f"Session.apply_step: step must be a Step; got {type(step).__name__}")
         with self.transaction():
-            return self._apply_ready(step, "Session.apply_step")
+            done = self._apply_ready(step, "Session.apply_step", train)
+        self._fine_tuning.enforce_undo_cap()
+        return done
 
-    def _apply_ready(self, step: Step, where: str) -> Step:
+    def _apply_ready(self, step: Step, where: str, train: TrainFunction | None = None) -> Step:
+        if isinstance(step, TrainingStep):
+            return self._fine_tuning.apply_training(step, where, train)
         if step.method == "remove":
             step = tied_step(step, self._known, self._aliases, where)  # as recorded
             self._commits.commit_in_transaction([step.target], where)
@@ -743,13 +838,65 @@ class Session:
         self._journal.emit(SessionEvent("apply", step.targets, (step,)))
         return step
 
+    # -- the loop: fine-tune, schedules (loop/fine_tuning.py) ---------------------------------
+    @_told_by(FineTuning.fine_tune)
+    def fine_tune(self, train: TrainFunction, epochs: int) -> Step:
+        return self._fine_tuning.fine_tune(train, epochs)
+
+    @_told_by(FineTuning.fine_tune_schedule)
+    def fine_tune_schedule(
+        self,
+        schedule: Schedule,
+        train: TrainFunction,
+        evaluate: Callable[[nn.Module], float] | None = None,
+        *,
+        targets: Sequence[str] | None = None,
+        scope: str = "global",
+        method: str = "l1_unstructured",
+        on_round: Callable[[RoundResult], object] | None = None,
+        on_epoch: Callable[[int, int, int], object] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> ScheduleRun:
+        return self._fine_tuning.fine_tune_schedule(
+            self, schedule, train, evaluate, targets=targets, scope=scope, method=method,
+            on_round=on_round, on_epoch=on_epoch, should_stop=should_stop)
+
+    @property
+    def runs(self) -> tuple[ScheduleRun, ...]:
+        """Every schedule run of this session, in order (stopped ones too), for the chart."""
+        return self._fine_tuning.runs
+
+    @property
+    def undo_bytes(self) -> int | None:
+        """The most bytes of weight copies the history keeps for undo (None: no cap).
+
+        Past it, the oldest copies are let go after each action; undo then refuses at the
+        first step it can no longer restore exactly (:meth:`undo_blocker` says why).
+        """
+        return self._fine_tuning.undo_bytes
+
+    @undo_bytes.setter
+    def undo_bytes(self, value: int | None) -> None:
+        self._fine_tuning.set_undo_bytes(check_undo_bytes(value, "Session.undo_bytes"))
+
+    @property
+    def undo_kept_bytes(self) -> int:
+        """Bytes of value copies the history keeps now so that undo is exact."""
+        return self._fine_tuning.undo_kept_bytes
+
+    @property
+    def kept_weights_bytes(self) -> int:
+        """Bytes of the weights kept by the last ``keep_weights`` step (0 if none)."""
+        return self._fine_tuning.kept_weights_bytes
+
     def sensitivity(self, evaluate: Callable[[nn.Module], float], **options: Any) -> pd.DataFrame:
         """Score the model as each target (and all at once) is pruned more; see
         :func:`prune_explorer.session.analysis.sensitivity.sensitivity` for the options. The model,
         history and plan are left exactly as they were.
         """
         refuse_sharded(self._model, "Session.sensitivity")
-        return _sensitivity(self, evaluate, **options)
+        with thread_state_kept():  # its no_grad blocks run outside any transaction too
+            return _sensitivity(self, evaluate, **options)
 
     # -- undo / reset / commit ------------------------------------------------------------------
     def undo(self) -> Step:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .model.watch import Seen
     from .preview.magnitudes import MagnitudeCache
     from .preview.order_cache import OrderCache
+    from .steps.calibrated import Calibrated
     from .tensors.packed import MaskBits
     from .transaction.journal import Journal
 
@@ -34,7 +35,8 @@ class SessionState(Protocol):
     masks, one entry per step; ``_found_methods``: the pruning the model had when the session
     began; ``_journal``: actions, commits, seeds and events (:mod:`.transaction.journal`);
     ``_seen``: what the session last saw of each tensor (:mod:`.model.watch`); ``_orders`` and
-    ``_magnitudes``: the previews' caches; ``_bits``: the history's packed masks by buffer.
+    ``_magnitudes``: the previews' caches; ``_bits``: the history's packed masks by buffer;
+    ``_calibrated``: the last :meth:`Session.calibrate`'s statistics and batches, or None.
     """
 
     _model: nn.Module
@@ -48,6 +50,7 @@ class SessionState(Protocol):
     _orders: OrderCache
     _magnitudes: MagnitudeCache
     _bits: MaskBits
+    _calibrated: Calibrated | None  # what Session.calibrate recorded (calibrated steps read it)
 
     def _locate(self, name: str) -> tuple[nn.Module, str]:
         """The module holding tensor ``name`` and the tensor's name on it."""

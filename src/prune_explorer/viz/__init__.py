@@ -8,7 +8,8 @@ Views and pooling
     :func:`channel_view`, :func:`pool_fraction` (exact kept fraction per display cell).
 Masks (``masks``), changes (``diffs``) and charts of session reports (``charts``)
     :func:`plot_mask`; :func:`plot_diff`, :func:`plot_history`; :func:`plot_global_vs_local`,
-    :func:`plot_sensitivity`. Figures (``figures``): :func:`make_figure` and :func:`render_png`.
+    :func:`plot_sensitivity`. Schedule runs (``curves``): :func:`plot_accuracy_vs_sparsity`.
+    Figures (``figures``): :func:`make_figure` and :func:`render_png`.
 Live preview
     :class:`MaskPreview`: update with a new mask, get PNG bytes, in tens of milliseconds.
 
@@ -30,6 +31,7 @@ from prune_explorer.viz.charts import (
     plot_global_vs_local,
     plot_sensitivity,
 )
+from prune_explorer.viz.curves import CurvePlot, plot_accuracy_vs_sparsity
 from prune_explorer.viz.diffs import DiffPlot, HistoryPlot, plot_diff, plot_history
 from prune_explorer.viz.figures import auto_cells, make_figure, render_png
 from prune_explorer.viz.masks import MaskPlot, plot_mask
@@ -55,6 +57,7 @@ from prune_explorer.viz.views import (
 )
 
 __all__ = [
+    "CurvePlot",
     "DiffPlot",
     "GlobalLocalPlot",
     "HistoryPlot",
@@ -71,6 +74,7 @@ __all__ = [
     "kernel_grid_view",
     "make_figure",
     "matrix_view",
+    "plot_accuracy_vs_sparsity",
     "plot_diff",
     "plot_global_vs_local",
     "plot_history",

@@ -12,8 +12,9 @@ structurally; mypy checks every pane against the Protocol it names, and
   the session as far as they ask it (:class:`ExploreSession`, a part of ``Session``'s API),
   the metric readout, choosing a tensor, its zeros, and the Apply/Undo/Reset actions.
 - :class:`TabContext`: the other tabs (History, Global vs local, Commit, Shrink, Export): also
-  the whole session, which tab is on show, the zeros before an action and the sentence saying
-  what it changed, the model and the example inputs for Shrink.
+  the whole session, which tab is on show and whether it holds a given pane, the zeros before
+  an action and the sentence saying what it changed, the model and the example inputs for
+  Shrink.
 
 Examples
 --------
@@ -141,6 +142,9 @@ class PaneContext(Protocol):
     def request_preview(self) -> None:
         """Ask for a new preview of the current controls."""
 
+    def reserve(self, what: str | None) -> None:
+        """While ``what`` is set, every other action is refused, naming it (None: release)."""
+
 
 @runtime_checkable
 class ExploreContext(PaneContext, Protocol):
@@ -181,6 +185,9 @@ class TabContext(PaneContext, Protocol):
     @property
     def selected_tab(self) -> int | None:
         """Index of the tab on show."""
+
+    def shows(self, pane: Any) -> bool:
+        """Whether the tab holding ``pane`` is on show."""
 
     @property
     def model(self) -> nn.Module:

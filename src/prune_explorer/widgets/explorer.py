@@ -6,9 +6,10 @@ preview and performs Apply/Undo/Reset/Commit/Import; the explorer redraws whenev
 reports a change (:meth:`Session.on_change`), also when you drive the session from code.
 
 Layout: a tensor picker, device and summary on top; tabs *Explore* (controls, live preview,
-Apply/Undo/Reset), *History*, *Global vs local*, *Commit* and *Export*; a status line and a
-progress bar at the bottom. Every widget that matters has a stable CSS class ``pe-<name>`` and
-is reachable as ``explorer.ui.<name>`` (see :attr:`Explorer.ui`).
+Apply/Undo/Reset), *History*, *Global vs local*, *Commit*, *Export* and *Fine-tune* (listed in
+:mod:`.tabs.registry`); a status line and a progress bar at the bottom. Every widget that
+matters has a stable CSS class ``pe-<name>`` and is reachable as ``explorer.ui.<name>`` (see
+:attr:`Explorer.ui`).
 
 Examples
 --------
@@ -35,30 +36,40 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 import torch
 from torch import nn
 
-from prune_explorer.session import InterruptedAfterCommit, Session, SessionEvent, Step
+from prune_explorer.session import (
+    InterruptedAfterCommit,
+    InvalidStepError,
+    Session,
+    SessionEvent,
+    Step,
+)
 from prune_explorer.session.analysis.wording import describe_change, percent, plural, shape_text
 
 from .errors import WidgetInputError
 from .parts.html import esc
+from .parts.pane import Pane
 from .parts.status import Progress, StatusBar
 from .parts.stylesheet import stylesheet
 from .parts.ui import UI, add_header, model_device
-from .tabs.commit import CommitPane
-from .tabs.compare import ComparePane
 from .tabs.explore.maskfile import check_custom
 from .tabs.explore.metric import Evaluate, MetricReadout
-from .tabs.explore.pane import ExplorePane
 from .tabs.explore.preview import MaskSummary, PreviewRequest
-from .tabs.export import ExportPane
-from .tabs.history import HistoryPane
-from .tabs.shrink import ShrinkPane
-from .tabs.titles import COMMIT_TAB, COMPARE_TAB, EXPORT_TAB, HISTORY_TAB, TAB_TITLES
+from .tabs.registry import TAB_TITLES, TABS
+
+if TYPE_CHECKING:
+    from .tabs.commit import CommitPane
+    from .tabs.compare import ComparePane
+    from .tabs.explore.pane import ExplorePane
+    from .tabs.export import ExportPane
+    from .tabs.fine_tune import FineTunePane
+    from .tabs.history import HistoryPane
+    from .tabs.shrink import ShrinkPane
 
 __all__ = ["UI", "Explorer", "explore"]
 
@@ -94,6 +105,10 @@ class Explorer:
     metric_label : str, optional
         What ``evaluate`` measures, for its readout ("test accuracy"); default: the
         function's ``metric_label`` attribute, else "score".
+    train : callable, optional
+        ``train(model, epochs)``, training the model in place (its optimizer built inside), for
+        the *Fine-tune* tab's schedules (see :mod:`.tabs.fine_tune`); the demo's is
+        :func:`prune_explorer.demo.train`. Without it that tab says how to give one.
 
     Attributes
     ----------
@@ -117,6 +132,15 @@ class Explorer:
         Previews rendered so far.
     """
 
+    # The panes of the tabs (built from TABS; typed here for the explorer's own use and tests).
+    explore_pane: ExplorePane
+    history_pane: HistoryPane
+    compare_pane: ComparePane
+    commit_pane: CommitPane
+    shrink_pane: ShrinkPane
+    export_pane: ExportPane
+    fine_tune_pane: FineTunePane
+
     def __init__(
         self,
         model: nn.Module | None = None,
@@ -129,6 +153,7 @@ class Explorer:
         pixel_ratio: float = 1.0,
         evaluate: Evaluate | None = None,
         metric_label: str | None = None,
+        train: Callable[[nn.Module, int], object] | None = None,
     ) -> None:
         if session is None:
             if model is None:
@@ -147,6 +172,7 @@ class Explorer:
         self._quiet_depth = 0
         self._batch_depth = 0
         self._batch_dirty = False
+        self._reserved: str | None = None  # see reserve()
         self.version = 0  #: session changes seen so far (keys the panes' caches)
         self._zeros: dict[str, int] = {}  # exact zeros per tensor, from the last report
 
@@ -159,24 +185,26 @@ class Explorer:
             session, evaluate, debounce=debounce, label=metric_label)
         if self.metric is not None:
             self.ui.add("metric", self.metric.html)
-        self.explore_pane = ExplorePane(self, masks, figsize=figsize, dpi=dpi,
-                                        pixel_ratio=pixel_ratio)
-        self.history_pane = HistoryPane(self)
-        self.compare_pane = ComparePane(self)
-        self.commit_pane = CommitPane(self)
         self.example_inputs: Any = None  # one input batch, for Shrink (demo models: own)
-        self.shrink_pane = ShrinkPane(self)
-        self.export_pane = ExportPane(self)
-        commit_tab = widgets.VBox([self.commit_pane.box, self.shrink_pane.box])
-        tabs = widgets.Tab(
-            children=[self.explore_pane.tab, self.history_pane.box, self.compare_pane.box,
-                      commit_tab, self.export_pane.box],
-            titles=TAB_TITLES,
-        )
+        options = {"custom_masks": masks, "figsize": figsize, "dpi": dpi,
+                   "pixel_ratio": pixel_ratio, "evaluate": evaluate,
+                   "metric_label": metric_label, "train": train}
+        self.panes: dict[str, Pane] = {}  #: every pane by name, in the order of the tabs
+        self._tab_panes: list[tuple[Pane, ...]] = []  # the panes of each tab, by index
+        children = []
+        for tab in TABS:  # the one list of the tabs (see tabs/registry.py)
+            built = []
+            for part in tab.parts:
+                pane = self.panes[part.name] = part.build(self, options)
+                setattr(self, f"{part.name}_pane", pane)
+                built.append(pane)
+            self._tab_panes.append(tuple(built))
+            children.append(built[0].widget if len(built) == 1 else
+                            widgets.VBox([pane.widget for pane in built]))
+        tabs = widgets.Tab(children=children, titles=TAB_TITLES)
         self.ui.add("tabs", tabs)
-        for name, child in zip(("explore_tab", "history_tab", "compare_tab", "commit_tab",
-                                "export_tab"), tabs.children, strict=True):
-            self.ui.add(name, child)
+        for tab, child in zip(TABS, tabs.children, strict=True):
+            self.ui.add(f"{tab.name}_tab", child)
         tabs.observe(self._on_tab, names="selected_index")
         header = widgets.HBox([self.ui.tensor, self.ui.device, self.ui.summary])
         header.add_class("pe-header")  # wraps: the summary takes its own line when narrow
@@ -208,13 +236,16 @@ class Explorer:
         return self.ui.tensor.value
 
     def select(self, name: str) -> None:
-        """Choose the tensor ``name`` in the picker."""
-        if name not in self.session.names:
+        """Choose the tensor ``name`` in the picker; an alias of a tied tensor
+        (``"lm_head.weight"``) chooses the tensor it names, as everywhere in the session."""
+        try:
+            listed = self.session.info(name).name  # the session's one alias rule
+        except InvalidStepError:
             raise WidgetInputError(
                 f"Explorer.select: name {name!r} is not a prunable tensor of this model; "
                 f"choose one of {list(self.session.names)}"
-            )
-        self.ui.tensor.value = name
+            ) from None
+        self.ui.tensor.value = listed
 
     def set_custom_mask(self, name: str, mask: torch.Tensor) -> None:
         """Provide the mask the method "custom mask" applies to tensor ``name`` (1 = keep).
@@ -264,9 +295,8 @@ class Explorer:
 
     def flush(self) -> None:
         """Render every pending picture now (preview, history, comparison) and return."""
-        self.explore_pane.runner.flush()
-        self.history_pane.runner.flush()
-        self.compare_pane.runner.flush()
+        for pane in self.panes.values():
+            pane.flush()
         if self.metric is not None:
             self.metric.runner.flush()
 
@@ -276,11 +306,8 @@ class Explorer:
             self._refresh_picker()
         self.explore_pane.refresh()
         self._refresh_summary()
-        self.history_pane.invalidate()
-        self.compare_pane.invalidate()
-        self.commit_pane.invalidate()
-        self.shrink_pane.refresh()
-        self.export_pane.invalidate()
+        for pane in self.panes.values():
+            pane.invalidate()
         self.request_preview()
 
     # -- actions (buttons call these) -------------------------------------------------------------
@@ -290,11 +317,22 @@ class Explorer:
         """Run a session action at the widget boundary: errors become a status message. One
         transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
         failed: interrupted") or, if it came while redrawing, as after (the done message)."""
+        if self._reserved is not None:  # a background run changes the session meanwhile
+            self.status.error(WidgetInputError(
+                f"{self._reserved} is in progress; press Stop on its tab and try again"),
+                what, source=source)
+            return None
         with self.session.lock:  # a partial, not a lambda: no frame of ours between the
             # action's return and the status bar's, where an interrupt would cut in
             return self.status.run(what, functools.partial(self._atomically, action,
                                                            atomic=atomic),
                                    done=done, source=source)
+
+    def reserve(self, what: str | None) -> None:
+        """While ``what`` (say "a fine-tune run") is set, :meth:`act` refuses every other
+        action with a line naming it: a run on a background thread owns the session between
+        its rounds too. ``None`` ends the reservation."""
+        self._reserved = what
 
     def _atomically(self, action: Callable[[Progress], Any], progress: Progress,
                     atomic: bool) -> Any:
@@ -356,10 +394,8 @@ class Explorer:
 
     def close(self) -> None:
         """Stop background rendering, unsubscribe from the session, close the widgets."""
-        self.explore_pane.runner.close()
-        self.explore_pane.panels.close()
-        self.history_pane.runner.close()
-        self.compare_pane.runner.close()
+        for pane in self.panes.values():
+            pane.close()
         if self.metric is not None:
             self.metric.close()
         self._unsubscribe()
@@ -432,19 +468,19 @@ class Explorer:
 
     def _on_tab(self, change: dict[str, Any]) -> None:
         index = change["new"]
-        if index == HISTORY_TAB:
-            self.history_pane.invalidate()
-        elif index == COMPARE_TAB:
-            self.compare_pane.invalidate()
-        elif index == COMMIT_TAB:
-            self.commit_pane.invalidate()
-        elif index == EXPORT_TAB:
-            self.export_pane.invalidate()
+        if index is not None:
+            for pane in self._tab_panes[index]:
+                pane.invalidate()
 
     @property
     def selected_tab(self) -> int | None:
         """Index of the tab on show (see :data:`TAB_TITLES`)."""
         return self.ui.tabs.selected_index
+
+    def shows(self, pane: Pane) -> bool:
+        """Whether the tab holding ``pane`` is on show (a pane draws only then)."""
+        index = self.selected_tab
+        return index is not None and pane in self._tab_panes[index]
 
     # -- refreshing -------------------------------------------------------------------------------
     def _refresh_picker(self) -> None:

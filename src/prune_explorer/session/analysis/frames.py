@@ -146,12 +146,16 @@ def _zeros(module: nn.Module, tensor_name: str) -> int:
     """Exact zeros of ``module.tensor_name`` as the forward pass sees it (one count, a
     collective for a DTensor)."""
     values = effective_tensor(module, tensor_name)
+    if values.is_meta:  # no values (offloaded, not loaded): none known to be 0
+        return 0
     return values.numel() - count_nonzero(values) if values.numel() else 0
 
 
 def _channels(module: nn.Module, tensor_name: str) -> dict[int, int]:
-    """:func:`channels_pruned` of ``module.tensor_name`` as the forward pass sees it."""
-    return channels_pruned(effective_tensor(module, tensor_name))
+    """:func:`channels_pruned` of ``module.tensor_name`` as the forward pass sees it (none
+    known for a tensor on the meta device)."""
+    values = effective_tensor(module, tensor_name)
+    return {} if values.is_meta else channels_pruned(values)
 
 
 def _fact(memo: Callable[..., Any] | None, module: nn.Module, tensor_name: str, what: str,

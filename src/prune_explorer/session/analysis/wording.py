@@ -46,6 +46,8 @@ METHOD_NAMES: dict[str, str] = {
     "semi_structured": "N:M semi-structured",
     "block_structured": "blocks",
     "global_unstructured": "global",
+    "wanda_rows": "Wanda per output row",
+    "sparsegpt": "SparseGPT (prune and update)",
     "remove": "commit (prune.remove)",
 }
 
@@ -88,7 +90,13 @@ def count(n: int) -> str:
     return f"{int(n):,}"
 
 
+#: Words ending in a "ch" said as "k", which take a plain "s".
+_HARD_CH = ("epoch",)
+
+
 def _plural_word(word: str) -> str:
+    if word in _HARD_CH:
+        return word + "s"
     if word.endswith("y") and word[-2:-1] not in ("a", "e", "i", "o", "u"):
         return word[:-1] + "ies"
     if word.endswith(("s", "x", "ch", "sh")):
@@ -104,6 +112,8 @@ def noun(n: int, singular: str) -> str:
     ('entry', 'entries', 'slices along dim 1')
     >>> noun(2, "kernel row (dim 2)"), noun(3, "entry over 2 tensors")
     ('kernel rows (dim 2)', 'entries over 2 tensors')
+    >>> noun(2, "batch"), noun(10, "epoch")
+    ('batches', 'epochs')
     """
     if int(n) == 1:
         return singular
@@ -249,8 +259,22 @@ def describe_rounding(amount: float | int | None, left: int, unit: str, pruned: 
 
 
 def _what(step: Step, target: str | None) -> str:
+    if "sparsity" in step.settings:  # the methods computed from calibration
+        sparsity = step.settings["sparsity"]
+        share = sparsity if isinstance(sparsity, str) else amount_text(sparsity)
+        return f"{method_name(step.method)}, {share} of {target or step.target}"
+    text = _what_method(step, target)
+    if step.importance != "magnitude":  # the criterion's scores replace |w|
+        text += f", scored by {step.importance}"
+    return text
+
+
+def _what_method(step: Step, target: str | None) -> str:
     s = step.settings
     method = step.method
+    if method in _TRAINING:
+        epochs = int(s.get("epochs", 0))
+        return _TRAINING[method].format(epochs=f"{count(epochs)} epoch{'s' * (epochs != 1)}")
     if method == "global_unstructured":
         ranked = "random" if s["pruning_method"] == "random_unstructured" else "L1 magnitude"
         return (f"global {ranked}, {amount_text(s['amount'])} over "
@@ -271,6 +295,14 @@ def _what(step: Step, target: str | None) -> str:
     return f"{method_name(method)} on {target}"
 
 
+#: The steps that train or rewind (``session/steps/training.py``), in words.
+_TRAINING = {
+    "fine_tune": "fine-tune, {epochs}",
+    "keep_weights": "keep the weights (the point a rewind returns to)",
+    "rewind": "rewind every weight to the kept ones (masks unchanged)",
+}
+
+
 def describe_step(step: Step, *, pruned: int | None = None, sparsity: float | None = None,
                   target: str | None = None, of: str | None = None) -> str:
     """``step`` as a phrase, with what it did when given: entries ``pruned`` (negative when an
@@ -282,8 +314,13 @@ def describe_step(step: Step, *, pruned: int | None = None, sparsity: float | No
     'random, 3 entries of 0.weight (seed 7)'
     >>> describe_step(Step("l1_unstructured", "0.weight", amount=0.3), pruned=-1, sparsity=0.0)
     'L1 magnitude, 30% of 0.weight: 1 entry restored (now 0.0% of 0.weight pruned)'
+    >>> from prune_explorer.session import TrainingStep
+    >>> describe_step(TrainingStep.fine_tune(10))
+    'fine-tune, 10 epochs'
     """
     text = _what(step, target)
+    if step.method in _TRAINING:  # no masks changed: nothing pruned to count
+        return text
     if step.seed is not None:
         text += f" (seed {step.seed})"
     done = []
@@ -313,6 +350,8 @@ def describe_change(verb: str, steps: Sequence[Step], zeros_before: Mapping[str,
     Applied L1 magnitude, 50% of each of 2 tensors
     10 entries pruned (now 50.0% of these 2 tensors pruned).
     """
+    if all(step.method in _TRAINING for step in steps):  # the weights changed, not the masks
+        return f"{verb} {'; '.join(_what(step, None) for step in steps)}."
     names = list(dict.fromkeys(n for step in steps for n in step.targets))
     after = sum(zeros_after.get(n, 0) for n in names)
     total = sum(numel[n] for n in names)

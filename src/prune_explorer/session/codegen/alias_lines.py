@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from .pysource import py_comment, py_str
 
-__all__ = ["HELPER", "call_lines"]
+__all__ = ["FIND_CALL", "FIND_HELPER", "HELPER", "call_lines", "found_call_lines"]
 
 #: The function the snippet defines once, when a step acts on a tied tensor (stock torch only).
 HELPER: list[str] = '''
@@ -68,4 +68,39 @@ def call_lines(address: str, aliases: Sequence[str]) -> list[str]:
     return [
         f"# {py_comment(address)} is tied (one Parameter, also named {names}): keep it tied",
         f"share_pruning(model, {py_str(address)}, [{listed}])",
+    ]
+
+
+#: Defined when the plan does not list the model's ties (a plan file written before plans
+#: carried them): the snippet finds them on ``model`` itself, before its first step.
+FIND_HELPER: list[str] = '''
+
+def tied_names(model):
+    # The plan file does not list the model's tied weights, so find them: one Parameter under
+    # several names (a pruned one as <name>_orig, with its <name>_mask buffer beside it).
+    names = {}
+    for module_name, module in model.named_modules():
+        for name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+            if name.endswith("_orig") and name[:-5] + "_mask" in module._buffers:
+                name = name[:-5]
+            address = f"{module_name}.{name}" if module_name else name
+            names.setdefault(id(param), []).append(address)
+    return {address: [other for other in group if other != address]
+            for group in names.values() if len(group) > 1 for address in group}'''.splitlines()
+
+#: The call that finds the ties, once, before the first step (see :data:`FIND_HELPER`).
+FIND_CALL: list[str] = [
+    "# This plan was saved without the model's tied weights: find them on `model` (see above)",
+    "TIED = tied_names(model)",
+]
+
+
+def found_call_lines(addresses: Sequence[str]) -> list[str]:
+    """The lines after a step on ``addresses`` when the ties were found on the model
+    (:data:`FIND_HELPER`): each address tied there gives its other names its pruning."""
+    listed = ", ".join(py_str(a) for a in addresses)
+    return [
+        f"for address in [{listed}]:  # those tied on this model stay tied",
+        "    if address in TIED:",
+        "        share_pruning(model, address, TIED[address])",
     ]

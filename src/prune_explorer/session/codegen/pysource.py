@@ -25,7 +25,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["py_attribute", "py_comment", "py_literal", "py_str"]
+__all__ = ["py_attribute", "py_comment", "py_literal", "py_set_attribute", "py_str"]
 
 # Printable ASCII other than the quote and the backslash: copied as they are.
 _PLAIN = re.compile(r"[ !#-\[\]-~]*")
@@ -75,6 +75,22 @@ def py_attribute(expr: str, name: str) -> str:
     if name.isascii() and name.isidentifier() and not keyword.iskeyword(name):
         return f"{expr}.{name}"
     return f"getattr({expr}, {py_str(name)})"
+
+
+def py_set_attribute(expr: str, name: str, value: str) -> str:
+    """The statement setting ``expr.name`` to the expression ``value``: an assignment when
+    ``name`` is a plain ASCII identifier, else ``setattr(expr, "...", value)`` (a ``getattr``
+    call cannot be assigned to).
+
+    Examples
+    --------
+    >>> py_set_attribute("module", "weight_mask", "m"), py_set_attribute("module", "w-1", "m")
+    ('module.weight_mask = m', 'setattr(module, "w-1", m)')
+    """
+    target = py_attribute(expr, name)
+    if target.startswith("getattr("):
+        return f"setattr({expr}, {py_str(name)}, {value})"
+    return f"{target} = {value}"
 
 
 def py_literal(value: Any) -> str:

@@ -49,8 +49,10 @@ import torch
 from ..steps.methods import METHODS
 from ..steps.step import Step, split_address
 from ..steps.tied import tied_step
+from ..steps.training import TrainingStep
 from ..tensors.packed import PackedMask
-from . import alias_lines
+from . import alias_lines, training_lines
+from .calibrated_lines import artifact_header, calibrated_lines
 from .mask_lines import MASK_DECODER, MASK_IMPORTS, encoded_mask_lines
 from .pattern_lines import PATTERN_METHODS, pattern_lines
 from .pysource import py_attribute, py_comment, py_literal, py_str
@@ -107,6 +109,8 @@ def _mask_call(step: Step) -> list[str]:
 
 
 def _step_lines(step: Step) -> list[str]:
+    if isinstance(step, TrainingStep):
+        return training_lines.step_lines(step)
     if step.is_global:
         return global_lines(step, _module_expr) if step.ties else _global_call(step)
     if step.method == "custom_from_mask":
@@ -122,6 +126,8 @@ def _step_lines(step: Step) -> list[str]:
 
 
 def _title(index: int, step: Step) -> str:
+    if isinstance(step, TrainingStep):
+        return training_lines.title(index, step)
     if step.is_global:
         inner = step.settings["pruning_method"]
         return (f"# step {index}: global_unstructured ({inner}) over {len(step.targets)} "
@@ -132,14 +138,21 @@ def _title(index: int, step: Step) -> str:
     return f"# step {index}: {step.method} on {target}"
 
 
-def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None) -> str:
+def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None,
+               replay: tuple[str, str] | None = None, *, find_ties: bool = False) -> str:
     """Python source that replays ``steps`` on ``model`` with stock ``torch.nn.utils.prune``.
 
     Every name and address in it goes through
     :func:`~prune_explorer.session.codegen.pysource.py_str`, comments included, so no name can run
     as code. ``tied`` maps a tied tensor's address to its aliases: steps on it are followed by a
     call that gives the aliases the same pruning; a step naming an alias acts on the tensor's
-    listed address, each tensor once, as a session applies it.
+    listed address, each tensor once, as a session applies it. ``find_ties=True`` (the ties are
+    not known: a plan file that does not list them) makes the snippet find them on ``model``
+    before the first step and keep them after every step.
+
+    ``replay``: ``(file name, SHA-256)`` of the safetensors file that holds the tensors of the
+    steps computed from calibration (:mod:`.calibrated_lines`; :meth:`Plan.save_snippet` writes
+    it); without it such steps raise ``ValueError``.
     """
     tied = {name: tuple(aliases) for name, aliases in (tied or {}).items() if aliases}
     listed = {alias: name for name, aliases in tied.items() for alias in aliases}
@@ -147,27 +160,43 @@ def to_snippet(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None =
     encoded = any(step.method == "custom_from_mask" and step.settings["mask"].pruned > MAX_LISTED
                   for step in steps)
     plural = "step" if len(steps) == 1 else "steps"
+    trains = any(isinstance(step, TrainingStep) for step in steps)
     lines = [
         f"# Pruning plan exported by prune-explorer ({len(steps)} {plural}).",
         "# Bind `model` to a model equal to the one the plan was made on (same architecture and",
         "# weights) before running this; it prunes `model` in place.",
+        *(training_lines.HEADER if trains else ()),
         *(MASK_IMPORTS if encoded else ()),
         "import torch",
         "from torch.nn.utils import prune",
         *(("", "", *MASK_DECODER.splitlines(), "") if encoded else ()),
     ]
+    if any(step.calibrated for step in steps):
+        if replay is None:
+            raise ValueError("to_snippet: steps computed from calibration (importance=, "
+                             "wanda_rows, sparsegpt) need their tensors in a file beside the "
+                             "snippet; use Plan.save_snippet(path)")
+        lines += artifact_header(*replay)
     if any(step.ties for step in steps):
         lines += HELPER
     if any(step.ties and step.method == "ln_structured" for step in steps):
         lines += SLICE_HELPER
-    if any(name in tied for step in steps for name in step.targets):
+    find_ties = find_ties and not tied and bool(steps)
+    if find_ties or any(name in tied for step in steps for name in step.targets):
         lines += alias_lines.HELPER
+    if find_ties:
+        lines += [*alias_lines.FIND_HELPER, "", *alias_lines.FIND_CALL]
+    if trains:
+        lines += training_lines.HELPER
     for index, step in enumerate(steps, start=1):
         lines += ["", _title(index, step)]
         if step.seed is not None:
             lines.append(f"torch.manual_seed({step.seed})")
-        lines += _step_lines(step)
+        lines += calibrated_lines(index, step, _module_expr) if step.calibrated \
+            else _step_lines(step)
         for name in step.targets:
             if name in tied:
                 lines += alias_lines.call_lines(name, tied[name])
+        if find_ties:
+            lines += alias_lines.found_call_lines(step.targets)
     return "\n".join(lines) + "\n"

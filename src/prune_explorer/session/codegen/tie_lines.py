@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..steps.step import Step, split_address
-from .pysource import py_attribute, py_literal, py_str
+from .pysource import py_attribute, py_literal, py_set_attribute, py_str
 
 __all__ = ["HELPER", "SLICE_HELPER", "global_lines", "local_lines"]
 
@@ -106,8 +106,8 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
     amount = py_literal(step.settings["amount"])
     mask = py_attribute("module", tensor_name + "_mask")
     orig = py_attribute("module", tensor_name + "_orig")
-    keep_dtype = ["# the ranks are integers: keep the mask in the weight's dtype",
-                  f"{mask} = {mask}.to({orig}.dtype)"]
+    cast = py_set_attribute("module", tensor_name + "_mask", f"{mask}.to({orig}.dtype)")
+    keep_dtype = ["# the ranks are integers: keep the mask in the weight's dtype", cast]
     lines = [f"module = {module}"]
     if step.method == "ln_structured":
         n = step.settings["n"]
@@ -124,7 +124,7 @@ def local_lines(step: Step, module: str, tensor_name: str) -> list[str]:
             f"dim={py_literal(step.settings['dim'])},",
             "                    importance_scores=ranks)",
             "# the ranks are float64: keep the mask in the weight's dtype",
-            f"{mask} = {mask}.to({orig}.dtype)",
+            cast,
         ]
         return lines
     if step.method == "l1_unstructured":

@@ -40,9 +40,10 @@ from torch import nn
 
 from prune_explorer import prune
 
-from ..errors import PruningNotSavedWarning
+from ..errors import PruningNotMergedError, PruningNotSavedWarning
 
-__all__ = ["PruningNotSavedWarning", "guard_saving", "hooked_tensors"]
+__all__ = ["PruningNotMergedError", "PruningNotSavedWarning", "guard_merging", "guard_saving",
+           "hooked_tensors"]
 
 
 def hooked_tensors(model: nn.Module) -> list[str]:
@@ -96,3 +97,35 @@ def guard_saving(model: nn.Module) -> None:
         name = checked.__name__
         if callable(getattr(type(model), name, None)) and name not in vars(model):
             object.__setattr__(model, name, types.MethodType(checked, model))
+
+
+#: The methods of peft models and tuners that write an adapter's delta into its base layer.
+MERGING = ("merge_and_unload", "merge_adapter")
+
+
+def _merging(name: str) -> Any:
+    def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hooked = [n for n in hooked_tensors(self) if ".base_layer." in f".{n}"]
+        if hooked:
+            raise PruningNotMergedError(
+                f"{name}: {_names(hooked)} {'are' if len(hooked) != 1 else 'is'} pruned through "
+                "forward pre-hooks (not committed): merging adds the adapter's delta to the "
+                "pruned copy, which the hook computes again from '<name>_orig' at the next "
+                "forward, so the delta would be lost. Call Session.commit() first, then merge "
+                "(the delta is dense: prune the merged model again to keep the sparsity)")
+        return getattr(type(self), name)(self, *args, **kwargs)
+
+    checked.__name__ = name
+    checked.__doc__ = f"The library's ``{name}``, refused while a base layer is pruned by a hook."
+    return checked
+
+
+def guard_merging(model: nn.Module) -> None:
+    """Give each module of ``model`` whose class merges adapters (peft's ``PeftModel`` and its
+    tuner, e.g. ``LoraModel``: :data:`MERGING`) a checked method on the object itself, which
+    refuses with :class:`PruningNotMergedError` while a LoRA base layer is pruned through a
+    hook. ``PeftModel.merge_and_unload`` reaches its tuner's, so both are guarded."""
+    for module in model.modules():
+        for name in MERGING:
+            if callable(getattr(type(module), name, None)) and name not in vars(module):
+                object.__setattr__(module, name, types.MethodType(_merging(name), module))

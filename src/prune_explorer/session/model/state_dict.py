@@ -36,6 +36,7 @@ from prune_explorer.prune.validation import excerpt
 from ..errors import InvalidMaskError, InvalidTensorError, StateDictMismatchError, one_line
 from .aliases import share_pruning
 from .hooks import refresh_pruned
+from .library_keys import model_keys
 from .tensor_kinds import PRUNABLE_DTYPES, unplain_kind
 
 __all__ = [
@@ -85,7 +86,7 @@ def check_masks(state: Mapping[str, torch.Tensor]) -> None:
     >>> check_masks({"w_orig": torch.ones(2), "w_mask": torch.tensor([1.0, 0.5])})
     Traceback (most recent call last):
     ...
-    prune_explorer.session.model.state_dict.InvalidMaskError: w_mask must hold only 0 and 1 (a \
+    prune_explorer.session.errors.InvalidMaskError: w_mask must hold only 0 and 1 (a \
 pruning mask); got 0.5 at index (1,), 1 of 2 entries are neither 0 nor 1
     """
     for key, tensor in state.items():
@@ -128,6 +129,10 @@ def _listed(items: Sequence[str]) -> str:
 def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     """Load ``state`` strictly into the fresh (unpruned) ``model``, pruned pairs included.
 
+    A file written by Hugging Face ``save_pretrained`` (tied parameters saved once, keys
+    renamed to the library's checkpoint names) is read under the model's own keys first
+    (:func:`~prune_explorer.session.model.library_keys.model_keys`).
+
     Each valid pair ``x_orig`` + ``x_mask`` of a parameter ``x`` is pruned again with
     ``custom_from_mask`` first, so the keys line up; after loading, every pruned copy
     ``x = x_orig * x_mask`` is recomputed. Meant for a model built for the purpose: on an error
@@ -141,6 +146,7 @@ def load_pruned_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) 
         Missing or unexpected keys or shapes that differ, all listed at once.
     """
     check_masks(state)
+    state = model_keys(model, state)  # as Hugging Face saves it: ties once, renamed keys
     params = dict(model.named_parameters(remove_duplicate=False))  # every name of a tied one
     problems = []
     pairs = [base for base in pruned_pairs(state) if base in params and base not in state]

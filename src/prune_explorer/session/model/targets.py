@@ -33,13 +33,13 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import nn
 
-from prune_explorer.prune.validation import show_value
+from prune_explorer.prune.validation import quantized_layer, show_value
 
 from ..errors import InvalidStepError
 from .hooks import find_hook
 
-__all__ = ["TensorInfo", "alias_map", "discover", "is_lookup_or_norm", "split_address",
-           "unknown_target"]
+__all__ = ["TensorInfo", "alias_map", "discover", "is_lookup_or_norm", "quantized_weights",
+           "split_address", "unknown_target"]
 
 # Layers whose weights are tables or per-feature scales, not the matrices people prune by default.
 _LOOKUP_OR_NORM: tuple[type[nn.Module], ...] = (
@@ -142,9 +142,31 @@ def alias_map(known: dict[str, TensorInfo]) -> dict[str, str]:
     return {alias: name for name, info in known.items() for alias in info.aliases}
 
 
-def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: str = "target"
-                   ) -> InvalidStepError:
-    """The error for an address that is not in ``known``, with close matches when there are any."""
+def quantized_weights(model: nn.Module) -> dict[str, str]:
+    """The weights of ``model``'s quantized layers (``torch.ao`` ``quantize_dynamic`` and the
+    like: packed integers, not parameters, so not in :func:`discover`), by address, each with
+    why it cannot be pruned.
+
+    Examples
+    --------
+    >>> quantized_weights(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+    {}
+    """
+    return {
+        _address(module_name, "weight"):
+            f"{type(module).__module__}.{type(module).__name__} is a quantized layer: its weight "
+            "is packed integers, not a parameter; prune the float model, then quantize"
+        for module_name, module in model.named_modules() if quantized_layer(module)
+    }
+
+
+def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: str = "target",
+                   model: nn.Module | None = None) -> InvalidStepError:
+    """The error for an address that is not in ``known``, with close matches when there are any
+    (or, given the ``model``, why the weight of a quantized layer cannot be pruned)."""
+    quantized = quantized_weights(model) if model is not None else {}
+    if name in quantized:
+        return InvalidStepError(f"{where}: cannot prune {name!r}: {quantized[name]}", field)
     # no close matches for a name longer than any address (a pasted blob): difflib is slow there
     close = difflib.get_close_matches(name, list(known), n=3) if len(name) <= 1000 else []
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["PRUNABLE_DTYPES", "unplain_kind"]
+from prune_explorer.prune.validation import PRUNABLE_DTYPES
 
-#: The dtypes the pruning API prunes (and masks it stores): torch's floating-point types of
-#: 16 to 64 bits. Integer, bool, complex and float8 weights are refused rather than cast.
-PRUNABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+__all__ = ["PRUNABLE_DTYPES", "unplain_kind"]
 
 
 def unplain_kind(t: torch.Tensor) -> str | None:

@@ -38,6 +38,7 @@ Session.undo: tensor '0.weight' was changed outside the session
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
@@ -45,8 +46,42 @@ from torch import nn
 from ..errors import ModelChangedError
 from .hooks import find_hook, hook_methods
 
-__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "ModelChangedError", "Seen", "describe_change",
-           "seen"]
+__all__ = ["MASK_REPLACED", "MASK_WRITTEN", "MODULE_GONE", "ModelChangedError", "Seen",
+           "changed_error", "describe_change", "missing_module", "seen", "structure_changed"]
+
+
+def changed_error(where: str, name: str, change: str) -> ModelChangedError:
+    """The one wording of "``name`` was changed behind the session's back" (``change``: how)."""
+    return ModelChangedError(
+        f"{where}: tensor {name!r} was changed outside the session ({change}); the session's "
+        "history no longer describes it, so it refuses to act on it. Start a new "
+        "Session(model) to continue from the model as it is")
+
+
+def missing_module(model: nn.Module, names: dict[str, str]) -> tuple[str, str] | None:
+    """The first ``(address, module name)`` of ``names`` (address -> module name) whose module
+    is no longer in ``model`` -- an adapter merged or unloaded (peft's ``merge_and_unload``
+    replaces each LoRA layer by its ``base_layer``), a module deleted -- or None."""
+    for address, module_name in names.items():
+        try:
+            model.get_submodule(module_name)
+        except AttributeError:
+            return address, module_name
+    return None
+
+
+#: Why a tensor's module is gone, as :func:`changed_error` words it.
+MODULE_GONE = ("its module {!r} is no longer in the model: an adapter merged or unloaded "
+               "(peft's merge_and_unload), or a module removed or replaced")
+
+
+def structure_changed(model: nn.Module, known: Mapping[str, Any], where: str
+                      ) -> ModelChangedError | None:
+    """The session's "model changed" error if the module of a tensor of ``known`` (address ->
+    its ``TensorInfo``) is no longer in ``model``, else None. Asked after an
+    ``AttributeError``, so the look-up per tensor is paid only then."""
+    gone = missing_module(model, {name: info.module_name for name, info in known.items()})
+    return None if gone is None else changed_error(where, gone[0], MODULE_GONE.format(gone[1]))
 
 
 #: What :func:`describe_change` says when only the mask buffer object differs (the caller then

@@ -43,7 +43,8 @@ class Arguments:
         name = self._state._aliases.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in self._state._known:
             if isinstance(name, str):
-                raise unknown_target(name, self._state._known, where, "name")
+                raise unknown_target(name, self._state._known, where, "name",
+                                     self._state._model)
             raise InvalidStepError(f"{where}: name must be a tensor address string; got {name!r}",
                                    "name")
         return name
@@ -61,6 +62,8 @@ class Arguments:
         # draw=False (previews): use the seed the next action will draw, without drawing it,
         # so previews on any thread never change the session.
         spec = check_method(method, where)
+        importance = settings.get("importance")
+        settings = {k: v for k, v in settings.items() if k != "importance"}
         if single and spec.name == "global_unstructured":
             raise InvalidStepError(
                 f"{where}: method 'global_unstructured' acts on several tensors; use "
@@ -78,7 +81,7 @@ class Arguments:
         if seed is None and is_random(spec, clean):
             journal = self._state._journal
             seed = journal.draw_seed() if draw else journal.peek_seed()
-        return Step._build(where, spec.name, self.canonical(target), clean, seed)
+        return Step._build(where, spec.name, self.canonical(target), clean, seed, importance)
 
     def canonical(self, target: Any) -> Any:
         """``target`` (an address or a list of them) with every alias of a tied tensor replaced
@@ -101,13 +104,15 @@ class Arguments:
         return reduction_dim(*self._state._locate(target))
 
     def global_step(
-        self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True
+        self, where: str, targets: Any, method: Any, amount: Any, seed: Any, draw: bool = True,
+        importance: Any = None,
     ) -> Step:
         """The ``global_unstructured`` step of ``apply_global`` and its previews."""
-        return self.make_step(
-            where, "global_unstructured", as_list(targets),
-            {"pruning_method": method, "amount": amount}, seed, draw=draw,
-        )
+        settings = {"pruning_method": method, "amount": amount}
+        if importance is not None:
+            settings["importance"] = importance
+        return self.make_step(where, "global_unstructured", as_list(targets), settings, seed,
+                              draw=draw)
 
 
 def as_list(names: Any) -> Any:

@@ -30,6 +30,7 @@ from ..steps.checks import check_step
 from ..steps.step import Step
 from ..transaction.journal import locked
 from .arguments import Arguments, as_list
+from .stepping import Stepping
 
 __all__ = ["Previews"]
 
@@ -37,10 +38,12 @@ __all__ = ["Previews"]
 class Previews:
     """What a step would do, without doing it (a part of ``Session``)."""
 
-    def __init__(self, state: SessionState, arguments: Arguments) -> None:
+    def __init__(self, state: SessionState, arguments: Arguments,
+                 stepping: Stepping | None = None) -> None:
         self._state = state
         self._lock = state._lock
         self._arguments = arguments
+        self._stepping = stepping or Stepping(state)  # runs calibrated steps, rolled back
 
     @locked
     def preview(
@@ -100,6 +103,7 @@ class Previews:
         *,
         amount: float | int,
         seed: int | None = None,
+        importance: str | None = None,
     ) -> Mapping[str, torch.Tensor]:
         """The masks :meth:`apply_global` would leave, by address (built on first access for
         large L1 targets: ``preview.masks.GlobalPreview``); nothing changes. A tied tensor is one
@@ -107,7 +111,8 @@ class Previews:
         (``preview.masks.PreviewMasks``)."""
         where = "Session.preview_global"
         return self.preview_step(
-            self._arguments.global_step(where, targets, method, amount, seed, draw=False), where)
+            self._arguments.global_step(where, targets, method, amount, seed, draw=False,
+                                        importance=importance), where)
 
     @locked
     def preview_cells(
@@ -153,15 +158,30 @@ class Previews:
             step = self._arguments.make_step(where, method, target, settings, seed, single=True,
                                              draw=False)
         check_step(self._state._model, self._state._known, step, where)
+        if step.calibrated:  # no cached order knows a criterion's scores: only the mask tells
+            return None
         state = self._state
         return cell_counts(state._model, step, self._arguments.canonical(target), state._orders,
                            np.asarray(row_edges), np.asarray(col_edges), alive)
 
     def preview_step(self, step: Step, where: str) -> Mapping[str, torch.Tensor]:
         check_step(self._state._model, self._state._known, step, where)
+        if step.calibrated:  # the step itself, rolled back: what apply installs, bit for bit
+            return self._dry_run_masks(step, where)
         if step.is_global:
             return global_masks(self._state._model, step, self._state._orders, self._state._aliases)
         name = step.targets[0]  # a single-tensor step
         module, tensor_name = self._state._locate(name)
         return local_masks(module, tensor_name, step, self._state._orders, name,
                            self._state._aliases)
+
+    def _dry_run_masks(self, step: Step, where: str) -> dict[str, torch.Tensor]:
+        """The masks ``step`` leaves, from running it in a transaction that is rolled back (the
+        route of steps computed from calibration: their preview is their apply)."""
+        masks: dict[str, torch.Tensor] = {}
+        with self._stepping.transaction(dry_run=True):
+            done = self._stepping.run(step, where)
+            for name in done.targets:
+                module, tensor_name = self._state._locate(name)
+                masks[name] = getattr(module, tensor_name + "_mask").detach().clone()
+        return masks

@@ -14,6 +14,7 @@ Examples
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..preview.magnitudes import Magnitudes
 from ..preview.masks import GlobalPreview
 from ..state import SessionState
 from ..steps.step import Step
-from ..tensors.sharded import count_nonzero, is_dtensor
+from ..tensors.sharded import count_nonzero, is_dtensor, tensor_of
 from ..transaction.journal import locked
 from .arguments import Arguments, as_list
 from .previewing import Previews
@@ -202,8 +203,20 @@ class Reports:
 
         With ``totals=True`` a final row named ``"TOTAL"`` sums ``numel`` and ``zeros`` over the
         model.
+
+        A tensor on the meta device (offloaded, as accelerate's ``device_map`` and
+        ``cpu_offload`` leave them, or not loaded yet) has no values to count: its row says 0
+        zeros and no pruned channels, and a ``UserWarning`` names such tensors.
         """
         state = self._state
+        unknown = [n for n in state._known if tensor_of(*state._locate(n)).is_meta]
+        if unknown:
+            warnings.warn(
+                f"Session.report: {len(unknown)} tensor{'s' * (len(unknown) != 1)} "
+                f"({', '.join(map(repr, unknown[:3]))}{' and more' if len(unknown) > 3 else ''}"
+                ") are on the meta device (offloaded or not loaded): their values are not in "
+                "memory, so their zeros and pruned channels are not counted (shown as 0)",
+                UserWarning, stacklevel=3)
         methods = {n: self.methods(n) for n in state._known}
         frame = tensor_report(state._model, state._known, methods, state._orders.memo,
                               zeros=self.zeros())

@@ -32,17 +32,24 @@ from ..codegen.tie_split import note_from_cuts, note_ties
 from ..errors import InterruptedAfterCommit
 from ..history.tensor_history import HistoryEntry, starting_mask
 from ..model.aliases import share_aliases
-from ..model.watch import MASK_REPLACED, MASK_WRITTEN, ModelChangedError, describe_change, seen
+from ..model.watch import (
+    MASK_REPLACED,
+    MASK_WRITTEN,
+    changed_error,
+    describe_change,
+    seen,
+    structure_changed,
+)
 from ..preview.masks import cached_cuts
 from ..preview.order_cache import TensorOrder
 from ..state import SessionState
 from ..steps.checks import check_step
-from ..steps.execute import run_step
+from ..steps.execute import replay_tensors, run_step
 from ..steps.step import Step
 from ..steps.tied import tied_step
 from ..tensors.packed import PackedMask
 from ..tensors.sharded import tensor_of
-from ..transaction.interrupts import held_interrupts
+from ..transaction.interrupts import ThreadState, held_interrupts
 from ..transaction.journal import Action, take_snapshot
 
 __all__ = ["Stepping"]
@@ -92,15 +99,20 @@ class Stepping:
                 gate.check()
             try:
                 point = journal.begin()
-                grad = torch.is_grad_enabled()  # the thread's autograd mode is the user's too
+                state = ThreadState.now()  # the thread's autograd mode is the user's too
                 try:
                     with gate.open():
                         yield self._state
                         if dry_run:
                             raise _DryRun
                 except BaseException as err:
-                    torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
+                    state.restore()  # an interrupt in a no_grad exit left autograd off
                     self.resee(journal.rollback(point))
+                    if isinstance(err, AttributeError):  # a module gone behind its back?
+                        changed = structure_changed(self._state._model, self._state._known,
+                                                    "Session")
+                        if changed is not None:
+                            raise changed from err
                     if not isinstance(err, _DryRun):
                         raise
                     return
@@ -132,11 +144,7 @@ class Stepping:
                 self._state._seen[name] = now
                 continue
             if change is not None:
-                raise ModelChangedError(
-                    f"{where}: tensor {name!r} was changed outside the session ({change}); the "
-                    "session's history no longer describes it, so it refuses to act on it. "
-                    "Start a new Session(model) to continue from the model as it is"
-                )
+                raise changed_error(where, name, change)
 
     def resee(self, names: Iterable[str]) -> None:
         # After every change (step, commit, undo, rollback, move): the aliases of a tied
@@ -154,27 +162,30 @@ class Stepping:
         located = [(name, *self._state._locate(name)) for name in step.targets]
         pairs = [(module, tensor_name) for _, module, tensor_name in located]
         kind = "commit" if step.method == "remove" else "apply"
-        snapshots = take_snapshot(pairs, keep_values=kind == "commit", bits=self._state._bits)
+        edits = step.spec.edits_weights  # SparseGPT: undo restores the values too
+        snapshots = take_snapshot(pairs, keep_values=kind == "commit" or edits,
+                                  bits=self._state._bits)
         # the values as the step finds them, where they can still be pruned (what the tie note
         # reads; a sharded tensor's pruned values are not computed: tensor_of)
         found = {name: tensor_of(module, tensor_name) for name, module, tensor_name in located}
         before = {name: starting_mask(self._state._histories[name], found[name])
                   for name, _, _ in located}
         # The masks and the tie note, from the targets' cached orders if a preview built them
-        # (no pass over the entries) or from a global L1 step's key histograms (built if need
-        # be); else the core computes the masks and the note is looked up after the step ran.
-        cuts = cached_cuts(self._state._model, step, self._state._orders, build_global=True) \
-            if kind == "apply" else None
+        # (no pass over the entries) or from a global L1 step's key histograms (where a
+        # preview cached them); else the core computes the masks and says, on the way, how
+        # it split a tie. A calibrated step's scores are no cached order's.
+        cuts = cached_cuts(self._state._model, step, self._state._orders) \
+            if kind == "apply" and not step.calibrated else None
         # L1 orders valid now: after the step, restricted to the survivors, they are the new
         # state's (an O(n) pass instead of a sort on the next preview).
-        l1 = [self._state._orders.peek(module, tensor_name) if kind == "apply" else None
-              for _, module, tensor_name in located]
+        l1 = [self._state._orders.peek(module, tensor_name) if kind == "apply" and not edits
+              else None for _, module, tensor_name in located]
         action = Action(kind, step, snapshots, step.targets)
         self._state._journal.record(action)
         kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
-            run_step(self._state._model, step, masks)
+            ran = run_step(self._state._model, step, masks, self._state._calibrated)
         for i, (order, (_, module, tensor_name)) in enumerate(zip(l1, located, strict=True)):
             # The mask installed is order.mask(n) when it came from that very order: the
             # carry need not read it back to find out.
@@ -184,7 +195,10 @@ class Stepping:
         if kind == "apply":
             note = note_ties(self._state._model, step, before, found, core_cuts) if cuts is None \
                 else note_from_cuts(cuts)
-            step = action.step = step._noted(note)
+            replay = replay_tensors(self._state._model, step, ran, {
+                name: mask.unpack(torch.bool) for name, mask in before.items()
+            }) if step.calibrated else None
+            step = action.step = step._noted(note, ran.detail, replay)
         packed: dict[str, PackedMask] = {}
         if kind != "commit":  # every target's bits at once: one host read for their counts
             buffers = {name: getattr(module, tensor_name + "_mask")

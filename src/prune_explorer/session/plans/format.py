@@ -46,7 +46,7 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from prune_explorer.prune.validation import excerpt, problem, show_value
@@ -54,7 +54,8 @@ from prune_explorer.prune.validation import excerpt, problem, show_value
 from ..errors import InvalidPlanError, InvalidPlanStepError, InvalidStepError
 from ..steps import step as step_module
 from ..steps.methods import check_method
-from ..steps.step import Step
+from ..steps.step import Step, check_address
+from ..steps.training import TRAINING_METHODS, TrainingStep
 from ..tensors.packed import PackedMask
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "step_from_dict",
     "step_to_dict",
     "steps_from_dict",
+    "tied_from_dict",
 ]
 
 PLAN_FORMAT = "prune-explorer-plan"
@@ -264,13 +266,18 @@ def amount_from_json(value: Any, version: int, where: str) -> Any:
 
 
 # -- the plan document -----------------------------------------------------------------------------
-def plan_to_dict(steps: Iterable[Step]) -> dict[str, Any]:
-    """The JSON-ready document of a plan of ``steps`` (the current version)."""
-    return {
+def plan_to_dict(steps: Iterable[Step], tied: Mapping[str, Sequence[str]] | None = None
+                 ) -> dict[str, Any]:
+    """The JSON-ready document of a plan of ``steps`` (the current version), with the model's
+    ``tied`` tensors when they are known (``{}``: none)."""
+    document: dict[str, Any] = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
         "steps": [step_to_dict(step) for step in steps],
     }
+    if tied is not None:
+        document["tied"] = {name: list(aliases) for name, aliases in tied.items()}
+    return document
 
 
 def steps_from_dict(data: Any, where: str) -> list[Step]:
@@ -300,10 +307,10 @@ def steps_from_dict(data: Any, where: str) -> list[Step]:
             f"{where}: version must be the integer {readable}; got {got}", "version"
         )
     for key in data:
-        if key not in ("format", "version", "steps"):
+        if key not in ("format", "version", "steps", "tied"):
             raise InvalidPlanError(
                 f"{where}: unexpected field {show_value(key)}; a plan has: format, version, "
-                "steps",
+                "steps and optionally tied",
                 key,
             )
     if "steps" not in data:
@@ -325,6 +332,8 @@ def steps_from_dict(data: Any, where: str) -> list[Step]:
 def step_to_dict(step: Step) -> dict[str, Any]:
     """A step as a version-2 plan file holds it (see :meth:`Step.to_dict
     <prune_explorer.session.Step.to_dict>`)."""
+    if isinstance(step, TrainingStep):  # no target, no seed: the method and its settings
+        return {"method": step.method, **step.settings}
     out: dict[str, Any] = {"method": step.method}
     if step.is_global:
         out["targets"] = list(step.targets)
@@ -343,6 +352,8 @@ def step_to_dict(step: Step) -> dict[str, Any]:
         out[key] = value
     if step.seed is not None:
         out["seed"] = step.seed
+    if step.importance != "magnitude":  # magnitude: no field, as plans written before
+        out["importance"] = step.importance
     return out
 
 
@@ -362,11 +373,14 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
         )
     if "method" not in data:
         raise InvalidStepError(f"{where}: missing field 'method'", "method")
+    if isinstance(data["method"], str) and data["method"] in TRAINING_METHODS:
+        return TrainingStep._read(data, where)
     spec = check_method(data["method"], where)
     target_key = "targets" if spec.name == "global_unstructured" else "target"
     fields = ["method", target_key, *spec.settings]
+    optional = ("seed", "importance") if spec.scores else ("seed",)
     for key in data:
-        if key not in fields and key != "seed":
+        if key not in fields and key not in optional:
             raise InvalidStepError(
                 f"{where}: unexpected field {show_value(key)} for {spec.name}; "
                 f"its fields are: {', '.join(fields)}",
@@ -394,7 +408,8 @@ def step_from_dict(data: Any, where: str = "Step.from_dict", version: int | None
             f"{show_value(data['targets'])}",
             "targets",
         )
-    step = Step._build(where, spec.name, data[target_key], settings, data.get("seed"))
+    step = Step._build(where, spec.name, data[target_key], settings, data.get("seed"),
+                       data.get("importance"))
     if not step.is_random and "seed" in data:
         raise InvalidStepError(
             f"{where}: unexpected field 'seed' for {spec.name}, which draws no random "
@@ -430,3 +445,30 @@ def _mask_from_json(value: Any, where: str) -> PackedMask:
 # Step.to_dict and Step.from_dict write and read through this module (steps/ sits below plans/).
 step_module.FORMAT.writer = step_to_dict
 step_module.FORMAT.reader = step_from_dict
+
+
+def tied_from_dict(value: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """The ``tied`` field of a plan document, checked: addresses to non-empty lists of other
+    addresses, every address once."""
+    rule = ("tied must map each tied tensor's address to the list of its other names, e.g. "
+            "{\"transformer.wte.weight\": [\"lm_head.weight\"]}")
+    if not isinstance(value, dict):
+        raise InvalidPlanError(f"{where}: {rule}; got {show_value(value)}", "tied")
+    seen: set[str] = set()
+    tied: dict[str, tuple[str, ...]] = {}
+    for name, aliases in value.items():
+        if not isinstance(aliases, list) or not aliases:
+            raise InvalidPlanError(
+                f"{where}: {rule}; got {show_value(aliases)} for {show_value(name)}", "tied")
+        try:
+            names = [check_address(a, f"{where}:", "tied") for a in (name, *aliases)]
+        except InvalidStepError as err:
+            raise InvalidPlanError(str(err), "tied") from None
+        for address in names:
+            if address in seen:
+                raise InvalidPlanError(
+                    f"{where}: tied names {show_value(address)} twice; each address belongs to "
+                    "one tied tensor, once", "tied")
+            seen.add(address)
+        tied[names[0]] = tuple(names[1:])
+    return tied

@@ -35,6 +35,17 @@ File format (version 2, what :meth:`Plan.to_json` writes), UTF-8 JSON::
   (``block_structured``, with ``amount`` counting blocks).
 - ``mask`` is the shape and the bits, 8 entries a byte, row-major, first entry in the high bit,
   zero padding, base64.
+- ``tied`` (optional) maps each tied tensor of the model the plan was made on (one parameter
+  under several names, as GPT-2's ``transformer.wte.weight`` and ``lm_head.weight``) to its
+  other names: ``{"transformer.wte.weight": ["lm_head.weight"]}``; ``{}`` when the model has
+  none. :attr:`Session.plan` fills it, so the snippet of a plan read back keeps the tie. A file
+  without it (written before plans carried it, or by ``Plan(steps)`` without ``tied=``) still
+  loads: its snippet then finds the ties on ``model`` when it runs (a ``tied_names`` function
+  it defines), so a tied head is pruned with its embedding all the same.
+- A schedule's steps that train (:mod:`~prune_explorer.session.steps.training`) have no target
+  and no seed: ``{"method": "fine_tune", "epochs": 10}`` (replayed by calling the training
+  function: :meth:`Plan.apply` with ``train=``), ``{"method": "keep_weights"}`` and
+  ``{"method": "rewind"}`` (a lottery ticket's). Plans without them read as before.
 
 Version 1 is the same except that ``amount`` is a bare number: a float is a fraction and an int
 a count (``1.0`` is everything, ``1`` one entry). Version-1 files are read exactly as before.
@@ -65,6 +76,7 @@ from torch import nn
 
 from ..codegen.snippet import to_snippet
 from ..steps.step import Step
+from ..steps.training import TrainFunction, TrainingStep
 from .format import (
     PLAN_FORMAT,
     PLAN_VERSION,
@@ -73,6 +85,7 @@ from .format import (
     load_document,
     plan_to_dict,
     steps_from_dict,
+    tied_from_dict,
 )
 
 __all__ = ["PLAN_FORMAT", "PLAN_VERSION", "InvalidPlanError", "InvalidPlanStepError", "Plan"]
@@ -83,8 +96,9 @@ class PlanSession(Protocol):
     :meth:`Plan.apply` and :meth:`Plan.validate` use)."""
 
     def apply_all(self, steps: Iterable[Step], *, where: str = "Session.apply_all",
-                  progress: Callable[[int, int], object] | None = None) -> list[Step]:
-        """Apply ``steps`` in order as one transaction."""
+                  progress: Callable[[int, int], object] | None = None,
+                  train: TrainFunction | None = None) -> list[Step]:
+        """Apply ``steps`` in order as one transaction (``train`` runs fine_tune steps)."""
 
     def transaction(self, *, dry_run: bool = False) -> AbstractContextManager[Any]:
         """All or nothing; ``dry_run`` always rolls back."""
@@ -120,7 +134,9 @@ class Plan:
     tied : mapping of str to sequence of str, optional
         Tied tensors of the model the plan is for (address -> its aliases, as
         :attr:`Session.tied`, which :attr:`Session.plan` passes): :meth:`to_snippet` keeps them
-        tied. Not part of the plan's value or JSON.
+        tied, and the JSON carries them (``"tied"``). Not part of the plan's value (``==``).
+        None: not known (a plan file without ``"tied"``: its snippet finds the ties on the model
+        it runs on).
 
     Examples
     --------
@@ -135,7 +151,9 @@ class Plan:
     def __init__(self, steps: Iterable[Step] = (), *,
                  tied: Mapping[str, Sequence[str]] | None = None) -> None:
         self._steps: list[Step] = []
-        self._tied = {name: tuple(aliases) for name, aliases in (tied or {}).items()}
+        self._tied = None if tied is None else {
+            name: tuple(aliases) for name, aliases in tied.items()}
+        self._find_ties = False  # read from a file that does not say: the snippet finds them
         for step in steps:
             self.append(step)
 
@@ -144,6 +162,11 @@ class Plan:
         if not isinstance(step, Step):
             raise TypeError(f"Plan.append: step must be a Step; got {type(step).__name__}")
         self._steps.append(step)
+
+    @property
+    def tied(self) -> dict[str, tuple[str, ...]] | None:
+        """The tied tensors the plan carries (address -> its other names), None if not known."""
+        return None if self._tied is None else dict(self._tied)
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -177,7 +200,7 @@ class Plan:
     # -- JSON -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready document (see the module docstring for the layout)."""
-        return plan_to_dict(self._steps)
+        return plan_to_dict(self._steps, self._tied)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Serialise to a JSON string (format version 2, see the module docstring)."""
@@ -193,7 +216,12 @@ class Plan:
             For any problem; when it lies in one step it is an :class:`InvalidPlanStepError`
             (also an :class:`InvalidStepError`) with ``step`` and ``field`` set.
         """
-        return cls(steps_from_dict(data, where))
+        steps = steps_from_dict(data, where)
+        if "tied" not in data:  # a file written before plans carried ties
+            plan = cls(steps)
+            plan._find_ties = True
+            return plan
+        return cls(steps, tied=tied_from_dict(data["tied"], where))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:
@@ -235,21 +263,72 @@ class Plan:
 
         Uses only ``torch`` and ``torch.nn.utils.prune``; random steps are seeded with
         ``torch.manual_seed`` exactly as the session ran them, so the masks are identical.
-        Tied tensors given to the plan (:attr:`Session.plan` gives them) stay tied.
+        Tied tensors given to the plan (:attr:`Session.plan` gives them, and its JSON keeps
+        them) stay tied; a plan read from a file that does not list them finds them on
+        ``model`` when the snippet runs.
         """
-        return to_snippet(self._steps, self._tied)
+        return to_snippet(self._steps, self._tied, find_ties=self._find_ties)
 
-    def validate(self, model: nn.Module) -> None:
+    def save_snippet(self, path: str | PathLike[str]) -> tuple[Path, Path | None]:
+        """Write :meth:`to_snippet` to ``path`` and, when steps were computed from calibration
+        (``importance=``, ``wanda_rows``, ``sparsegpt``), their tensors beside it in
+        ``<path stem>.safetensors`` (no pickle), whose SHA-256 the snippet checks before use.
+
+        Returns the two paths (the second None when no file was needed). Calibrated steps must
+        be those a session ran (``Session.plan``), which recorded what they computed.
+
+        Examples
+        --------
+        >>> import tempfile, torch
+        >>> from prune_explorer import Session
+        >>> s = Session(torch.nn.Sequential(torch.nn.Linear(4, 3)))
+        >>> _ = s.calibrate([torch.randn(8, 4)])
+        >>> _ = s.apply("0.weight", "l1_unstructured", amount=0.5, importance="wanda")
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     code, tensors = s.plan.save_snippet(f"{folder}/plan.py")
+        ...     print(code.name, tensors.name)
+        plan.py plan.safetensors
+        """
+        import hashlib
+
+        from safetensors.torch import save
+
+        from ..codegen.calibrated_lines import replay_file_tensors
+
+        code = Path(path)
+        tensors = replay_file_tensors(self._steps)
+        if not tensors:
+            code.write_text(self.to_snippet(), encoding="utf-8")
+            return code, None
+        data = save(tensors)
+        beside = code.with_suffix(".safetensors")
+        text = to_snippet(self._steps, self._tied,
+                          (beside.name, hashlib.sha256(data).hexdigest()),
+                          find_ties=self._find_ties)
+        beside.write_bytes(data)
+        code.write_text(text, encoding="utf-8")
+        return code, beside
+
+    def validate(self, model: nn.Module, *, train: TrainFunction | None = None) -> None:
         """Check the plan against ``model`` by dry-running it; ``model`` is left as it was.
 
-        Raises the same errors as :meth:`apply`. Costs one full application.
+        Raises the same errors as :meth:`apply`. Costs one full application, training
+        included when ``train`` is given; without it the training steps (``fine_tune``,
+        ``keep_weights``, ``rewind``) are left out of the dry run.
         """
+        steps = self._steps if train is not None else [
+            step for step in self._steps if not isinstance(step, TrainingStep)]
         session = RUNNER.start(model, seed=0)
         with session.transaction(dry_run=True):
-            session.apply_all(self._steps, where="Plan.apply")
+            session.apply_all(steps, where="Plan.apply", train=train)
 
-    def apply(self, model: nn.Module, *, seed: int | None = 0) -> PlanSession:
+    def apply(self, model: nn.Module, *, seed: int | None = 0,
+              train: TrainFunction | None = None) -> PlanSession:
         """Apply every step to ``model`` in place and return the :class:`Session` that did it.
+
+        A plan with ``fine_tune`` steps (a schedule's) needs ``train``, the training function
+        ``train(model, epochs)`` the session was given: the same function on the same model
+        gives the same weights and masks.
 
         All or nothing (:meth:`Session.apply_all`): if a step is invalid for this model
         (unknown tensor, bad ``dim``...) or anything fails, even an interrupt, the steps already
@@ -257,5 +336,6 @@ class Plan:
         session can ``undo``/``reset``/``report`` as usual.
         """
         session = RUNNER.start(model, seed=seed)
-        session.apply_all(self._steps, where="Plan.apply")
+        session.apply_all(self._steps, where="Plan.apply", train=train)
         return session
+

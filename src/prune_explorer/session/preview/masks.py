@@ -44,7 +44,7 @@ from ..steps.methods import prune_class
 from ..steps.seeding import core_kwargs
 from ..steps.step import Step, split_address
 from ..tensors.sharded import is_dtensor, nonzero_summary, tensor_of
-from .global_cut import GlobalCut, global_cut
+from .global_cut import GlobalCut, KeyHistogram, global_cut
 from .order_cache import OrderCache, TensorOrder
 from .slice_scores import SliceScores
 
@@ -373,27 +373,28 @@ def global_masks(model: nn.Module, step: Step, orders: OrderCache | None = None,
     return BuiltPreview(dict(zip(step.targets, masks, strict=True)), aliases)
 
 
-def cached_cuts(model: nn.Module, step: Step, orders: OrderCache,
-                build_global: bool = False) -> list[tuple[Any, int]] | None:
+def cached_cuts(model: nn.Module, step: Step, orders: OrderCache
+                ) -> list[tuple[Any, int]] | None:
     """What a preview of ``step`` left for the apply to install, from what the cache holds for
     the targets as they are now: per target a pair ``(source, n)`` whose mask is
     ``source.mask(n)`` -- the target's order and how many of its first entries ``step``
     prunes, or, for a global L1 step, the :class:`GlobalCut` and the target's place. None:
     some target has nothing cached, or ``step`` is not an unstructured L1 or seeded
-    random_unstructured step. Builds no order; builds the key histograms of a global L1 step
-    only with ``build_global`` (they are small, and the cut from them is the lightest way to
-    apply the step and to tell how it split a tie)."""
+    random_unstructured step. Builds no order, and no key histogram of a tensor above
+    ``SMALL`` entries (a global L1 step without a preview: the core's selection is the
+    lighter way to apply it and to tell how it split a tie)."""
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
         if step.settings.get("pruning_method") != "l1_unstructured":
             return None
-        fresh_small = True
-        if build_global and engine.device_path(tensor_of(*pairs[0])):
-            # on a GPU the core's device path beats building histograms: use them if cached
-            # (a small tensor's is never cached: building it costs a host read per target)
-            build_global = fresh_small = False
-        cut = _global_cut(pairs, step, orders, build=build_global, sort=False,
+        # The core's one selection beats building histograms (a pass with a bincount per
+        # target, then a gather and a mask pass), and it says how it split a tie on the way:
+        # use them only where a preview cached them. On a GPU a small tensor's is not built
+        # either (never cached: building it costs a host read per target); on the CPU it is
+        # (small: one quick pass).
+        fresh_small = not engine.device_path(tensor_of(*pairs[0]))
+        cut = _global_cut(pairs, step, orders, build=False, sort=False,
                           fresh_small=fresh_small)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
     seed = step.seed if step.method == "random_unstructured" else None
@@ -412,10 +413,15 @@ def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCac
     """The cut of the global L1 step from the targets' key histograms (None: not every target
     has one, or the core must decide; ``sort``: as :func:`global_cut`'s; ``fresh_small``: as
     :meth:`OrderCache.histogram`'s)."""
-    hists = [orders.histogram(m, n, build, fresh_small=fresh_small) for m, n in pairs]
-    ready = [h for h in hists if h is not None]
-    if len(ready) != len(hists):
-        return None
+    # the large targets first: a small one's fresh histogram (a pass and 2**16 bins) is built
+    # only once every large one has its histogram
+    small = [tensor_of(m, n).numel() <= engine.SMALL for m, n in pairs]
+    hists: list[Any] = [None] * len(pairs)
+    for i in sorted(range(len(pairs)), key=small.__getitem__):
+        hists[i] = orders.histogram(*pairs[i], build, fresh_small=fresh_small)
+        if hists[i] is None:
+            return None
+    ready: list[KeyHistogram] = hists
     pruned = prune._compute_nparams_toprune(step.settings["amount"], sum(h.alive for h in ready))
     with torch.no_grad():
         return global_cut(pairs, ready, pruned, sort)

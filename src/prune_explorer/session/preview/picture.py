@@ -123,8 +123,8 @@ class StepRequest:
         tensors built only when read (``Session.preview_masks``, ``preview_global``)."""
         if self.is_global:
             return session.preview_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"],
+                importance=self.settings.get("importance"))
         return session.preview_masks(self.target, self.method, **self.settings)
 
     def preview(self, session: PictureSession) -> torch.Tensor | None:
@@ -148,8 +148,8 @@ class StepRequest:
         """Do it: ``Session.apply`` or ``Session.apply_global``; returns the Step."""
         if self.is_global:
             return session.apply_global(
-                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"]
-            )
+                list(self.targets), self.settings["pruning_method"], amount=self.settings["amount"],
+                importance=self.settings.get("importance"))
         return session.apply(self.target, self.method, **self.settings)
 
 
@@ -328,8 +328,8 @@ class PictureSession(CountingSession, Protocol):
         """The masks a step on ``target`` would leave, by tensor."""
 
     def preview_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
-                       amount: float | int, seed: int | None = None
-                       ) -> Mapping[str, torch.Tensor]:
+                       amount: float | int, seed: int | None = None,
+                       importance: str | None = None) -> Mapping[str, torch.Tensor]:
         """The masks a global step would leave, by tensor."""
 
     def preview_cells(self, target: str, method: str, *, row_edges: np.ndarray,
@@ -343,7 +343,8 @@ class PictureSession(CountingSession, Protocol):
         """Do a step on one tensor."""
 
     def apply_global(self, targets: Sequence[str], method: str = "l1_unstructured", *,
-                     amount: float | int, seed: int | None = None) -> Step:
+                     amount: float | int, seed: int | None = None,
+                     importance: str | None = None) -> Step:
         """Do a global step."""
 
 class MaskSummaries:

@@ -29,6 +29,7 @@ from torch import nn
 
 from prune_explorer.prune import validation
 from prune_explorer.prune.patterns import check_block, check_group_dim, live_blocks
+from prune_explorer.prune.validation import unprunable
 
 from ..errors import InvalidStepError
 from ..model.hooks import find_hook
@@ -86,11 +87,14 @@ def check_step(model: nn.Module, known: dict[str, TensorInfo], step: Step, where
     field = "targets" if step.is_global else "target"
     for address in step.targets:
         if address not in known:
-            raise unknown_target(address, known, where, field)
+            raise unknown_target(address, known, where, field, model)
     pairs = []
     for address in step.targets:
         module_name, tensor_name = split_address(address)
         pairs.append((model.get_submodule(module_name), tensor_name))
+        why = unprunable(tensor_of(*pairs[-1]))  # the core's rule: meta, quantized, int8...
+        if why is not None and step.method != "remove":
+            raise InvalidStepError(f"{where}: cannot prune {address!r}: {why}", field)
 
     if step.method == "remove":
         module, tensor_name = pairs[0]

@@ -34,6 +34,8 @@ from prune_explorer.prune.validation import METHOD_PARAMETERS, is_int, show_valu
 from ..errors import InvalidStepError
 from ..model.tensor_kinds import unplain_kind
 from ..tensors.packed import PackedMask
+from . import calibrated
+from .calibrated import Compute
 
 __all__ = [
     "CLASS_TO_NAME",
@@ -67,15 +69,25 @@ class MethodSpec:
     cls: str | None
     random: bool = False
     structured: bool = False
+    #: takes ``importance=`` (a criterion's scores through torch's ``importance_scores=``)
+    scores: bool = False
+    #: a method computed from calibration statistics (:mod:`.calibrated`), installed with
+    #: ``custom_from_mask`` semantics; None for the core's methods
+    compute: Compute | None = None
+    #: it also changes the values of the weights it prunes (undo restores them)
+    edits_weights: bool = False
+    #: settings a call may leave out, with their values (recorded in the step)
+    defaults: tuple[tuple[str, Any], ...] = ()
 
 
-def _core_spec(name: str, random: bool = False, structured: bool = False) -> MethodSpec:
+def _core_spec(name: str, random: bool = False, structured: bool = False,
+               scores: bool = False) -> MethodSpec:
     """A method of the core: class and settings from its parameter table (the settings a step
     records are the method's own parameters, not ``generator``/``ties``, which the session
     supplies)."""
     cls, params = METHOD_PARAMETERS[name]
     settings = tuple(p for p in params if p not in ("generator", "ties"))
-    return MethodSpec(name, settings, cls, random=random, structured=structured)
+    return MethodSpec(name, settings, cls, random=random, structured=structured, scores=scores)
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -83,15 +95,19 @@ METHODS: dict[str, MethodSpec] = {
     for spec in (
         _core_spec("identity"),
         _core_spec("random_unstructured", random=True),
-        _core_spec("l1_unstructured"),
+        _core_spec("l1_unstructured", scores=True),
         _core_spec("random_structured", random=True, structured=True),
-        _core_spec("ln_structured", structured=True),
+        _core_spec("ln_structured", structured=True, scores=True),
         _core_spec("custom_from_mask"),
         # hardware patterns (prune_explorer.prune.patterns; not in torch.nn.utils.prune, so
         # snippets build their masks with plain torch, see session/codegen/pattern_lines.py)
         _core_spec("semi_structured"),
         _core_spec("block_structured"),
-        MethodSpec("global_unstructured", ("pruning_method", "amount"), None),
+        MethodSpec("global_unstructured", ("pruning_method", "amount"), None, scores=True),
+        # computed from calibration (session/steps/calibrated.py), installed as masks
+        MethodSpec("wanda_rows", ("sparsity",), None, compute=calibrated.wanda_rows),
+        MethodSpec("sparsegpt", ("sparsity", "damping"), None, compute=calibrated.sparsegpt,
+                   edits_weights=True, defaults=(("damping", 0.01),)),
         MethodSpec("remove", (), None),
     )
 }
@@ -132,9 +148,9 @@ def core_errors(field: str) -> Iterator[None]:
         raise InvalidStepError(str(err), field) from None
 
 
-def _core_check(field: str, value: Any, where: str) -> Any:
+def _core_check(field: str, value: Any, where: str, method: str | None = None) -> Any:
     with core_errors(field):
-        return validation.check(where, field, value)
+        return validation.check(where, field, value, method)
 
 
 def check_amount(value: Any, where: str) -> int | float:
@@ -143,9 +159,10 @@ def check_amount(value: Any, where: str) -> int | float:
     return int(value) if is_int(value) else float(value)
 
 
-def check_n(value: Any, where: str) -> int | float | str:
-    """Validate the norm order ``n`` of ``ln_structured`` (the core's rule; the JSON spellings
-    "inf"/"-inf" become floats, and None, which torch passes on to ``torch.norm``, is refused).
+def check_n(value: Any, where: str, method: str = "ln_structured") -> int | float | str:
+    """Validate the norm order ``n`` of ``method`` (the core's rule for that method; the JSON
+    spellings "inf"/"-inf" become floats, and None, which torch passes on to ``torch.norm``, is
+    refused).
 
     Whether ``'fro'``/``'nuc'`` suit the tensor's rank is checked against the model later.
     """
@@ -153,8 +170,8 @@ def check_n(value: Any, where: str) -> int | float | str:
         return float(value)
     if value is None:
         raise InvalidStepError(validation.problem(
-            where, "n", validation.CONSTRAINTS["n"].rule, value), "n")
-    _core_check("n", value, where)
+            where, "n", validation.constraint("n", method).rule, value), "n")
+    _core_check("n", value, where, method)
     return value if isinstance(value, str) else int(value) if is_int(value) else float(value)
 
 
@@ -216,7 +233,28 @@ def check_block(value: Any, where: str) -> tuple[int, ...]:
     return tuple(int(b) for b in _core_check("block", value, where))
 
 
+def check_sparsity(value: Any, where: str) -> float | str:
+    """Validate the ``sparsity`` of a calibrated method: a fraction in [0, 1) or ``"N:M"``."""
+    if isinstance(value, str):
+        return check_pattern(value, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise _fail(where, "sparsity", "must be a float in [0, 1) or an 'N:M' pattern string",
+                    value)
+    return float(value)
+
+
+def check_damping(value: Any, where: str) -> float:
+    """Validate SparseGPT's ``damping``: a float > 0 (a fraction of the Hessian's mean
+    diagonal)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            0 < value < float("inf")):
+        raise _fail(where, "damping", "must be a finite float > 0", value)
+    return float(value)
+
+
 _CHECKS = {
+    "sparsity": check_sparsity,
+    "damping": check_damping,
     "pattern": check_pattern,
     "block": check_block,
     "amount": check_amount,
@@ -249,6 +287,7 @@ def check_settings(spec: MethodSpec, settings: Mapping[str, Any], where: str) ->
                 key,
             )
     out: dict[str, Any] = {}
+    settings = {**dict(spec.defaults), **settings}
     for key in spec.settings:
         if key not in settings:
             raise InvalidStepError(
@@ -256,7 +295,9 @@ def check_settings(spec: MethodSpec, settings: Mapping[str, Any], where: str) ->
                 f"it needs: {', '.join(spec.settings)}",
                 key,
             )
-        out[key] = _CHECKS[key](settings[key], where)
+        # a method's own rule for a setting (the core's "method.setting" entry) where it has one
+        out[key] = (check_n(settings[key], where, spec.name) if key == "n"
+                    else _CHECKS[key](settings[key], where))
     return out
 
 

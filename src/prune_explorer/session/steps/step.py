@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from prune_explorer.importance.criteria import CriterionError, check_criterion
 from prune_explorer.prune.validation import show_value
 
 from ..errors import InvalidStepError
@@ -101,10 +102,17 @@ class Step:
         One of ``"identity"``, ``"random_unstructured"``, ``"l1_unstructured"``,
         ``"random_structured"``, ``"ln_structured"``, ``"custom_from_mask"``,
         ``"global_unstructured"`` or ``"remove"`` (the names of ``torch.nn.utils.prune``), or
-        ``"semi_structured"`` / ``"block_structured"`` (our two hardware patterns).
+        ``"semi_structured"`` / ``"block_structured"`` (our two hardware patterns), or
+        ``"wanda_rows"`` / ``"sparsegpt"`` (computed from calibration, installed as masks).
     target : str or sequence of str
         Tensor address, e.g. ``"features.0.weight"``; a list of addresses for
         ``global_unstructured``.
+    importance : str, optional
+        For methods that take ``importance_scores`` (``l1_unstructured``, ``ln_structured``,
+        global with ``pruning_method="l1_unstructured"``): the criterion whose scores rank the
+        entries, one of :data:`prune_explorer.importance.CRITERIA` (``"magnitude"``, the
+        default, is torch's own ranking; the others need ``Session.calibrate``). Written to
+        JSON only when not magnitude, so plans written before read the same.
     seed : int, optional
         Required for random methods (``random_unstructured``, ``random_structured`` and
         ``global_unstructured`` with ``pruning_method="random_unstructured"``), forbidden otherwise.
@@ -112,7 +120,9 @@ class Step:
         Exactly the method's settings: ``amount``; ``amount, dim``; ``amount, n, dim``; ``mask``
         (tensor of 0/1, stored bit-packed); ``pruning_method, amount`` (global, where
         ``pruning_method`` is ``"l1_unstructured"`` or ``"random_unstructured"``);
-        ``pattern, dim`` (semi_structured); ``amount, block, n`` (block_structured).
+        ``pattern, dim`` (semi_structured); ``amount, block, n`` (block_structured);
+        ``sparsity`` (wanda_rows: a fraction of each row or ``"N:M"``); ``sparsity, damping``
+        (sparsegpt; ``damping`` defaults to 0.01 of the Hessian's mean diagonal).
 
     Raises
     ------
@@ -130,17 +140,21 @@ class Step:
     Step: amount must be a float in [0, 1] or an int >= 0; got 'half'
     """
 
-    __slots__ = ("_method", "_seed", "_settings", "_target", "_ties")
+    __slots__ = ("_detail", "_importance", "_method", "_replay", "_seed", "_settings", "_target",
+                 "_ties")
 
     def __init__(
-        self, method: str, target: str | Sequence[str], *, seed: int | None = None, **settings: Any
+        self, method: str, target: str | Sequence[str], *, seed: int | None = None,
+        importance: str | None = None, **settings: Any
     ) -> None:
-        self._init("Step", method, target, settings, seed)
+        self._init("Step", method, target, settings, seed, importance)
 
     def _init(
-        self, where: str, method: Any, target: Any, settings: Mapping[str, Any], seed: Any
+        self, where: str, method: Any, target: Any, settings: Mapping[str, Any], seed: Any,
+        importance: Any = None,
     ) -> None:
         spec = check_method(method, where)
+        importance = _check_importance(spec, settings, importance, where)
         target = _check_targets(spec, target, where)
         clean = check_settings(spec, settings, where)
         if is_random(spec, clean):
@@ -161,7 +175,10 @@ class Step:
         self._target = target
         self._settings = MappingProxyType(clean)
         self._seed = seed
+        self._importance: str | None = importance
         self._ties: str | None = None
+        self._detail: str | None = None
+        self._replay: Mapping[str, Any] | None = None
 
     @classmethod
     def _build(
@@ -171,10 +188,11 @@ class Step:
         target: Any,
         settings: Mapping[str, Any],
         seed: Any = None,
+        importance: Any = None,
     ) -> Step:
         """Like ``Step(...)``, but errors start with ``where`` (the call that got bad input)."""
         step = cls.__new__(cls)
-        step._init(where, method, target, settings, seed)
+        step._init(where, method, target, settings, seed, importance)
         return step
 
     # -- read-only views ------------------------------------------------------------------------
@@ -207,6 +225,25 @@ class Step:
     def spec(self) -> MethodSpec:
         """The :class:`~prune_explorer.session.steps.methods.MethodSpec` of the method."""
         return METHODS[self._method]
+
+    @property
+    def importance(self) -> str:
+        """The criterion whose scores the step prunes by (``importance_scores=``):
+        ``"magnitude"`` (torch's default: the tensor itself) unless it names another of
+        :data:`prune_explorer.importance.CRITERIA`."""
+        return self._importance or "magnitude"
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether the step reads the session's calibration (a criterion other than magnitude,
+        or a method computed from calibration such as ``wanda_rows`` or ``sparsegpt``)."""
+        return self._importance is not None or self.spec.compute is not None
+
+    @property
+    def detail(self) -> str | None:
+        """What the step chose when a session ran it (SparseGPT: the dampening used), or None;
+        not part of the step's value or JSON."""
+        return self._detail
 
     @property
     def is_global(self) -> bool:
@@ -254,19 +291,29 @@ class Step:
         """
         return self._ties
 
-    def _noted(self, ties: str | None) -> Step:
-        """A copy of this step carrying ``ties`` (see :attr:`ties`)."""
+    @property
+    def replay(self) -> Mapping[str, Any] | None:
+        """For a calibrated step a session ran: the tensors a stock-torch replay needs (scores,
+        masks, SparseGPT's values; see ``execute.replay_tensors``), else None. Not part of the
+        step's value or JSON: :meth:`Plan.save_snippet` writes them beside the snippet."""
+        return self._replay
+
+    def _noted(self, ties: str | None, detail: str | None = None,
+               replay: Mapping[str, Any] | None = None) -> Step:
+        """A copy of this step carrying ``ties``, ``detail`` and ``replay`` (see :attr:`ties`)."""
         step = Step.__new__(Step)
         step._method, step._target = self._method, self._target
         step._settings, step._seed = self._settings, self._seed
-        step._ties = ties
+        step._importance = self._importance
+        step._ties, step._detail = ties, detail
+        step._replay = None if replay is None else MappingProxyType(dict(replay))
         return step
 
     # -- value semantics ------------------------------------------------------------------------
     def _key(self) -> tuple[Any, ...]:
         # The type is part of a setting's value: amount=1 (one entry) is not amount=1.0 (all).
         settings = tuple((k, type(v), v) for k, v in self._settings.items())
-        return (self._method, self._target, settings, self._seed)
+        return (self._method, self._target, settings, self._seed, self._importance)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Step):
@@ -282,4 +329,26 @@ class Step:
         parts += [f"{k}={v!r}" for k, v in self._settings.items()]
         if self._seed is not None:
             parts.append(f"seed={self._seed}")
+        if self._importance is not None:
+            parts.append(f"importance={self._importance!r}")
         return f"Step({', '.join(parts)})"
+
+
+def _check_importance(spec: MethodSpec, settings: Mapping[str, Any], value: Any,
+                      where: str) -> str | None:
+    """The step's criterion: None for magnitude (today's steps, their JSON unchanged)."""
+    if value is None or value == "magnitude":
+        return None
+    try:
+        check_criterion(value, where)
+    except CriterionError as err:
+        raise InvalidStepError(str(err), "importance") from None
+    takes = spec.scores and settings.get("pruning_method", "l1_unstructured") == "l1_unstructured"
+    if not takes:
+        with_scores = ", ".join(name for name, s in METHODS.items() if s.scores)
+        raise InvalidStepError(
+            f"{where}: importance={value!r} needs a method that takes importance_scores "
+            f"({with_scores}; global with pruning_method='l1_unstructured'); got {spec.name}",
+            "importance")
+    return str(value)
+

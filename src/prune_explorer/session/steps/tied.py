@@ -35,7 +35,8 @@ def tied_step(step: Step, known: Mapping[str, TensorInfo], aliases: Mapping[str,
     targets = list(dict.fromkeys(aliases.get(t, t) for t in step.targets))
     if targets != list(step.targets):
         step = Step._build(where, step.method, targets if step.is_global else targets[0],
-                           step.settings, step.seed)
+                           step.settings, step.seed,
+                           None if step.importance == "magnitude" else step.importance)
     for name in targets:
         if model is not None and name in known and known[name].aliases:
             check_alias_names(model, known[name], where)

@@ -69,6 +69,31 @@ def _pack(kept: torch.Tensor) -> torch.Tensor:
     return (bits.view(-1, 8) << _shifts(flat.device)).sum(dim=1, dtype=torch.uint8)
 
 
+def _pack_on_host(flat: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The bytes (:func:`_pack`) and kept count of the flat CPU mask ``flat`` (bool or
+    numeric, nonzero kept), a chunk at a time in numpy: single-threaded work, with no parallel
+    region to wait in on a busy machine; the count is the packed bytes' popcount."""
+    numel = flat.numel()
+    data = np.empty((numel + 7) // 8, dtype=np.uint8)
+    wide = flat.dtype.is_floating_point and flat.element_size() == 2  # no numpy bf16
+    values = flat.view(torch.int16).numpy() if wide else flat.numpy()
+    step = _piece(flat.device, numel)
+    kept = np.empty(min(step, numel), dtype=np.bool_)
+    count = 0
+    for start in range(0, numel, step):
+        piece = values[start:start + step]
+        if piece.dtype == np.bool_:
+            bits = piece
+        elif wide:  # the value bits: -0 is 0
+            bits = np.not_equal(piece & 0x7FFF, 0, out=kept[:piece.size])
+        else:
+            bits = np.not_equal(piece, 0, out=kept[:piece.size])
+        chunk = np.packbits(bits)
+        data[start // 8:start // 8 + chunk.size] = chunk
+        count += _popcount(chunk)
+    return torch.from_numpy(data), count
+
+
 def _unpack(data: torch.Tensor, numel: int) -> torch.Tensor:
     """Inverse of :func:`_pack`: a flat bool tensor of ``numel`` entries."""
     if data.device.type == "cpu":
@@ -138,7 +163,7 @@ class PackedMask:
         >>> (a.kept, a.pruned, b.kept, b.pruned)
         (1, 1, 3, 0)
         """
-        packed: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        packed: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]] = []
         for mask in masks:
             if is_sharded(mask):
                 continue
@@ -146,6 +171,9 @@ class PackedMask:
             if engine.device_path(flat):  # a fixed number of launches: the mask at once
                 kept = flat if flat.dtype == torch.bool else flat != 0
                 packed.append((flat, _pack(kept), torch.count_nonzero(kept)))
+                continue
+            if flat.device.type == "cpu":
+                packed.append((flat, *_pack_on_host(flat)))
                 continue
             step = _piece(flat.device, flat.numel())
             data = torch.empty((flat.numel() + 7) // 8, dtype=torch.uint8, device=flat.device)
@@ -155,7 +183,9 @@ class PackedMask:
                 count += torch.count_nonzero(kept)  # stays on the device: read below
                 data[i * step // 8:(i * step + piece.numel() + 7) // 8] = _pack(kept)
             packed.append((flat, data, count))
-        counts = [int(n) for n in engine.to_host([c for _, _, c in packed])]  # one read
+        on_device = [c for _, _, c in packed if isinstance(c, torch.Tensor)]
+        read = iter(engine.to_host(on_device))  # one read per device
+        counts = [int(next(read)) if isinstance(c, torch.Tensor) else c for _, _, c in packed]
         found = iter(zip(packed, counts, strict=True))
         out: list[PackedMask] = []
         for mask in masks:

@@ -1,4 +1,5 @@
-"""Ctrl-C waits while the session changes its state: :func:`held_interrupts`.
+"""Ctrl-C waits while the session changes its state: :func:`held_interrupts` (the core's one,
+``prune_explorer.prune.engine.held_interrupts``, which its own rollback uses too).
 
 An interrupt (SIGINT: Ctrl-C, Jupyter's interrupt button) raises ``KeyboardInterrupt`` between
 any two bytecodes of the main thread. The session's bookkeeping -- opening a transaction,
@@ -28,92 +29,55 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-__all__ = ["Gate", "held_interrupts", "machinery"]
+import torch
 
-# Code that an interrupt must not stop half-way even where the gate is open: what enters and
-# leaves a generator-based ``with`` block (an interrupt there would skip the generator's own
-# clean-up) and the functions marked with :func:`machinery`. One that arrives there waits.
-_MACHINERY = {contextlib._GeneratorContextManager.__enter__.__code__,
-              contextlib._GeneratorContextManager.__exit__.__code__}
+from prune_explorer.prune.engine import Gate, held_interrupts, machinery
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+__all__ = ["Gate", "ThreadState", "held_interrupts", "machinery", "thread_state_kept"]
 
 
-def machinery(function: _F) -> _F:
-    """Mark ``function`` as never stopped by an interrupt inside :meth:`Gate.open` (it is
-    held instead); what it calls is not marked."""
-    _MACHINERY.add(function.__code__)
-    return function
+@dataclass(frozen=True)
+class ThreadState:
+    """What an action may change of the calling thread's state and must give back, whatever
+    happens: autograd mode (a ``no_grad`` block whose ``__exit__`` a Ctrl-C stopped leaves it
+    off) and torch's CPU thread count. (The SIGINT handler is :func:`held_interrupts`' own.)"""
 
+    grad: bool
+    threads: int
 
-class Gate:
-    """The state of one :func:`held_interrupts` section: ``pending`` is True once a SIGINT
-    arrived while held; :meth:`open` lets interrupts through for a block."""
+    @classmethod
+    def now(cls) -> ThreadState:
+        """The calling thread's state now."""
+        return cls(torch.is_grad_enabled(), torch.get_num_threads())
 
-    def __init__(self, previous: Any) -> None:
-        self.previous = previous
-        self.pending = False
-        self.is_open = False
-
-    def handle(self, signum: int, frame: FrameType | None) -> None:
-        """The SIGINT handler while the section runs."""
-        if self.is_open and (frame is None or frame.f_code not in _MACHINERY):
-            if callable(self.previous):
-                self.previous(signum, frame)
-            elif self.previous != signal.SIG_IGN:
-                raise KeyboardInterrupt
-            return
-        self.pending = True
-
-    def check(self) -> None:
-        """Raise a held interrupt now (call where giving up changes nothing)."""
-        if self.pending:
-            self.pending = False
-            raise KeyboardInterrupt
-
-    @contextlib.contextmanager
-    @machinery
-    def open(self, *, check: bool = True) -> Iterator[None]:
-        """Let interrupts through inside the block (a held one is raised on entering it, with
-        ``check``)."""
-        if check:
-            self.check()
-        self.is_open = True
-        try:
-            yield
-        finally:
-            self.is_open = False
-
-    def __repr__(self) -> str:
-        return f"Gate(open={self.is_open}, pending={self.pending})"
-
-
-class _Unheld(Gate):
-    """Outside the main thread: no signal ever arrives; nothing is held."""
+    def restore(self) -> None:
+        """Put the state back (call it where interrupts are held)."""
+        if torch.is_grad_enabled() != self.grad:
+            torch.set_grad_enabled(self.grad)
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
 
 
 @contextlib.contextmanager
-def held_interrupts() -> Iterator[Gate]:
-    """Hold SIGINT for the block (except inside ``gate.open()``); raise it when the block ends.
+def thread_state_kept() -> Iterator[None]:
+    """Run the block open to Ctrl-C, then give the thread its :class:`ThreadState` back, on any
+    exit, with interrupts held so that a second Ctrl-C cannot skip it.
 
-    The interrupt is delivered to the handler that was installed before (normally Python's,
-    which raises ``KeyboardInterrupt``). Sections nest.
+    Examples
+    --------
+    >>> import torch
+    >>> with thread_state_kept():
+    ...     _ = torch.set_grad_enabled(False)  # e.g. a no_grad block left half-way
+    >>> torch.is_grad_enabled()
+    True
     """
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:
-        yield _Unheld(None)  # no signal arrives here, or a handler Python cannot put back
-        return
-    gate = Gate(previous)
-    signal.signal(signal.SIGINT, gate.handle)
-    try:
-        yield gate
-    finally:
-        signal.signal(signal.SIGINT, gate.previous)
-        if gate.pending:
-            signal.raise_signal(signal.SIGINT)
+    with held_interrupts() as gate:
+        state = ThreadState.now()
+        try:
+            with gate.open():
+                yield
+        finally:
+            state.restore()

@@ -41,10 +41,11 @@ from prune_explorer.prune.engine import ModuleSnapshot, snapshot
 from ..errors import NotUndoableError
 from ..events import EventEmitter, SessionEvent
 from ..history.tensor_history import HistoryEntry
+from ..model.watch import structure_changed
 from ..steps.methods import SEED_LIMIT
 from ..steps.step import Step
 from ..tensors.packed import MaskBits, PackedMask
-from .interrupts import held_interrupts
+from .interrupts import held_interrupts, thread_state_kept
 
 __all__ = ["Action", "Journal", "locked", "take_snapshot"]
 
@@ -65,13 +66,24 @@ def take_snapshot(pairs: list[tuple[nn.Module, str]], *, keep_values: bool,
 
 @dataclass
 class Action:
-    """One step the session took: ``kind`` is ``"apply"`` or ``"commit"``; ``snapshots`` is
-    None once sealed (no way back)."""
+    """One step the session took: ``kind`` is ``"apply"``, ``"commit"`` or ``"train"`` (a
+    fine-tune, keep_weights or rewind: :mod:`~prune_explorer.session.steps.training`);
+    ``snapshots`` is None once sealed (no way back). A snapshot is anything with
+    ``restore()``: a :class:`ModuleSnapshot`, or for a training step one that also has
+    ``counterpart()`` (a snapshot of the state now, to redo) and ``nbytes``. ``dropped`` says
+    why the snapshots were let go when it was not a commit (the cap on what undo keeps)."""
 
     kind: str
     step: Step
-    snapshots: list[ModuleSnapshot] | None
+    snapshots: list[Any] | None
     names: tuple[str, ...]
+    dropped: str | None = None
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of value copies its snapshots hold (0 once sealed)."""
+        return sum(int(getattr(s, "nbytes", 0)) + int(getattr(s, "size", 0))
+                   for s in self.snapshots or ())
 
     def restore(self) -> None:
         if self.snapshots is None:  # callers check; never reached
@@ -234,7 +246,8 @@ class Journal:
         action = self.actions[-1]
         if action.snapshots is None:  # callers check; never reached
             raise NotUndoableError("Session: this action can no longer be undone")
-        redo = [ModuleSnapshot(snap.module, snap.names) for snap in action.snapshots]
+        redo = [snap.counterpart() if hasattr(snap, "counterpart")
+                else ModuleSnapshot(snap.module, snap.names) for snap in action.snapshots]
         entries = [(self.histories[name], self.histories[name][-1]) for name in action.names]
         self.on_rollback(action.names, functools.partial(self._redo, action, redo, entries))
         with held_interrupts():  # never half-restored, even outside a transaction
@@ -244,7 +257,7 @@ class Journal:
                 history.pop()
         return action
 
-    def _redo(self, action: Action, redo: list[ModuleSnapshot],
+    def _redo(self, action: Action, redo: list[Any],
               entries: list[tuple[list[HistoryEntry], HistoryEntry]]) -> None:
         for snap in redo:
             snap.restore()
@@ -261,9 +274,19 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def locked(method: _F) -> _F:
     # Every public method holds the session's lock: a background preview and a notebook cell
     # never see the model half-changed.
+    # It gives the thread its state back on any exit (interrupts.thread_state_kept): a preview's
+    # no_grad block stopped by Ctrl-C never leaves autograd off.
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return method(self, *args, **kwargs)
+        with self._lock, thread_state_kept():
+            try:
+                return method(self, *args, **kwargs)
+            except AttributeError as err:  # a module gone behind the session's back?
+                state = getattr(self, "_state", self)
+                changed = structure_changed(state._model, state._known,
+                                            f"Session.{method.__name__}")
+                if changed is None:
+                    raise
+                raise changed from err
 
     return wrapper  # type: ignore[return-value]

@@ -31,6 +31,7 @@ from prune_explorer.session.analysis.wording import plural
 
 from ..errors import WidgetInputError
 from ..parts.html import esc, human_bytes, message
+from ..parts.pane import Pane
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -41,7 +42,7 @@ __all__ = ["ALL", "CommitPane"]
 ALL = "__all__"
 
 
-class CommitPane:
+class CommitPane(Pane):
     """Target choice, review, confirm and cancel.
 
     Attributes

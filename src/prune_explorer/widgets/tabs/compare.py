@@ -35,16 +35,16 @@ from prune_explorer.viz.charts import GlobalLocalPlot
 
 from ..errors import WidgetInputError
 from ..parts.html import collapse_warning, esc, frame_table, message, why_off
+from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
 from ..parts.status import Progress, human_error
-from .titles import COMPARE_TAB
 
 if TYPE_CHECKING:
     from ..context import TabContext
 
 __all__ = ["ComparePane"]
 
-class ComparePane:
+class ComparePane(Pane):
     """Targets, amount, table, chart, collapse warnings and the two apply buttons.
 
     Attributes
@@ -102,7 +102,15 @@ class ComparePane:
     @property
     def visible(self) -> bool:
         """Whether the tab is on show (the comparison is computed only then)."""
-        return self.ex.selected_tab == COMPARE_TAB
+        return self.ex.shows(self)
+
+    def flush(self) -> None:
+        """Render the pending picture now."""
+        self.runner.flush()
+
+    def close(self) -> None:
+        """Stop the background renderer."""
+        self.runner.close()
 
     def invalidate(self) -> None:
         """Settings or session changed: the buttons follow the session's answers; recompute

@@ -48,9 +48,9 @@ from prune_explorer.session.plans.format import plan_text
 from ..errors import WidgetInputError
 from ..parts.copybutton import CopyButton
 from ..parts.html import download_link, message, why_off
+from ..parts.pane import Pane
 from ..parts.status import Progress, human_error
 from .explore.maskfile import uploaded_file
-from .titles import EXPORT_TAB
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -72,7 +72,7 @@ def _uploaded_text(value: Any) -> tuple[str, str] | None:
         raise WidgetInputError(str(err)) from None
 
 
-class ExportPane:
+class ExportPane(Pane):
     """Snippet, JSON, download links and the import controls.
 
     Attributes
@@ -148,7 +148,7 @@ class ExportPane:
     @property
     def visible(self) -> bool:
         """Whether the Export tab is on show (its content is built only then)."""
-        return self.ex.selected_tab == EXPORT_TAB
+        return self.ex.shows(self)
 
     def invalidate(self) -> None:
         """The session changed: rebuild now if on show, else empty the pane until it is shown.

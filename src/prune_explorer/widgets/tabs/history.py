@@ -47,8 +47,8 @@ from prune_explorer.viz import (
 from prune_explorer.viz.diffs import DiffPlot
 
 from ..parts.html import esc, frame_table, why_off
+from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
-from .titles import HISTORY_TAB
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -59,7 +59,7 @@ __all__ = ["HistoryPane"]
 _KEEP_DRAWN = 32
 
 
-class HistoryPane:
+class HistoryPane(Pane):
     """Slider, diff picture and step table for the tensor chosen in the picker.
 
     Attributes
@@ -123,7 +123,15 @@ class HistoryPane:
     @property
     def visible(self) -> bool:
         """Whether the History tab is on show (rendering waits until it is)."""
-        return self.ex.selected_tab == HISTORY_TAB
+        return self.ex.shows(self)
+
+    def flush(self) -> None:
+        """Render the pending picture now."""
+        self.runner.flush()
+
+    def close(self) -> None:
+        """Stop the background renderer."""
+        self.runner.close()
 
     def invalidate(self, reset_step: bool = False) -> None:
         """The session or the chosen tensor changed: move the slider to the last step, redraw."""

@@ -33,6 +33,7 @@ from prune_explorer.session.analysis.wording import plural
 
 from ..errors import WidgetInputError
 from ..parts.html import why_off
+from ..parts.pane import Pane
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -57,7 +58,7 @@ def example_inputs_for(explorer: TabContext) -> Any:
                            "(e.g. torch.zeros(1, 3, 32, 32)) so that it can be traced")
 
 
-class ShrinkPane:
+class ShrinkPane(Pane):
     """The Shrink button and its report."""
 
     def __init__(self, explorer: TabContext) -> None:
@@ -85,6 +86,10 @@ class ShrinkPane:
         if any(self.ex.zeros_snapshot().values()):
             return None
         return "nothing is pruned (no weight is zero), so no channel can be removed"
+
+    def invalidate(self) -> None:
+        """The session changed: Shrink on or off (:meth:`refresh`)."""
+        self.refresh()
 
     def refresh(self) -> None:
         """Shrink on only when some weight is zero (pruned, or committed), else off with the

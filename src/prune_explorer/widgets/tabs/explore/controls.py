@@ -13,7 +13,7 @@ Examples
 >>> c.method.value = "ln_structured"
 >>> c.set_tensor(rank=4, left={"entries": 100, "dim": [8, 3, 3, 3]})
 >>> sorted(name for name, w in c.optional.items() if w.layout.display != "none")
-['amount', 'amount_mode', 'dim', 'left', 'n']
+['amount', 'amount_mode', 'dim', 'importance', 'left', 'n']
 >>> c.n.options  # only the norms that suit a 4-D tensor ('fro', 'nuc' would fail)
 ('1', '2', 'inf', '-inf')
 >>> parse_n("inf"), parse_n("2"), parse_n("fro"), parse_n("1.5")
@@ -31,6 +31,7 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
+from prune_explorer.importance.criteria import CRITERIA
 from prune_explorer.session.analysis.wording import noun, plural, slice_unit
 from prune_explorer.session.steps.methods import GLOBAL_METHODS, METHODS, norm_suits_rank
 
@@ -39,11 +40,12 @@ from ...errors import WidgetInputError
 __all__ = ["LAYOUT_CHOICES", "METHOD_CHOICES", "N_CHOICES", "PATTERN_CHOICES", "CountText",
            "PruningControls", "n_choices", "parse_block", "parse_count", "parse_n"]
 
-#: Methods offered, in the order of the session's table (``remove`` is the Commit tab).
+#: Methods offered, in the order of the session's table (``remove`` is the Commit tab; methods
+#: computed from calibration, which the explorer cannot run yet, are the session's only).
 METHOD_CHOICES: tuple[tuple[str, str], ...] = tuple(
     ("custom mask (custom_from_mask)" if name == "custom_from_mask" else name, name)
-    for name in METHODS
-    if name != "remove"
+    for name, spec in METHODS.items()
+    if name != "remove" and spec.compute is None
 )
 #: Suggestions for the N:M pattern of ``semi_structured``; any "N:M" can be typed.
 PATTERN_CHOICES = ("2:4", "1:4", "4:8", "1:2")
@@ -121,10 +123,13 @@ def parse_block(text: str) -> tuple[int, ...] | str:
 
 
 def uses(method: str) -> set[str]:
-    """Optional controls the method needs (``amount``, ``n``, ``dim``, ``global``, ``custom``)."""
+    """Optional controls the method needs (``amount``, ``n``, ``dim``, ``global``, ``custom``,
+    ``importance`` for the methods that take a criterion's scores)."""
     out = set()
     for setting in METHODS[method].settings:
         out.add({"pruning_method": "global", "mask": "custom"}.get(setting, setting))
+    if METHODS[method].scores:
+        out.add("importance")
     return out
 
 
@@ -191,6 +196,10 @@ class PruningControls:
         self.layout = widgets.Dropdown(
             options=LAYOUT_CHOICES, value="auto", description="view", layout=_wide(), style=_STYLE
         )
+        self.importance = widgets.Dropdown(
+            options=list(CRITERIA), value="magnitude", description="importance",
+            layout=_wide(), style=_STYLE,
+        )
         self.optional: dict[str, widgets.Widget] = {
             "amount_mode": self.amount_mode,
             "amount": self.amount,
@@ -204,11 +213,12 @@ class PruningControls:
             "custom_upload": self.custom_upload,
             "pattern": self.pattern,
             "block": self.block,
+            "importance": self.importance,
         }
         self.box = widgets.VBox([
             self.method, self.amount_mode, self.amount, self.count, self.left, self.pattern,
             self.block, self.n, self.dim, self.global_method, self.global_targets, self.custom,
-            self.custom_upload, self.layout,
+            self.custom_upload, self.importance, self.layout,
         ])
         # A tooltip on every control: the browser shows it on the label (no title="null")
         tips = {
@@ -223,6 +233,7 @@ class PruningControls:
             "pattern": "N:M: keep N of every M neighbours",
             "block": "block shape, e.g. 4,4",
             "layout": "how the tensor is drawn: matrix, kernel tiles or one cell per slice",
+            "importance": "what ranks the entries: |w|, or a criterion from Session.calibrate",
         }
         for name, tip in tips.items():
             widget = getattr(self, name)
@@ -296,6 +307,8 @@ class PruningControls:
         _show(self.custom_upload, "custom" in used)
         _show(self.pattern, "pattern" in used)
         _show(self.block, "block" in used)
+        _show(self.importance, "importance" in used and (
+            "global" not in used or self.global_method.value == "l1_unstructured"))
         count, unit = self.units_left
         self.left.value = f'<span class="pe-left-text">{plural(count, unit)} left to prune</span>'
 
@@ -341,11 +354,13 @@ class PruningControls:
             out["pattern"] = str(self.pattern.value).strip()
         if "block" in used:
             out["block"] = parse_block(self.block.value)
+        if not self.importance.disabled and self.importance.value != "magnitude":
+            out["importance"] = self.importance.value
         return out
 
     def observe_all(self, callback: Any) -> None:
         """Call ``callback(change)`` when any control's value changes."""
         for widget in (self.method, self.amount_mode, self.amount, self.count, self.n, self.dim,
                        self.global_method, self.global_targets, self.layout, self.pattern,
-                       self.block):
+                       self.block, self.importance):
             widget.observe(callback, names="value")

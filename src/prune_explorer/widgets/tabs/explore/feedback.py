@@ -69,7 +69,8 @@ def show_input_error(ex: ExploreContext, c: PruningControls, err: BaseException 
     field = getattr(err, "field", None) or str(err).split(":", 1)[0].strip()
     near = {"amount": None, "count": None, "n": c.n, "dim": c.dim, "pattern": c.pattern,
             "block": c.block, "mask": c.custom, "custom mask": c.custom,
-            "pruning_method": c.global_method, "targets": c.global_targets}.get(field)
+            "pruning_method": c.global_method, "targets": c.global_targets,
+            "importance": c.importance}.get(field)
     if near is None:  # the slider's own error is over the picture already
         ui.control_error.value = ""
         ui.control_error.layout.display = "none"

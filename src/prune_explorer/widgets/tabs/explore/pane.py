@@ -40,6 +40,7 @@ from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from ...errors import WidgetInputError
 from ...parts.html import collapse_warning, custom_note, esc, message
+from ...parts.pane import Pane
 from ...parts.scheduler import LatestOnly
 from ...parts.status import describe_error
 from .controls import PruningControls, parse_count
@@ -68,7 +69,7 @@ def _same(a: PreviewRequest, b: PreviewRequest) -> bool:
         a.settings.get("amount") == b.settings.get("amount")
 
 
-class ExplorePane:
+class ExplorePane(Pane):
     """Controls, preview picture and counts, and the Apply/Undo/Reset buttons.
 
     Attributes
@@ -110,7 +111,7 @@ class ExplorePane:
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
                      "global_method", "global_targets", "custom", "custom_upload", "layout",
-                     "pattern", "block"):
+                     "pattern", "block", "importance"):
             ui.add(name, getattr(c, name))
         self.preview_pane = PreviewPane(figsize=figsize, dpi=dpi, pixel_ratio=pixel_ratio)
         ui.add("preview", self.preview_pane.image)
@@ -179,6 +180,20 @@ class ExplorePane:
         ui.presentation.observe(self._on_presentation, names="value")
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=self._failed)
+
+    @property
+    def widget(self) -> widgets.VBox:
+        """The Explore tab: the controls and picture, then the panels."""
+        return self.tab
+
+    def flush(self) -> None:
+        """Render the pending preview now."""
+        self.runner.flush()
+
+    def close(self) -> None:
+        """Stop the preview renderer and the panels' background work."""
+        self.runner.close()
+        self.panels.close()
 
     @property
     def preview_before(self) -> torch.Tensor | None:

@@ -1,0 +1,121 @@
+"""Ctrl-C waits while the package changes its state: :func:`held_interrupts`.
+
+An interrupt (SIGINT: Ctrl-C, Jupyter's interrupt button) raises ``KeyboardInterrupt`` between
+any two bytecodes of the main thread. Bookkeeping that must never stop half-way -- the core
+putting a module back after a failed install, the session opening, rolling back or committing a
+transaction -- runs while interrupts are *held*: a SIGINT that arrives then is recorded and
+raised as soon as the held section ends. Only the parts that may take long or run the caller's
+code are *open* to it (:meth:`Gate.open`): the block of a transaction, which the transaction
+rolls back exactly when it is interrupted, and the session's change-event callbacks. Sections
+nest: an open inner section passes a SIGINT to the handler of the section around it, so a
+second Ctrl-C during the core's rollback inside a session's open block waits for the rollback.
+
+Threads other than the main thread receive no signals: there :func:`held_interrupts` changes
+nothing.
+
+Examples
+--------
+>>> import signal
+>>> done = []
+>>> try:
+...     with held_interrupts() as gate:
+...         signal.raise_signal(signal.SIGINT)  # Ctrl-C: recorded, not raised here...
+...         done.append(gate.pending)
+... except KeyboardInterrupt:
+...     done.append("raised at the end")
+>>> done
+[True, 'raised at the end']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any, TypeVar
+
+__all__ = ["Gate", "held_interrupts", "machinery"]
+
+# Code that an interrupt must not stop half-way even where the gate is open: what enters and
+# leaves a generator-based ``with`` block (an interrupt there would skip the generator's own
+# clean-up) and the functions marked with :func:`machinery`. One that arrives there waits.
+_MACHINERY = {contextlib._GeneratorContextManager.__enter__.__code__,
+              contextlib._GeneratorContextManager.__exit__.__code__}
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def machinery(function: _F) -> _F:
+    """Mark ``function`` as never stopped by an interrupt inside :meth:`Gate.open` (it is
+    held instead); what it calls is not marked."""
+    _MACHINERY.add(function.__code__)
+    return function
+
+
+class Gate:
+    """The state of one :func:`held_interrupts` section: ``pending`` is True once a SIGINT
+    arrived while held; :meth:`open` lets interrupts through for a block."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.pending = False
+        self.is_open = False
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """The SIGINT handler while the section runs."""
+        if self.is_open and (frame is None or frame.f_code not in _MACHINERY):
+            if callable(self.previous):
+                self.previous(signum, frame)
+            elif self.previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
+            return
+        self.pending = True
+
+    def check(self) -> None:
+        """Raise a held interrupt now (call where giving up changes nothing)."""
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    @machinery
+    def open(self, *, check: bool = True) -> Iterator[None]:
+        """Let interrupts through inside the block (a held one is raised on entering it, with
+        ``check``)."""
+        if check:
+            self.check()
+        self.is_open = True
+        try:
+            yield
+        finally:
+            self.is_open = False
+
+    def __repr__(self) -> str:
+        return f"Gate(open={self.is_open}, pending={self.pending})"
+
+
+class _Unheld(Gate):
+    """Outside the main thread: no signal ever arrives; nothing is held."""
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[Gate]:
+    """Hold SIGINT for the block (except inside ``gate.open()``); raise it when the block ends.
+
+    The interrupt is delivered to the handler that was installed before (normally Python's,
+    which raises ``KeyboardInterrupt``). Sections nest.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield _Unheld(None)  # no signal arrives here, or a handler Python cannot put back
+        return
+    gate = Gate(previous)
+    signal.signal(signal.SIGINT, gate.handle)
+    try:
+        yield gate
+    finally:
+        signal.signal(signal.SIGINT, gate.previous)
+        if gate.pending:
+            signal.raise_signal(signal.SIGINT)
