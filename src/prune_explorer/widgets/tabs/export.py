@@ -281,8 +281,8 @@ class ExportPane(Pane):
                 )
             plan = Plan.from_json(text)
             with self.ex.batch():  # one transaction: every step, or none of them
-                self.ex.session.apply_all(plan.steps[skip:], where="Import plan",
-                                          progress=progress)
+                self.ex.session.apply_all(plan if not skip else plan.steps[skip:],
+                                          where="Import plan", progress=progress)
             return plan
 
         held = f" (the first {plural(skip, 'step')} were held already)" if skip else ""
