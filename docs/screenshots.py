@@ -8,15 +8,17 @@ One command, from the repository root, with the project's virtual environment::
 ``$CHROMIUM`` -- ``apt-get install -y chromium`` -- and Playwright installed: no browser download.)
 
 What it does: starts ``prune-explorer lab`` on 127.0.0.1 (token on, a free port) in a scratch folder
-holding one small notebook, opens it in headless Chromium at 1400x1000 and at 1024x768 (the
-projector case, file browser open), runs it, and photographs the JupyterLab window twice per size:
+holding one small notebook, opens it in headless Chromium at 1400x1000, at 1024x768 and at a
+real 1024x768 projector at 150 % zoom (what Chrome does: a 683x512 CSS viewport at 1.5 device
+pixels per CSS pixel; file ``...-683x512-zoom150.png``), the file browser open, runs it, and
+photographs the JupyterLab window twice per size:
 the explorer on the demo MLP (``fc1.weight``, l1_unstructured at 50 %) and on the demo CNN's
 ``features.3.weight`` in the kernels view (ln_structured, ``dim = 0``), and the MLP with a
 global preview and the Model view, Magnitudes and Zoom panels open, each scrolled to the top
 of the notebook (or, when the picture falls below the window, down to the slider over the
 picture). The PNGs are
 palette-compressed so each stays well under 200 KB. Options: ``--out DIR``,
-``--sizes 1400x1000,...``.
+``--sizes 1400x1000,683x512@1.5,...``.
 
 Reuses the helpers of the launch and browser tests (``tests/helpers/browser.py``); nothing is
 requested from outside 127.0.0.1.
@@ -38,6 +40,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from helpers.browser import (  # noqa: E402
     browser_skip_reason,
     chromium_page,
+    head_to_top,
     open_and_run_all,
     quiet_lab_config,
     start_lab,
@@ -46,7 +49,7 @@ from helpers.browser import (  # noqa: E402
 
 NOTEBOOK = "screenshots.ipynb"
 MAX_BYTES = 200_000
-SIZES = "1400x1000,1024x768"
+SIZES = "1400x1000,1024x768,683x512@1.5"
 #: (file stem, code of the cell that shows that explorer)
 SHOTS = {
     "explorer-mlp": """\
@@ -83,7 +86,7 @@ panels""",
 
 def save_png(png: bytes, path: Path) -> int:
     """Write ``png`` palette-compressed (256 colours, octree: small colour areas such as the
-    pale yellow of "pruned before" keep their hue; the UI is flat); return the size."""
+    lemon yellow of "pruned before" keep their hue; the UI is flat); return the size."""
     from PIL import Image
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
@@ -130,17 +133,17 @@ def frame(page, explorer) -> None:
     preview = explorer.locator(".pe-preview").first
     box, height = preview.bounding_box(), page.viewport_size["height"]
     if box is not None and box["y"] + box["height"] > height - 30:
-        explorer.locator(".pe-picture-head").first.evaluate(
-            "e => e.scrollIntoView({block: 'start'})")
+        head_to_top(explorer)  # and wait until the picture is drawn for the room it has there
+        return
     time.sleep(0.5)
 
 
-def shoot(lab, size: tuple[int, int], out: Path) -> list[Path]:
+def shoot(lab, size: tuple[int, int, float], out: Path) -> list[Path]:
     from playwright.sync_api import expect
 
     errors: list[str] = []
     written = []
-    with chromium_page(errors, viewport=size) as page:
+    with chromium_page(errors, viewport=size[:2], scale=size[2]) as page:
         open_and_run_all(page, lab, NOTEBOOK)
         browser = page.locator(".jp-FileBrowser").first
         if not browser.is_visible():
@@ -152,7 +155,7 @@ def shoot(lab, size: tuple[int, int], out: Path) -> list[Path]:
             explorer = explorers.nth(index)
             wait_until_drawn(page, explorer)
             frame(page, explorer)
-            path = out / f"{stem}-{size[0]}x{size[1]}.png"
+            path = out / f"{stem}-{size_name(size)}.png"
             size_bytes = save_png(page.screenshot(), path)
             print(f"wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path} "
                   f"({size_bytes / 1024:.0f} KB)")
@@ -165,14 +168,22 @@ def shoot(lab, size: tuple[int, int], out: Path) -> list[Path]:
     return written
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d{3,4})x(\d{3,4})", text)
+def parse_size(text: str) -> tuple[int, int, float]:
+    """``WIDTHxHEIGHT`` or ``WIDTHxHEIGHT@RATIO`` (CSS pixels, device pixels per CSS pixel)."""
+    match = re.fullmatch(r"(\d{3,4})x(\d{3,4})(?:@([0-9.]+))?", text)
     if not match:
-        raise argparse.ArgumentTypeError(f"a size is WIDTHxHEIGHT, e.g. 1400x1000; got {text!r}")
-    return int(match.group(1)), int(match.group(2))
+        raise argparse.ArgumentTypeError("a size is WIDTHxHEIGHT or WIDTHxHEIGHT@RATIO, e.g. "
+                                         f"1400x1000 or 683x512@1.5; got {text!r}")
+    return int(match.group(1)), int(match.group(2)), float(match.group(3) or 1.0)
 
 
-def parser_default_sizes() -> list[tuple[int, int]]:
+def size_name(size: tuple[int, int, float]) -> str:
+    """The size as the file names give it: ``1024x768``, ``683x512-zoom150``."""
+    width, height, ratio = size
+    return f"{width}x{height}" + ("" if ratio == 1.0 else f"-zoom{round(ratio * 100)}")
+
+
+def parser_default_sizes() -> list[tuple[int, int, float]]:
     """The window sizes photographed by default."""
     return [parse_size(text) for text in SIZES.split(",")]
 

@@ -86,7 +86,8 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
             if layout != "channels":  # a strip of channels has no row ticks
                 assert "none" not in ticks(seen), seen  # both axes have their ticks
 
-        # 2. After Apply: a preview of the next step, "now" being the applied state.
+        # 2. After Apply: the step applied, said so, until the next preview is asked for;
+        # then a preview of the next step, "now" being the applied state.
         picker = explorer.locator(".pe-tensor select").first
         explorer.locator(".pe-apply").first.click()
         status = explorer.locator(".pe-status").first
@@ -96,6 +97,11 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
         share = lambda t: (re.findall(r"(\d+\.\d)% pruned", t) or [""])[0]  # noqa: E731
         now = wait_for(shown, lambda t: share(t) not in ("", "0.0"), "the picker kept 0.0%")
         pruned = share(now)
+        applied = wait_for(title, lambda t: "step 1, applied" in t,
+                           "the picture does not say it shows the step applied")
+        assert f"→ {pruned}% after" in applied
+        expect(explorer.locator(".pe-count-line").first).to_contain_text("Step 1 applied")
+        explorer.locator(".pe-next-preview").first.click()
         described = wait_for(title, lambda t: f"sparsity {pruned}% now" in t,
                              f"the picture does not start from the applied {pruned}%")
         assert "preview of the next step" in described

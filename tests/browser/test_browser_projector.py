@@ -1,34 +1,44 @@
 """The explorer at projector sizes, in a real browser (JupyterLab, Chromium), checked by
-measuring elements:
+measuring elements. Both sizes have JupyterLab's file browser open (its default):
 
-* 1024x768 with the file browser open, and 1024x768 at 150 % zoom (a 683x512 CSS viewport
-  at 1.5 device pixels per CSS pixel): the picture is drawn for its column (its width is the
-  column's), and with the slider's row scrolled to the top the slider, the count line, the
-  picture and an input error are all inside the notebook's visible area at once;
+* 1024x768, and a real 1024x768 projector at 150 % zoom -- what Chrome does: a 683x512 CSS
+  viewport at 1.5 device pixels per CSS pixel (not a 1024x768 CSS viewport at ratio 1.5,
+  which is a 1536x1152 screen);
+* the Explore tab's coloured matrix covers at least 15 % of the 1024x768 screen and 8 % of the
+  projector's device pixels (its size in the picture, from the picture in words, times the
+  scale the page shows it at); with the slider's row at the top of the notebook the slider,
+  the count line, the accuracy line, Apply and the picture are inside its visible area at
+  once, and so is an input error;
+* Presentation makes the explorer's text larger and, at 1024x768, the matrix too;
 * the CNN's 32x16x3x3 kernels view draws a 3x3 tile at least 12 CSS px (1024x768);
-* nothing in any tab is cut (elements that hide overflow: scrollWidth vs clientWidth), at
-  1024x768 and 1400x1000.
+* in every tab no button, tab label, dropdown or table cell is cut (elements that hide
+  overflow: scrollWidth vs clientWidth; a clipping box: bounding boxes) or overlaps another
+  (bounding boxes), at both sizes.
 
-Tick labels and texts inside the PNG are checked in Python with the renderer's own extents
-(``tests/viz/test_picture_size.py``); for a 10x64 and a 4096x11008
-weight, on the very picture the browser shows (``test_browser_tensor_sizes.py``).
+Every wait follows what the page shows (the picture drawn for its room, a status text), never a
+fixed time. Tick labels and texts inside the PNG are checked in Python with the renderer's own
+extents (``tests/viz/test_picture_size.py``); for a 10x64 and a 4096x11008 weight, on the very
+picture the browser shows (``test_browser_tensor_sizes.py``).
 """
 
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from helpers.browser import (
+    CLASH_JS,
     CRAMMED_JS,
     CUT_JS,
     SHOT_DIR,
     chromium_page,
     head_to_top,
+    matrix_share,
     open_and_run_all,
+    open_file_browser,
     serving,
+    wait_for,
 )
 
 pytestmark = pytest.mark.browser
@@ -87,29 +97,69 @@ def _inside(explorer, selectors: list[str]) -> dict[str, tuple[float, float, flo
     return out
 
 
-@pytest.mark.parametrize(("size", "scale"), [((1024, 768), 1.0), ((683, 512), 1.5)],
-                         ids=["1024x768", "1024x768-zoom150"])
-def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
+SIZES = [((1024, 768), 1.0), ((683, 512), 1.5)]
+SIZE_IDS = ["1024x768", "projector-683x512@1.5"]
+#: The least share of the screen's (device) pixels the Explore matrix covers, per size.
+MATRIX_SHARE = {(1024, 768): 0.15, (683, 512): 0.08}
+ON_ONE_SCREEN = [".pe-amount", ".pe-apply", ".pe-count-line", ".pe-metric", ".pe-preview"]
+
+
+def _ready(page, lab, index: int = 0):
+    open_and_run_all(page, lab, NOTEBOOK)
+    open_file_browser(page)
+    explorer = page.locator(".jp-OutputArea .pe-explorer").nth(index)
+    from playwright.sync_api import expect
+
+    expect(explorer.locator(".pe-preview").first).to_have_attribute(
+        "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
+    expect(explorer.locator(".pe-metric").first).to_contain_text("test accuracy: now",
+                                                                  timeout=90_000)
+    return explorer
+
+
+def _font_px(explorer, selector: str) -> float:
+    return float(explorer.locator(selector).first.evaluate(
+        "e => parseFloat(getComputedStyle(e.querySelector('.widget-html-content') || e)"
+        ".fontSize)"))
+
+
+@pytest.mark.parametrize(("size", "scale"), SIZES, ids=SIZE_IDS)
+def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale):
     from playwright.sync_api import expect
 
     errors: list[str] = []
     with chromium_page(errors, viewport=size, scale=scale) as page:
-        open_and_run_all(page, lab, NOTEBOOK)
-        if scale == 1.0 and not page.locator(".jp-FileBrowser").first.is_visible():
-            page.keyboard.press("Control+Shift+F")  # the file browser open, as on launch
-        mlp = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(mlp.locator(".pe-preview").first).to_have_attribute(
-            "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
+        mlp = _ready(page, lab)
         head_to_top(mlp)
         picture = mlp.locator(".pe-preview").first.bounding_box()
         column = mlp.locator(".pe-explore-picture").first.bounding_box()
         assert picture["width"] >= column["width"] - 12, (picture, column)
-        assert picture["width"] > 384 or column["width"] <= 400  # bigger than it used to be
-        _inside(mlp, [".pe-amount", ".pe-count-line", ".pe-preview"])
+        share = matrix_share(page, mlp)
+        assert share >= MATRIX_SHARE[size], (size, scale, share)
+        _inside(mlp, ON_ONE_SCREEN)
         expect(mlp.locator(".pe-count-line").first).to_contain_text("of fc1.weight pruned")
-        expect(mlp.locator(".pe-metric").first).to_contain_text("test accuracy: now",
-                                                                timeout=60_000)
         _shot(page, f"projector_{size[0]}x{size[1]}@{scale:g}.png")
+
+        # Presentation: larger text; at 1024x768 a larger matrix too; the same things on screen
+        text = _font_px(mlp, ".pe-count-line")
+        mlp.locator(".pe-presentation").first.click()
+        wait_for(lambda: _font_px(mlp, ".pe-count-line"), lambda px: px > text,
+                 "Presentation did not enlarge the count line")
+        wait_for(lambda: mlp.locator(".pe-picture-text").first.text_content() or "",
+                 lambda words: "sparsity" in words and "room:" in words, "no picture")
+        for line in (".pe-count-line", ".pe-metric"):  # their text final: the head's height
+            expect(mlp.locator(line).first).not_to_have_class(re.compile(r"\bpe-stale\b"),
+                                                              timeout=60_000)
+        head_to_top(mlp)
+        presented = matrix_share(page, mlp)
+        if size == (1024, 768):
+            assert presented >= share, (share, presented)
+        _inside(mlp, ON_ONE_SCREEN)
+        print(f"matrix share at {size}@{scale}: {share:.3f}, presentation {presented:.3f}")
+        _shot(page, f"projector_presentation_{size[0]}x{size[1]}@{scale:g}.png")
+        mlp.locator(".pe-presentation").first.click()
+        wait_for(lambda: _font_px(mlp, ".pe-count-line"), lambda px: px == text,
+                 "Presentation off did not restore the text")
 
         # A bad n: the error over the picture (and under n), on the same screen.
         mlp.locator(".pe-method select").first.select_option("ln_structured")
@@ -123,11 +173,24 @@ def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
         expect(mlp.locator(".pe-apply").first).to_be_disabled()
         expect(mlp.locator(".pe-button-note").first).to_contain_text("Apply is off")
         head_to_top(mlp)
-        _inside(mlp, [".pe-amount", ".pe-input-error", ".pe-count-line", ".pe-preview"])
+        _inside(mlp, [".pe-amount", ".pe-apply", ".pe-input-error", ".pe-count-line",
+                      ".pe-preview"])
         _shot(page, f"projector_error_{size[0]}x{size[1]}@{scale:g}.png")
         n.fill("2")
         n.press("Enter")
         expect(error).to_be_hidden(timeout=30_000)
+
+        # Apply: the picture then shows the step applied, until the next preview is asked for
+        expect(mlp.locator(".pe-apply").first).to_be_enabled(timeout=30_000)
+        expect(mlp.locator(".pe-count-line").first).not_to_have_class(
+            re.compile(r"\bpe-stale\b"), timeout=30_000)  # the preview of n=2 drawn
+        mlp.locator(".pe-apply").first.click()
+        expect(mlp.locator(".pe-count-line").first).to_contain_text("Step 1 applied",
+                                                                    timeout=30_000)
+        expect(mlp.locator(".pe-picture-text").first).to_contain_text("step 1, applied")
+        mlp.locator(".pe-next-preview").first.click()
+        expect(mlp.locator(".pe-picture-text").first).to_contain_text(
+            "preview of the next step", timeout=30_000)
 
         if scale == 1.0:  # the kernels view: a 3x3 tile of at least 12 CSS px
             cnn = page.locator(".jp-OutputArea .pe-explorer").nth(1)
@@ -138,55 +201,71 @@ def test_slider_picture_count_and_error_share_one_screen(lab, size, scale):
             cell = re.search(r"cell size: ([0-9.]+) x ([0-9.]+) px", words)
             assert cell is not None, words
             assert 3 * min(float(cell.group(1)), float(cell.group(2))) >= 12.0, words
-            _inside(cnn, [".pe-amount", ".pe-count-line", ".pe-preview"])
+            _inside(cnn, [".pe-amount", ".pe-apply", ".pe-count-line", ".pe-preview"])
             _shot(page, f"projector_kernels_{size[0]}x{size[1]}.png")
     assert not errors, errors
 
 
-@pytest.mark.parametrize("size", [(1024, 768), (1400, 1000)], ids=["1024x768", "1400x1000"])
-def test_nothing_is_cut_in_any_tab(lab, size):
+def _settled_picture(explorer, words_before: str) -> None:
+    # The picture in words changed from ``words_before`` (a new view drawn), or was the same
+    wait_for(lambda: explorer.locator(".pe-picture-text").first.text_content() or "",
+             lambda words: words != words_before and "room:" in words,
+             "the picture was not redrawn")
+
+
+def _clean(explorer, where) -> None:
+    assert explorer.evaluate(CUT_JS) == [], where
+    assert explorer.evaluate(CRAMMED_JS) == [], where
+    assert explorer.evaluate(CLASH_JS) == [], where
+
+
+@pytest.mark.parametrize(("size", "scale"), SIZES, ids=SIZE_IDS)
+def test_nothing_is_cut_or_overlapping_in_any_tab(lab, size, scale):
     from playwright.sync_api import expect
 
     errors: list[str] = []
-    with chromium_page(errors, viewport=size) as page:
+    with chromium_page(errors, viewport=size, scale=scale) as page:
         open_and_run_all(page, lab, NOTEBOOK)
-        if not page.locator(".jp-FileBrowser").first.is_visible():
-            page.keyboard.press("Control+Shift+F")
+        open_file_browser(page)
         for index in (0, 1):
             explorer = page.locator(".jp-OutputArea .pe-explorer").nth(index)
             expect(explorer.locator(".pe-preview").first).to_have_attribute(
                 "src", re.compile(r"^(blob:|data:image/png)"), timeout=90_000)
             head_to_top(explorer)
             if index == 0:  # the Model view and Magnitudes panels too
-                for title in ("Model view", "Magnitudes"):
+                for title, shown in (("Model view", ".pe-modelview"),
+                                     ("Magnitudes", ".pe-magnitudes-picture svg")):
                     explorer.get_by_text(title, exact=True).first.click()
-                time.sleep(1.5)
-                assert explorer.evaluate(CUT_JS) == [], ("panels", size)
+                    expect(explorer.locator(shown).first).to_be_visible(timeout=60_000)
+                _clean(explorer, ("panels", size))
             views = ("kernels", "channels", "matrix") if index else ("matrix",)
             for view in views:
-                explorer.locator(".pe-layout select").first.select_option(label=view)
-                time.sleep(1.0)
-                assert explorer.evaluate(CUT_JS) == [], (view, size)
+                words = explorer.locator(".pe-picture-text").first.text_content() or ""
+                layout = explorer.locator(".pe-layout select").first
+                if layout.evaluate("s => s.options[s.selectedIndex].text") != view:
+                    layout.select_option(label=view)
+                    _settled_picture(explorer, words)
+                _clean(explorer, (view, size))
             explorer.locator(".pe-apply").first.click()
             expect(explorer.locator(".pe-status").first).to_contain_text("Applied",
                                                                          timeout=30_000)
             tabs = explorer.locator(".lm-TabBar-tab, .p-TabBar-tab")
             for tab in range(tabs.count()):
                 tabs.nth(tab).click()
-                time.sleep(1.0)
-                if tab == 3:  # Commit: the review row too
+                expect(tabs.nth(tab)).to_have_class(re.compile(r"lm-mod-current"))
+                label = tabs.nth(tab).text_content() or ""
+                if "Commit" in label:  # the review row too
                     explorer.locator(".pe-commit-review").first.click()
                     expect(explorer.locator(".pe-commit-confirm").first).to_be_visible(
                         timeout=30_000)
-                where = (tabs.nth(tab).text_content(), size)
-                assert explorer.evaluate(CUT_JS) == [], where
-                assert explorer.evaluate(CRAMMED_JS) == [], where
+                where = (label, size, scale)
+                _clean(explorer, where)
                 device = explorer.locator(".pe-device select").first.bounding_box()
                 assert device is not None, where
                 assert device["width"] >= 100, (device, where)
                 for code in explorer.locator(".pe-snippet textarea, .pe-json textarea").all():
                     if code.is_visible():  # code scrolls sideways, never soft-wraps
                         assert code.evaluate("t => getComputedStyle(t).whiteSpace") == "pre"
-                _shot(page, f"tabs_{index}_{tab}_{size[0]}x{size[1]}.png")
+                _shot(page, f"tabs_{index}_{tab}_{size[0]}x{size[1]}@{scale:g}.png")
             tabs.nth(0).click()
     assert not errors, errors

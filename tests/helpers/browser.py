@@ -318,28 +318,118 @@ def wait_for(read: Any, check: Any, what: str, timeout: float = 60.0, poll: floa
         time.sleep(poll)
 
 
-def wait_sized(explorer: Any, timeout: float = 60.0) -> None:
-    """Wait until the picture is drawn for its column: its CSS width is the column's."""
-    image = explorer.locator(".pe-preview").first
-    column = explorer.locator(".pe-explore-picture").first
-    deadline = time.monotonic() + timeout
-    while True:
-        shown = image.evaluate("i => [i.complete && i.naturalWidth > 0, i.clientWidth, "
-                               "i.classList.contains('pe-stale')]")
-        width = column.evaluate("c => c.clientWidth")
-        if shown[0] and width > 0 and (abs(shown[1] - width) <= 12 or shown[2]):
-            return  # drawn for the column (a stale picture is only scaled until valid)
-        assert time.monotonic() < deadline, f"picture {shown[1]} px in a {width} px column"
-        time.sleep(0.3)
+# Whether the picture is drawn for the room it has now, as the size probe measures it (the
+# column's width; the visible height of the notebook's scrolling area less what sits above the
+# picture in its column, less 12 px): [settled, what was seen]. The probe ignores changes
+# under 8 px, so within 8 px is drawn for it.
+SETTLED_JS = """ex => {
+  const image = ex.querySelector('.pe-preview');
+  const column = ex.querySelector('.pe-explore-picture');
+  const words = (ex.querySelector('.pe-picture-text') || {}).textContent || '';
+  const room = /room: (\\d+) x (\\d+) px/.exec(words);
+  if (!image || !column || !room || !image.complete || !image.naturalWidth) {
+    return [false, 'not drawn', words];
+  }
+  let view = window.innerHeight, top = 0;
+  for (let p = column.parentElement; p && p !== document.body; p = p.parentElement) {
+    const s = getComputedStyle(p);
+    if ((s.overflowY === 'auto' || s.overflowY === 'scroll') && p.clientHeight > 0
+        && p.scrollHeight > p.clientHeight + 1) {
+      top = Math.max(0, p.getBoundingClientRect().top);
+      view = Math.min(p.clientHeight, window.innerHeight - top);
+      break;
+    }
+  }
+  if (image.classList.contains('pe-stale')) {  // not redrawn while invalid: only scaled
+    const bottom = image.getBoundingClientRect().bottom;
+    return [bottom <= top + view + 1, 'stale', Math.round(bottom)];
+  }
+  const above = image.getBoundingClientRect().top - column.getBoundingClientRect().top;
+  const height = Math.max(160, Math.floor(view - above - 12));
+  const width = column.clientWidth;
+  const drawn = [Number(room[1]), Number(room[2])];
+  const ok = Math.abs(drawn[0] - width) <= 12
+    && (Math.abs(drawn[1] - height) < 8 || drawn[1] > height && height <= 160);
+  return [ok, drawn, [width, height], image.src.length];
+}"""
 
 
-def head_to_top(explorer: Any) -> None:
+def head_to_top(explorer: Any, timeout: float = 60.0) -> None:
     """Scroll the slider's row of ``explorer`` to the top of the notebook; wait until the
-    picture is redrawn for the room it has there."""
-    explorer.locator(".pe-picture-head").first.evaluate(
-        "e => e.scrollIntoView({block: 'start'})")
-    time.sleep(0.8)  # the probe measures (throttled), the kernel redraws, the image loads
-    wait_sized(explorer)
-    explorer.locator(".pe-picture-head").first.evaluate(
-        "e => e.scrollIntoView({block: 'start'})")
-    time.sleep(0.3)
+    picture is drawn for the room it has there (what the page shows, not a fixed time): the
+    room it was drawn for matches the room now, the same on two reads in a row."""
+    head = explorer.locator(".pe-picture-head").first
+    seen: list[Any] = []
+
+    def read() -> Any:
+        head.evaluate("e => e.scrollIntoView({block: 'start'})")
+        return explorer.evaluate(SETTLED_JS)
+
+    def settled(value: Any) -> bool:
+        seen.append(value)
+        return bool(value[0]) and len(seen) >= 2 and seen[-2] == value
+
+    wait_for(read, settled, "the picture was not redrawn for its room", timeout=timeout,
+             poll=0.25)
+
+
+# Buttons, tab labels, dropdowns and table cells that overlap another of them, or reach past a
+# box that clips them (overflow hidden or clip): what a projector must never show.
+CLASH_JS = """root => {
+  const name = e => (e.className && typeof e.className === 'string' ? e.className.split(' ')
+      .filter(c => c.startsWith('pe-') || c.startsWith('lm-')).join('.') : '')
+      + ' "' + (e.textContent || e.value || '').trim().slice(0, 30) + '"';
+  const boxes = [...root.querySelectorAll(
+      'button, .lm-TabBar-tab, .p-TabBar-tab, select, td, th, .widget-toggle-button')]
+    .filter(e => e.offsetParent !== null)
+    .map(e => [e, e.getBoundingClientRect()])
+    .filter(([e, b]) => b.width > 0 && b.height > 0);
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) {
+    const [a, p] = boxes[i];
+    for (let j = i + 1; j < boxes.length; j++) {
+      const [b, q] = boxes[j];
+      if (a.contains(b) || b.contains(a)) { continue; }
+      const w = Math.min(p.right, q.right) - Math.max(p.left, q.left);
+      const h = Math.min(p.bottom, q.bottom) - Math.max(p.top, q.top);
+      if (w > 1 && h > 1) { out.push('overlap: ' + name(a) + ' x ' + name(b)); }
+    }
+    for (let up = a.parentElement; up && up !== document.body; up = up.parentElement) {
+      const s = getComputedStyle(up);
+      if (s.overflowX !== 'visible') {  // the first box that does not show overflow
+        const r = up.getBoundingClientRect();  // (one that scrolls sideways is not a cut)
+        if ((s.overflowX === 'hidden' || s.overflowX === 'clip')
+            && (p.left < r.left - 1 || p.right > r.right + 1)) { out.push('cut: ' + name(a)); }
+        break;
+      }
+    }
+  }
+  return out;
+}"""
+
+
+def matrix_share(page: Any, explorer: Any) -> float:
+    """The share of the screen's device pixels the Explore picture's coloured matrix covers:
+    its size in the picture (``matrix: W x H px`` of the picture in words, CSS px as drawn),
+    times the scale the page shows the picture at, over the viewport."""
+    words = explorer.locator(".pe-picture-text").first.text_content() or ""
+    found = re.search(r"matrix: ([0-9.]+) x ([0-9.]+) px", words)
+    ratio = re.search(r"pixel ratio ([0-9.]+)", words)
+    assert found is not None, words
+    assert ratio is not None, words
+    shown, natural = explorer.locator(".pe-preview").first.evaluate(
+        "i => [i.getBoundingClientRect().width, i.naturalWidth]")
+    scale = shown / (natural / float(ratio.group(1)))  # page CSS px per drawn CSS px
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    return float(found.group(1)) * float(found.group(2)) * scale * scale / (width * height)
+
+
+def open_file_browser(page: Any) -> None:
+    """JupyterLab's file browser open (its default on launch; a narrow window may start with
+    it closed): wait until it shows."""
+    from playwright.sync_api import expect
+
+    browser = page.locator(".jp-FileBrowser").first
+    if not browser.is_visible():
+        page.keyboard.press("Control+Shift+F")
+    expect(browser).to_be_visible(timeout=30_000)

@@ -45,8 +45,8 @@ def test_every_picture_in_the_docs_exists_and_is_small():
 def test_every_screenshot_is_one_the_script_makes_and_is_shown():
     module = script()
     sizes = module.parser_default_sizes()
-    made = {REPO / "docs" / "img" / f"{stem}-{w}x{h}.png" for stem in module.SHOTS
-            for w, h in sizes}
+    made = {REPO / "docs" / "img" / f"{stem}-{module.size_name(size)}.png"
+            for stem in module.SHOTS for size in sizes}
     on_disk = set((REPO / "docs" / "img").glob("*.png"))
     assert on_disk == made  # nothing stale left behind, nothing missing
     shown = {p for paths in referenced().values() for p in paths}

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
-from prune_explorer.viz import make_figure, plot_global_vs_local, plot_sensitivity
+from prune_explorer.viz import make_figure, plot_global_vs_local, plot_sensitivity, style
 
 COMPARE_COLUMNS = [
     "name", "numel", "sparsity_global", "sparsity_local", "pruned_global", "pruned_local",
@@ -125,18 +125,19 @@ def test_sensitivity_draws_one_sorted_line_per_target_and_scope():
         np.testing.assert_allclose(line.get_xdata(), rows["sparsity"])
         np.testing.assert_allclose(line.get_ydata(), rows["score"])
         assert line.get_linestyle() == ("-" if scope == "local" else "--")
-    # a target keeps its colour across scopes, targets differ in colour and marker
+    # the scope has its colour (the global vs local bars'), a target keeps its marker
     local_fc1, global_fc1 = drawn.lines["fc1.weight", "local"], drawn.lines["fc1.weight", "global"]
-    assert local_fc1.get_color() == global_fc1.get_color()
+    assert local_fc1.get_color() == style.LOCAL_COLOR
+    assert global_fc1.get_color() == style.GLOBAL_COLOR
+    assert local_fc1.get_marker() == global_fc1.get_marker()
     conv = drawn.lines["conv1.weight", "local"]
-    assert conv.get_color() != local_fc1.get_color()
     assert conv.get_marker() != local_fc1.get_marker()
     assert drawn.baseline.get_ydata()[0] == 0.97
     assert ax.get_ylabel() == "accuracy"
     assert ax.get_title() == "Sensitivity: accuracy vs sparsity"
     labels = [t.get_text() for t in drawn.legend.get_texts()]
     assert "fc1.weight (global)" in labels
-    assert "unpruned 0.97" in labels
+    assert "unpruned 97.0%" in labels  # a share reads in %, as everywhere else
 
 
 def test_sensitivity_can_use_amount_on_the_x_axis():
@@ -171,3 +172,19 @@ def test_reprs_summarise_the_plots():
     _fig, ax = make_figure()
     text = repr(plot_sensitivity(ax, sensitivity_table()))
     assert text.startswith("SensitivityPlot(4 curves: conv1.weight/local")
+
+
+def test_global_and_local_never_wear_a_mask_colour():
+    # One meaning per colour: the chart's global/local are not the masks' kept (dark blue),
+    # pruned (lemon yellow), pruned-by-this-step (vermillion) or revived (sky blue).
+    mask_colours = {to_hex(c) for c in (style.KEPT_COLOR, style.PRUNED_COLOR,
+                                        style.NEW_PRUNED_COLOR, style.REVIVED_COLOR,
+                                        style.BLUE, style.ORANGE)}
+    _fig, ax = make_figure()
+    drawn = plot_global_vs_local(ax, compare_table())
+    bars = {to_hex(drawn.global_bars[0].get_facecolor()),
+            to_hex(drawn.local_bars[0].get_facecolor())}
+    lines = {to_hex(line.get_color()) for line in drawn.totals.values()}
+    assert len(bars) == 2
+    assert lines == bars
+    assert not bars & mask_colours

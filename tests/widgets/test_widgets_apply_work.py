@@ -71,6 +71,7 @@ def test_apply_counts_no_slices_channels_or_second_mask(zeros, method, monkeypat
             seen.clear()
         ex.ui.apply.click()
         assert ex.status.text.startswith("Applied")
+        ex.ui.next_preview.click()  # the picture showed the step applied until now
         assert slices == []  # no structured method on show
         assert channels == []  # the picker and the summary read zeros only
         # alive now: the mask itself when no unmasked entry is 0; else read once
@@ -120,7 +121,7 @@ STEPS = [
 
 @pytest.mark.parametrize(("method", "controls"), STEPS)
 def test_after_apply_the_picture_of_now_is_counted_not_read(method, controls, monkeypatch):
-    # The picture's "now" (pale yellow: pruned before) comes from the session's cell counts of
+    # The picture's "now" (lemon yellow: pruned before) comes from the session's cell counts of
     # the same step pruning nothing; it is exactly the pooled Session.alive, and the mask of
     # now is read only when the zoom asks for it.
     ex = _explorer()

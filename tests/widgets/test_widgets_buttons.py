@@ -95,3 +95,50 @@ def test_every_control_has_a_tooltip_so_no_label_reads_null():
     for name in ("method", "amount_mode", "amount", "count", "n", "dim", "global_method",
                  "global_targets", "pattern", "block", "layout"):
         assert getattr(c, name).tooltip, name
+
+
+def test_after_apply_the_picture_shows_the_step_applied_until_the_next_preview_is_asked():
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.amount.value = 0.5
+    drawn = ex.render_count
+    shown = ex.preview_pane.image.value
+    ex.ui.apply.click()
+    pane = ex.explore_pane
+    assert len(ex.session.steps) == 1
+    assert pane.showing_applied
+    assert ex.render_count == drawn  # no preview of the next step was drawn
+    assert ex.preview_pane.picture.label == "step 1, applied"
+    assert ex.preview_pane.image.value != shown  # the same cells, relabelled
+    assert "Step 1 applied: pruned 48 of 96 entries" in ex.ui.count_line.value
+    assert ex.ui.apply.disabled
+    assert "Apply is off: the picture shows the step just applied" in ex.ui.button_note.value
+    assert not ex.ui.next_preview.disabled
+    ex.ui.next_preview.click()
+    assert not pane.showing_applied
+    assert ex.render_count == drawn + 1
+    assert ex.preview_pane.picture.label == "preview of the next step"
+    assert not ex.ui.apply.disabled
+    assert ex.ui.next_preview.layout.display == "none"
+    ex.close()
+
+
+@pytest.mark.parametrize("ask", ["slider", "undo"])
+def test_a_control_or_a_session_change_ends_the_picture_of_the_step_applied(ask):
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.apply.click()
+    assert ex.explore_pane.showing_applied
+    if ask == "slider":
+        ex.ui.amount.value = 0.4
+    else:
+        ex.ui.undo.click()
+    assert not ex.explore_pane.showing_applied
+    assert ex.preview_pane.picture.label == "preview of the next step"
+    assert not ex.ui.apply.disabled
+    ex.close()
+
+
+def test_the_picture_in_words_says_it_shows_the_step_applied():
+    ex = Explorer(mlp(), debounce=None)
+    ex.ui.apply.click()
+    assert "step 1, applied" in ex.ui.picture_text.value
+    ex.close()

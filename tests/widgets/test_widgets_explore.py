@@ -735,7 +735,8 @@ def test_bad_custom_masks_in_the_constructor_leave_the_session_untouched():
 
 def test_after_apply_the_picture_shows_state_and_step_apart_and_says_which_it_is(ex):
     ex.ui.amount.value = 0.5
-    ex.ui.apply.click()  # 48 of 96 pruned; the controls now preview the next 0.5
+    ex.ui.apply.click()  # 48 of 96 pruned; the picture shows that step until asked
+    ex.ui.next_preview.click()  # the controls now preview the next 0.5
     picture = ex.preview_pane.picture
     title = picture.ax.get_title()
     assert "preview of the next step" in title
@@ -743,7 +744,7 @@ def test_after_apply_the_picture_shows_state_and_step_apart_and_says_which_it_is
     new = picture.new_image.get_array()
     pruned_now = ~ex.session.mask("0.weight").numpy()
     pruned_next = (ex.preview_mask == 0).numpy()
-    # vermillion exactly on what this step prunes; pruned-before cells stay pale yellow
+    # vermillion exactly on what this step prunes; pruned-before cells stay lemon yellow
     assert np.array_equal(~new.mask, pruned_next & ~pruned_now)
     assert np.array_equal(ex.preview_array == 0, pruned_next)
     # a tensor outside the global targets is the current state, with no step drawn

@@ -123,7 +123,8 @@ def test_bins_are_computed_once_per_state_and_rebuilt_after_apply(opened, monkey
         assert panel._svg is svg
     assert len(cuts) == 4
     assert built == []
-    ex.ui.apply.click()  # the tensor's state changed: new magnitudes
+    ex.ui.apply.click()
+    ex.ui.next_preview.click()  # the tensor's state changed: new magnitudes
     assert panel.magnitudes is not first
     assert built == ["weight"]
     assert panel.magnitudes.pruned == round(0.5 * 160_000)

@@ -272,6 +272,15 @@ def test_session_change_voids_the_review_and_cancel_closes_it(ex):
     assert "0.weight_orig" in ex.model.state_dict()
 
 
+def test_after_review_then_cancel_the_status_no_longer_says_press_confirm(ex):
+    ex.ui.apply.click()
+    ex.ui.commit_review.click()
+    assert "press Confirm commit" in ex.status.text
+    ex.ui.commit_cancel.click()
+    assert "Confirm commit" not in ex.status.text
+    assert ex.status.text.startswith("Commit cancelled: nothing was committed")
+
+
 def test_commit_with_nothing_pruned_says_so(ex):
     ex.ui.commit_review.click()
     assert ex.status.text == "Review commit failed: nothing to commit; no tensor is pruned"
@@ -341,6 +350,41 @@ def test_exported_snippet_replays_the_masks_with_stock_torch():
     ex.close()
 
 
+def test_reimporting_the_sessions_own_plan_asks_and_never_doubles_silently(ex):
+    ex.ui.apply.click()
+    own = ex.session.plan
+    assert len(own) == 1
+    masks = ex.session.mask("0.weight").clone()
+    ex.ui.tabs.selected_index = EXPORT
+    ex.ui.import_text.value = ex.ui.json.value  # the tab's own export, pasted back
+    ex.ui.import_plan.click()
+    assert ex.export_pane.asking
+    assert ex.session.plan == own  # nothing applied yet
+    assert "already holds" in ex.ui.import_question.value
+    assert ex.ui.import_new.disabled  # nothing new in it
+    ex.ui.import_cancel.click()
+    assert not ex.export_pane.asking
+    assert ex.session.plan == own
+    assert torch.equal(ex.session.mask("0.weight"), masks)
+    assert ex.status.text == "Import plan cancelled: nothing was applied."
+
+
+def test_reimporting_an_extended_plan_applies_only_the_new_steps_or_all_when_asked(ex):
+    ex.ui.apply.click()
+    extended = Plan([*ex.session.plan.steps, Step("ln_structured", "2.weight", amount=1, n=1,
+                                                  dim=0)])
+    ex.ui.import_text.value = extended.to_json()
+    ex.ui.import_plan.click()
+    assert ex.ui.import_new.description == "Apply the 1 new step"
+    ex.ui.import_new.click()
+    assert ex.session.plan == extended  # the held step once, the new one after it
+    assert ex.status.text.startswith("Imported a plan of 2 steps and applied 1 step")
+    ex.ui.import_plan.click()  # the box still holds it: the session holds all of it now
+    assert ex.export_pane.asking
+    ex.ui.import_again.click()  # asked for: stacked on purpose
+    assert len(ex.session.plan) == 4
+
+
 def test_import_pasted_plan_applies_it(ex):
     ex.ui.tabs.selected_index = EXPORT
     plan = Plan([Step("l1_unstructured", "0.weight", amount=0.5),
@@ -355,7 +399,8 @@ def test_import_pasted_plan_applies_it(ex):
     torch_prune.ln_structured(oracle[2], "weight", amount=1, n=1, dim=0)
     assert torch.equal(ex.model[0].weight_mask, oracle[0].weight_mask)
     assert torch.equal(ex.model[2].weight_mask, oracle[2].weight_mask)
-    assert ex.ui.json.value == plan.to_json()
+    # the JSON view shows the session's plan: the imported steps, and the model's ties ({})
+    assert ex.ui.json.value == Plan(plan.steps, tied=ex.session.tied).to_json()
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -29,7 +29,25 @@ def test_shrink_button_shows_the_report_and_leaves_the_session_alone():
 
 def test_shrink_without_example_inputs_says_what_to_set():
     ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 3)), debounce=None)
+    ex.session.apply("0.weight", "l1_unstructured", amount=0.5)
     ex.ui.shrink.click()
     assert ex.shrink_pane.report is None
     assert "example_inputs" in ex.ui.status.value
+    ex.close()
+
+
+def test_shrink_is_off_with_its_reason_while_nothing_is_pruned_and_on_after_a_step():
+    ex = Explorer(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)),
+                  debounce=None)
+    ex.example_inputs = torch.zeros(1, 4)
+    assert ex.ui.shrink.disabled
+    assert "Shrink is off: nothing is pruned" in ex.ui.shrink_note.value
+    ex.shrink_pane.do_shrink()  # called anyway: refused, nothing reported as removed
+    assert ex.shrink_pane.report is None
+    assert "nothing is pruned" in ex.ui.status.value
+    ex.session.apply("0.weight", "ln_structured", amount=1, n=1, dim=0)
+    assert not ex.ui.shrink.disabled
+    assert ex.ui.shrink_note.value == ""
+    ex.session.undo()
+    assert ex.ui.shrink.disabled
     ex.close()

@@ -32,10 +32,13 @@ def test_a_bad_n_is_reported_under_n_and_over_the_picture():
     ex.close()
 
 
-def test_the_slider_and_count_line_sit_over_the_picture():
+def test_the_slider_apply_and_count_line_sit_over_the_picture():
     ex = Explorer(mlp(), debounce=None)
     head, image = ex.explore_pane.box.children[1].children[:2]
-    assert ex.ui.amount in head.children
+    slider_row = head.children[0]
+    assert ex.ui.amount in slider_row.children
+    buttons = [b for w in slider_row.children for b in getattr(w, "children", ())]
+    assert all(b in buttons for b in (ex.ui.apply, ex.ui.undo, ex.ui.reset))
     assert ex.ui.count_line in head.children
     assert image is ex.ui.preview
     ex.ui.amount.value = 0.5

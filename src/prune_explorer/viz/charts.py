@@ -138,7 +138,7 @@ def plot_global_vs_local(
         x - width / 2,
         layers["sparsity_global"].to_numpy(dtype=float),
         width,
-        color=style.BLUE,
+        color=style.GLOBAL_COLOR,
         edgecolor="black",
         linewidth=0.5,
         label="global (one threshold for all)",
@@ -147,7 +147,7 @@ def plot_global_vs_local(
         x + width / 2,
         layers["sparsity_local"].to_numpy(dtype=float),
         width,
-        color=style.ORANGE,
+        color=style.LOCAL_COLOR,
         edgecolor="black",
         linewidth=0.5,
         hatch="//",
@@ -178,11 +178,13 @@ def plot_global_vs_local(
     if is_total.any():
         total = df[is_total].iloc[-1]
         totals["global"] = ax.axhline(
-            float(total["sparsity_global"]), color=style.BLUE, linestyle="--", linewidth=1.2,
+            float(total["sparsity_global"]), color=style.GLOBAL_COLOR, linestyle="--",
+            linewidth=1.2,
             label=f"total global {100 * float(total['sparsity_global']):.1f}%",
         )
         totals["local"] = ax.axhline(
-            float(total["sparsity_local"]), color=style.ORANGE, linestyle=":", linewidth=1.6,
+            float(total["sparsity_local"]), color=style.LOCAL_COLOR, linestyle=":",
+            linewidth=1.6,
             label=f"total local {100 * float(total['sparsity_local']):.1f}%",
         )
     ax.set_xticks(x, names, rotation=40, ha="right", fontsize="small")
@@ -278,9 +280,11 @@ def plot_sensitivity(
     targets = list(dict.fromkeys(str(t) for t in df["target"]))
     lines: dict[tuple[str, str], Line2D] = {}
     for k, target in enumerate(targets):
-        colour = style.OKABE_ITO[k % len(style.OKABE_ITO)]
         marker = style.MARKERS[k % len(style.MARKERS)]
         for scope, linestyle in (("local", "-"), ("global", "--")):
+            # the scope's colour (as in the global vs local bars); the tensor: its marker
+            colour = style.GLOBAL_COLOR if scope == "global" or target == "global" \
+                else style.LOCAL_COLOR
             rows = df[(df["target"].astype(str) == target) & (df["scope"] == scope)]
             if rows.empty:
                 continue
@@ -296,10 +300,16 @@ def plot_sensitivity(
                 label=label,
             )
             lines[target, scope] = line
+    # Scores that are shares (all within 0..1, as an accuracy) read in %, as everywhere else
+    scores = [float(v) for v in df["score"]] + ([] if baseline is None else [float(baseline)])
+    shares = bool(scores) and all(0.0 <= v <= 1.0 for v in scores)
+    if shares:
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     baseline_line = None
     if baseline is not None:
+        said = f"{100 * baseline:.1f}%" if shares else f"{baseline:g}"
         baseline_line = ax.axhline(
-            baseline, color="0.45", linewidth=1.0, linestyle="-.", label=f"unpruned {baseline:g}"
+            baseline, color="0.45", linewidth=1.0, linestyle="-.", label=f"unpruned {said}"
         )
     ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0))
     ax.set_xlabel("sparsity (share of weights pruned)" if x == "sparsity" else "amount")

@@ -174,7 +174,7 @@ def plot_diff(
 ) -> DiffPlot:
     """Overlay two masks so that the units a step newly pruned stand out.
 
-    The base picture is the mask ``after`` (dark blue kept, pale yellow pruned); on top, every
+    The base picture is the mask ``after`` (dark blue kept, lemon yellow pruned); on top, every
     cell that holds a newly pruned unit (kept in ``before``, pruned in ``after``) is tinted
     vermillion, more opaque the larger the newly pruned fraction. Units revived by the step
     (only possible after an undo or a custom mask) get a sky-blue tint.

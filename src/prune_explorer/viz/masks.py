@@ -156,9 +156,9 @@ def plot_mask(
     weight : torch.Tensor or array-like, optional
         Same shape as ``mask``; needed for ``mode="magnitude"``.
     mode : {"mask", "magnitude"}
-        ``"mask"``: kept fraction per cell, dark blue = kept, pale yellow = pruned.
+        ``"mask"``: kept fraction per cell, dark blue = kept, lemon yellow = pruned.
         ``"magnitude"``: mean ``|w|`` of the kept weights per cell (light to dark blue); cells
-        with nothing kept are pale yellow (pruned, as in the mask pictures).
+        with nothing kept are lemon yellow (pruned, as in the mask pictures).
     layout : {"auto", "kernels", "channels"}
         The 2-D view (see :func:`~prune_explorer.viz.views.tensor_view`); ``"channels"`` shows
         the kept fraction of each slice along ``dim`` (0 = the whole channel is pruned).

@@ -56,6 +56,12 @@ _TITLE_LEFT = 0.03  # the title's left edge, in figure fractions
 # fonts -- left (tick labels, y label), bottom (tick labels, x label, legend), right (colour bar
 # and its label), top (three title lines) -- and the colour bar's gap and width.
 _MARGIN_PT = (50.0, 60.0, 62.0, 46.0)
+# A compact picture (a small place, or Presentation: fewer lines, larger text) has two title
+# lines -- the tensor and what the picture is, the sparsity -- not the method's (the controls
+# and the count line say it), and margins that hold just its text.
+_COMPACT_MARGIN_PT = (40.0, 53.0, 62.0, 32.0)
+#: Places narrower or lower than this (CSS px) get the compact picture.
+COMPACT_BELOW = (420, 300)
 _CBAR_GAP_PT, _CBAR_WIDTH_PT = 8.0, 9.0
 # The axes are at least this tall (points, as the fonts): the rotated y label (up to about 22
 # characters, "out features (dim 0)") stays beside them instead of reaching into the title. A
@@ -73,6 +79,14 @@ SIZED_MAX_CELLS = 256
 # Square cells wherever the picture is at most this many times taller than wide (or wider than
 # tall); more elongated tensors are stretched to that ratio instead of becoming slivers.
 MAX_STRETCH = 8.0
+
+#: A sized matrix picture fills its place: where square cells would leave the place's width (or
+#: height) white, the cells widen (or grow taller) up to this many times their other side.
+MAX_CELL_ASPECT = 4.0
+
+# Right margin (points) of a sized picture without a colour bar (every entry has its own cell:
+# the legend says it all), instead of the colour bar's _MARGIN_PT[2].
+_BARE_RIGHT_PT = 12.0
 
 CURRENT = "current state"
 NEXT_STEP = "preview of the next step"
@@ -188,6 +202,9 @@ class MaskPreview:
             aspect="auto",
         )
         self.legend = self._legend(step=True)
+        self._legend_key: tuple[Any, ...] | None = None  # what the legend was fitted for
+        self._legend_extra_pt = 0.0  # its rows beyond the first, in points
+        self._legend_ncol = 3  # its columns
         self.colorbar = self.figure.colorbar(self.image, cax=cax)
         self.colorbar.set_ticks([0.0, 0.5, 1.0])
         self.colorbar.ax.tick_params(labelsize="small")
@@ -205,16 +222,27 @@ class MaskPreview:
         self._layout_key: tuple[Any, ...] = ()
         # (width, height, pixel ratio) in CSS pixels when sized by resize(), else None
         self._frame: tuple[int, int, float] | None = None
+        self.compact = False  # see resize()
+        self.titled = True
+        self._title = ""  # the title's text, drawn or not
+        # what the title is made of: (name, method, settings, pooled, label given)
+        self._title_of: tuple[str, Any, Any, PooledView, bool] | None = None
+        self._row_digits = 1  # of the largest row tick label (compact margins)
 
     def resize(self, width: int, height: int, *, pixel_ratio: float = 1.0,
-               text_scale: float = 1.0) -> None:
+               text_scale: float = 1.0, compact: bool | None = None,
+               titled: bool = True) -> None:
         """Draw the picture for a place of ``width`` CSS pixels, at most ``height`` tall.
 
         Fonts, ticks and margins grow with the place (up to :data:`MAX_FONT_SCALE` times the
         base size); the axes take the rest, with square cells: a picture wider than tall gets
         less than ``height`` (see :attr:`css_size`). ``pixel_ratio`` pixels are rendered per
         CSS pixel (sharp on HiDPI screens and zoomed browsers). ``text_scale`` (1 to 2)
-        enlarges the text further, for a projector. The next :meth:`update` lays it out.
+        enlarges the text further, for a projector. ``compact`` (default: a place under
+        :data:`COMPACT_BELOW`, or ``text_scale`` above 1) leaves the method's line out of the
+        title and narrows the margins to what the text needs, so the cells get the room.
+        ``titled=False`` draws no title (the page says in larger text what the picture is;
+        :meth:`describe` still gives it). The next :meth:`update` lays it out.
 
         Examples
         --------
@@ -236,12 +264,18 @@ class MaskPreview:
             raise ValueError("MaskPreview.resize: text_scale must be a number from 1 to 2; "
                              f"got {text_scale!r}")
         self._frame = (width, height, float(pixel_ratio))
+        if compact is None:
+            compact = (text_scale > 1.0 or width < COMPACT_BELOW[0]
+                       or height < COMPACT_BELOW[1])
+        self.compact = bool(compact)
+        self.titled = bool(titled)
         self._cap = SIZED_MAX_CELLS
         scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE) * text_scale
         dpi = BASE_DPI * scale * pixel_ratio
         self.figure.set_dpi(dpi)
         self.figure.set_size_inches(width * pixel_ratio / dpi, height * pixel_ratio / dpi)
         self._layout_key = ()  # ticks and the axes' box for the new size
+        self._legend_key = None
 
     @property
     def css_size(self) -> tuple[int, int]:
@@ -276,7 +310,7 @@ class MaskPreview:
         :func:`~prune_explorer.viz.views.shape_only`).
 
         ``before``: the kept mask before a step, when ``mask`` is a preview of it. The picture
-        then shows three classes -- kept, pruned before (pale yellow), pruned by this step
+        then shows three classes -- kept, pruned before (lemon yellow), pruned by this step
         (vermillion) -- is labelled :data:`NEXT_STEP` and states the sparsity now and after.
         Without it, ``mask`` is the current state (:data:`CURRENT`). The same ``before``
         object is pooled once and reused (pass the same tensor while only the step changes).
@@ -300,14 +334,14 @@ class MaskPreview:
             counted = False  # pooled from the mask itself after all
             view = tensor_view(mask, layout=layout, dim=dim, module_type=module_type,
                                gaps=False)
-        self._fit(*view.shape)
+        shows_step = before is not None or before_cells is not None
+        self._fit(*view.shape, kind=view.kind, step=shows_step)
         if counted:
             pooled = pool_counts(kept_cells, *self.cell_edges(tuple(mask.shape)))
         else:
             pooled = pool_view(view, self.max_cells)
         rows, cols = pooled.source_shape
         self.image.set_data(pooled.values)
-        shows_step = before is not None or before_cells is not None
         layout_key = (view.kind, view.source_shape, view.tile, view.row_label, view.col_label,
                       tuple(self.ax.get_position().bounds), shows_step)
         if layout_key != self._layout_key:
@@ -324,9 +358,6 @@ class MaskPreview:
             self.colorbar.ax.set_visible(not pooled.full_resolution or view.kind == "channels")
             self.colorbar.set_label("kept fraction per " + ("slice" if view.kind == "channels"
                                                             else "cell"), fontsize="small")
-            if shows_step != (len(self.legend.get_texts()) == 3):
-                self.legend.remove()
-                self.legend = self._legend(step=shows_step)
             self._layout_key = layout_key
         self.pooled_before = None
         if before_cells is not None and view.kind in ("matrix", "flat"):
@@ -348,12 +379,47 @@ class MaskPreview:
         self.new_image.set_data(self._newly(pooled))
         self.new_image.set_extent(self.image.get_extent())
         self.label = label if label is not None else NEXT_STEP if shows_step else CURRENT
-        first = title if title is not None else (name or "")
+        self._title_of = (title if title is not None else (name or ""), method, settings,
+                          pooled, label is not None)
+        self._put_title()
+        self.pooled = pooled
+        self.view = view
+        return pooled
+
+    def relabel(self, label: str) -> None:
+        """Say in the title that the picture is ``label`` now (e.g. the step just applied,
+        when it was the preview of it), its sparsity line as "before -> after"; the cells are
+        unchanged. The next :meth:`png` shows it.
+
+        Examples
+        --------
+        >>> import torch
+        >>> p = MaskPreview()
+        >>> _ = p.update(torch.tensor([[1, 0]]).bool(), before=torch.ones(1, 2).bool(),
+        ...              name="w")
+        >>> p.relabel("applied as step 1")
+        >>> p.describe().splitlines()[0]
+        'w · applied as step 1'
+        """
+        if self._title_of is None:
+            return
+        first, method, settings, pooled, _ = self._title_of
+        self.label = label
+        self._title_of = (first, method, settings, pooled, True)
+        self._put_title()
+
+    def _put_title(self) -> None:
+        # The title: the tensor and what the picture is, the method (not in a compact
+        # picture), the sparsity (now or before -> after); drawn unless titled is off.
+        assert self._title_of is not None
+        first, method, settings, pooled, given = self._title_of
+        compact = self.compact and self._frame is not None
         text = style.format_title(title=f"{first} · {self.label}" if first else self.label,
-                                  method=method, settings=settings)
+                                  method=None if compact else method,
+                                  settings=None if compact else settings)
         sparsity = f"sparsity {100.0 * pooled.sparsity:.1f}%"
         if self.pooled_before is not None:
-            then = "now" if label is None else "before"
+            then = "before" if given else "now"
             sparsity = (f"sparsity {100.0 * self.pooled_before.sparsity:.1f}% {then} → "
                         f"{100.0 * pooled.sparsity:.1f}% after")
         if not pooled.full_resolution:
@@ -365,11 +431,10 @@ class MaskPreview:
         ticks = self.ax.yaxis.get_ticklabels()
         tick_pt = float(ticks[0].get_fontsize()) if ticks else \
             FontProperties().get_size_in_points()
-        self.ax.set_title(text, fontsize="small", horizontalalignment="left",
-                          x=(_TITLE_LEFT - left) / width, pad=6.0 + 0.6 * tick_pt)
-        self.pooled = pooled
-        self.view = view
-        return pooled
+        self._title = text
+        self.ax.set_title(text if self.titled else "", fontsize="small",
+                          horizontalalignment="left", x=(_TITLE_LEFT - left) / width,
+                          pad=6.0 + 0.6 * tick_pt)
 
     def _newly(self, after: PooledView) -> np.ma.MaskedArray:
         return newly_pruned_fraction(self.pooled_before, after)
@@ -379,25 +444,54 @@ class MaskPreview:
         layout: ``shape[0]`` rows, the other dims flattened into columns; rank >= 2)."""
         rows = shape[0]
         cols = int(np.prod(shape[1:]))
+        self._row_digits = len(str(max(rows - 1, 0)))
+        self._fit_legend(self._legend_key is not None and self._legend_key[0])
         if self._frame is not None:
             self._fit_height(rows, cols)  # the height update() gives this shape
-        cells = self._box(rows, cols)[1]
+        cells = self._box(rows, cols, kind="matrix")[1]
         return block_edges(rows, cells[0]), block_edges(cols, cells[1])
 
-    def _room(self) -> _Rect:
+    def _room(self, *, bare: bool = False) -> _Rect:
         # Where the axes may go (figure fractions): _AXES_RECT, or the margins in points of a
-        # sized picture.
+        # sized picture (``bare``: no colour bar on the right; the bottom holds the legend's
+        # rows).
         if self._frame is None:
             return _AXES_RECT
         fig_w, fig_h = self.figure.get_size_inches() * 72.0  # points
-        left, bottom, right, top = _MARGIN_PT
+        left, bottom, right, top = self._margins()
+        if bare:
+            right = _BARE_RIGHT_PT
+        bottom += self._legend_extra_pt
         return (left / fig_w, bottom / fig_h, 1.0 - (left + right) / fig_w,
                 1.0 - (bottom + top) / fig_h)
 
-    def _box(self, rows: int, cols: int) -> tuple[_Rect, tuple[int, int]]:
-        # Axes rectangle (figure fractions) for a rows x cols picture -- square cells, top-left
-        # in the room of _room() -- and the display cells (one per pixel) that fit it.
-        left, bottom, width, height = self._room()
+    def _margins(self) -> tuple[float, float, float, float]:
+        # Left, bottom, right, top margins (points) of a sized picture; a compact one's left
+        # margin holds the rows' tick labels of as many digits as the row count has.
+        if not self.compact:
+            return _MARGIN_PT
+        left, bottom, right, top = _COMPACT_MARGIN_PT
+        if not self.titled:
+            top = 10.0  # the top row's tick label reaches half its height above the axes
+        ticks = self.ax.yaxis.get_ticklabels()
+        tick_pt = float(ticks[0].get_fontsize()) if ticks else \
+            FontProperties().get_size_in_points()
+        return max(left, 24.0 + 0.62 * tick_pt * self._row_digits), bottom, right, top
+
+    def _box(self, rows: int, cols: int, kind: str = "matrix",
+             bare: bool | None = None) -> tuple[_Rect, tuple[int, int]]:
+        # Axes rectangle (figure fractions) for a rows x cols picture -- top-left in the room
+        # of _room() -- and the display cells (one per pixel) that fit it. Square cells, but a
+        # sized matrix fills its room (cells up to MAX_CELL_ASPECT times wider than tall, or
+        # taller than wide). Without a colour bar (every entry its own cell, not a channels
+        # view) the right margin is the bare one.
+        if bare is None:
+            if self._frame is None or kind == "channels":
+                bare = False
+            else:
+                _, cells = self._box(rows, cols, kind, bare=True)
+                bare = cells[0] >= rows and cells[1] >= cols
+        left, bottom, width, height = self._room(bare=bare)
         fig_w, fig_h = self.figure.get_size_inches() * self.figure.dpi
         room_w, room_h = width * fig_w, height * fig_h
         ratio = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
@@ -405,6 +499,9 @@ class MaskPreview:
             box_w, box_h = room_h / ratio, room_h
         else:
             box_w, box_h = room_w, room_w * ratio
+        if self._frame is not None and kind in ("matrix", "flat"):
+            box_w = min(room_w, box_w * MAX_CELL_ASPECT)
+            box_h = min(room_h, box_h * MAX_CELL_ASPECT)
         box_h = max(box_h, min(room_h, _MIN_AXES_PT * self.figure.dpi / 72.0))
         rect = (left, bottom + height - box_h / fig_h, box_w / fig_w, box_h / fig_h)
         if not self._auto_cells:
@@ -413,16 +510,46 @@ class MaskPreview:
         return rect, (max(_MIN_CELLS, min(cap[0], int(box_h))),
                       max(_MIN_CELLS, min(cap[1], int(box_w))))
 
-    def _fit(self, rows: int, cols: int) -> None:
+    def _fit(self, rows: int, cols: int, *, kind: str = "matrix", step: bool = False) -> None:
+        self._row_digits = len(str(max(rows - 1, 0)))
+        self._fit_legend(step)
         if self._frame is not None:
             self._fit_height(rows, cols)
-        rect, self.max_cells = self._box(rows, cols)
+        rect, self.max_cells = self._box(rows, cols, kind)
         if tuple(self.ax.get_position().bounds) != rect:
             self.ax.set_position(rect)
             if self._frame is not None:  # the colour bar beside the axes, as tall
                 fig_w = float(self.figure.get_size_inches()[0]) * 72.0
                 self.colorbar.ax.set_position((rect[0] + rect[2] + _CBAR_GAP_PT / fig_w,
                                                rect[1], _CBAR_WIDTH_PT / fig_w, rect[3]))
+
+    def _fit_legend(self, step: bool) -> None:
+        # The legend whole within the figure's width: as many columns as the three entries of
+        # a step fit, the rest on more rows (a sized picture's bottom margin grows by a row
+        # each). It depends on the size only, so cell_edges() and update() agree.
+        fig_w = float(self.figure.get_size_inches()[0] * self.figure.dpi)
+        size_key = (round(fig_w), float(self.figure.dpi))
+        if self._legend_key is None or self._legend_key[1:] != size_key:
+            renderer = self.canvas.get_renderer()
+            ncol = 3
+            while ncol > 1:
+                trial = self._legend(step=True, ncol=ncol)
+                wide = trial.get_window_extent(renderer).width > fig_w - 4
+                trial.remove()
+                if not wide:
+                    break
+                ncol -= 1
+            self._legend_ncol = ncol
+            size = float(self.legend.get_texts()[0].get_fontsize())
+            self._legend_extra_pt = 0.0 if self._frame is None else \
+                (-(-3 // ncol) - 1) * 1.4 * size
+            self._legend_key = None
+        key = (step, *size_key)
+        if key != self._legend_key:
+            self.legend.remove()
+            self.legend = self._legend(step=step, ncol=min(self._legend_ncol, 3 if step else 2))
+            self._legend_key = key
+            self._layout_key = ()
 
     def _fit_height(self, rows: int, cols: int) -> None:
         # A sized picture is as tall as its square cells need at the full width, at most the
@@ -431,7 +558,8 @@ class MaskPreview:
         _, max_height, ratio = self._frame
         dpi = self.figure.dpi
         fig_w = float(self.figure.get_size_inches()[0]) * 72.0  # points
-        left, bottom, right, top = _MARGIN_PT
+        left, bottom, right, top = self._margins()
+        bottom += self._legend_extra_pt
         aspect = min(max(rows / max(cols, 1), 1 / MAX_STRETCH), MAX_STRETCH)
         need_pt = max((fig_w - left - right) * aspect, _MIN_AXES_PT) + bottom + top
         height_in = min(max_height * ratio / dpi, need_pt / 72.0)
@@ -440,7 +568,7 @@ class MaskPreview:
         if abs(float(size[1]) - height_in) * dpi >= 0.5:
             self.figure.set_size_inches(float(size[0]), height_in)
 
-    def _legend(self, *, step: bool) -> Any:
+    def _legend(self, *, step: bool, ncol: int | None = None) -> Any:
         # The key of the colours (style's one meaning per colour): a step shows three classes,
         # the current state two (nothing is "pruned by this step" there).
         handles = diff_legend_handles()
@@ -449,7 +577,8 @@ class MaskPreview:
         else:
             handles = handles[:2]
             handles[1].set_label("pruned")
-        return self.figure.legend(handles=handles, loc="lower center", ncol=len(handles),
+        return self.figure.legend(handles=handles, loc="lower center",
+                                  ncol=ncol or len(handles),
                                   fontsize="small", frameon=False, bbox_to_anchor=(0.5, 0.0),
                                   handlelength=1.2, columnspacing=1.0)
 
@@ -536,13 +665,14 @@ class MaskPreview:
         >>> print(preview.describe().splitlines()[-1])
         columns: in (dim 1); ticks 0, 1, 2, 3, 4, 5
         """
-        lines = [self.ax.get_title()]
+        lines = [self._title]
         if self.view is not None and min(self.view.shape) > 0:  # an entry's size, CSS pixels
             ratio = 1.0 if self._frame is None else self._frame[2]
             box = self.ax.get_window_extent()
             rows, cols = self.view.shape
             lines.append(f"cell size: {box.width / cols / ratio:.1f} x "
                          f"{box.height / rows / ratio:.1f} px")
+            lines.append(f"matrix: {box.width / ratio:.0f} x {box.height / ratio:.0f} px")
         if self._frame is not None:  # what resize() was given: the same picture again
             lines.append(f"room: {self._frame[0]} x {self._frame[1]} px, pixel ratio "
                          f"{self._frame[2]:g}")

@@ -11,7 +11,9 @@ Colour choices are made for readers with colour-vision deficiencies:
 * one meaning per colour, in every picture, notebook and document: dark blue = kept, pale
   yellow = pruned (before the step on show), vermillion = pruned by the step on show, sky
   blue = revived; a weight-magnitude picture draws kept weights in blues and pruned cells in
-  the same pale yellow.
+  the same lemon yellow; charts of global vs local pruning draw global reddish purple and
+  local bluish green (in bars and in the sensitivity curves, whose tensors differ by marker
+  and a grey of their own).
 
 Examples
 --------
@@ -42,17 +44,21 @@ OKABE_ITO = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY_BLUE, YELLOW, BLACK)
 
 # The two ends of the reversed cividis map used for masks.
 KEPT_COLOR = "#00224e"  # cividis(0.0): dark blue
-PRUNED_COLOR = "#fee838"  # cividis(1.0): pale yellow
+PRUNED_COLOR = "#fee838"  # cividis(1.0): lemon yellow
 NEW_PRUNED_COLOR = VERMILLION  # units newly pruned by a step
 REVIVED_COLOR = SKY_BLUE  # units pruned before and kept after (only after an undo / custom mask)
 MAGNITUDE_PRUNED_COLOR = PRUNED_COLOR  # pruned cells in a weight-magnitude picture
 GAP_COLOR = "#ffffff"  # the 1-cell gaps between kernel tiles
+# Global and local pruning in charts (never a mask colour: blue and orange read as kept and
+# pruned by a step next to the mask pictures).
+GLOBAL_COLOR = PURPLE  # reddish purple
+LOCAL_COLOR = GREEN  # bluish green
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def mask_cmap() -> Colormap:
-    """Colour map for kept fractions: 1 (kept) is dark blue, 0 (pruned) is pale yellow.
+    """Colour map for kept fractions: 1 (kept) is dark blue, 0 (pruned) is lemon yellow.
 
     Cells without any element (gaps between kernel tiles) are drawn white.
 
@@ -67,7 +73,7 @@ def mask_cmap() -> Colormap:
 
 
 def magnitude_cmap() -> Colormap:
-    """Colour map for weight magnitudes: light to dark blue; fully pruned cells pale yellow
+    """Colour map for weight magnitudes: light to dark blue; fully pruned cells lemon yellow
     (:data:`PRUNED_COLOR`, as in every mask picture).
 
     Examples

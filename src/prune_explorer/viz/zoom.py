@@ -11,7 +11,7 @@ tensor. The masks are given whole or as a :data:`WindowReader` that reads any wi
 costs a redraw of the window too.
 
 The colours and their rule are the preview's (:class:`~prune_explorer.viz.MaskPreview`): kept
-dark blue, pruned before pale yellow, pruned by this step vermillion
+dark blue, pruned before lemon yellow, pruned by this step vermillion
 (:func:`~prune_explorer.viz.preview.newly_pruned_fraction`). Tensors are shown in the matrix
 layout: rows are ``shape[0]``, the other dims are flattened into columns.
 

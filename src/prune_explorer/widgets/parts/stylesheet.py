@@ -12,6 +12,15 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
   their column;
 * table cells and button labels are never cut: long tables scroll sideways in their own box;
   cells are padded so columns never run together;
+* the slider shares a row with Apply, Undo and Reset (the row wraps when narrow), over the
+  picture: what the class watches and the button that acts are on one screen;
+* Presentation (class ``pe-presenting`` on the explorer) sets the explorer's text at 15 px
+  (from 12-13 px; the count and accuracy lines at 14 px, so each keeps to one line at
+  1024x768) and puts the controls under the picture, whose column then takes the whole row;
+  the notes on why a button is off give way (the input error stays over the picture);
+* no control is wider than its column (a dropdown narrows, its options stay whole in the list);
+* the tab labels keep their whole text: the tab bar wraps onto a second row when narrow (a
+  projector at 150 % zoom) instead of cutting them;
 * the header wraps (the summary on a line of its own) instead of squeezing the pickers;
 * code (the exported snippet, the JSON) never soft-wraps: it scrolls sideways;
 * text for screen readers only (``pe-sr-only``: the picture in words) is kept off screen.
@@ -42,6 +51,19 @@ CSS = """
 }
 .pe-explore-picture { flex: 1 1 360px; min-width: 0; max-width: 100%; }
 .pe-picture-head .widget-slider, .pe-picture-head .widget-text { max-width: 100%; }
+.pe-slider-row { flex-wrap: wrap; align-items: center; column-gap: 8px; row-gap: 2px; }
+.pe-slider-row .pe-amount, .pe-slider-row .pe-count { flex: 1 1 260px;
+  width: auto !important; min-width: 220px; max-width: 440px; }
+.pe-slider-row .pe-buttons { flex: 0 1 auto; min-width: 0; max-width: 100%; flex-wrap: wrap;
+  row-gap: 2px; }
+.pe-presenting .pe-picture-head, .pe-presenting .pe-explore-controls, .pe-presenting .pe-status,
+.pe-presenting .widget-label, .pe-presenting .widget-readout { font-size: 15px; }
+.pe-presenting .pe-count-line .widget-html-content,
+.pe-presenting .pe-metric .widget-html-content { font-size: 14px; }
+.pe-presenting .pe-explore-row { flex-direction: column-reverse; }
+.pe-presenting .pe-button-note { display: none; }
+.pe-presenting .pe-explore-controls { flex: 0 0 auto; max-width: 100%; }
+.pe-presenting .pe-explore-picture { flex: 0 0 auto; width: 100%; }
 .pe-count-line { font-weight: 600; }
 .pe-count-line, .pe-input-error, .pe-control-error, .pe-button-note, .pe-summary {
   white-space: normal; overflow-wrap: anywhere;
@@ -64,6 +86,15 @@ CSS = """
 .pe-explorer table td + td, .pe-explorer table th + th { padding-left: 10px; }
 .pe-explorer table { max-width: 100%; }
 .pe-explorer .widget-html-content { overflow-x: auto; }
+.pe-explorer .lm-TabBar-content, .pe-explorer .p-TabBar-content { flex-wrap: wrap; }
+.pe-explorer .lm-TabBar, .pe-explorer .p-TabBar { height: auto !important;
+  max-height: none !important; min-height: 0; overflow: visible; }
+.pe-explorer .lm-TabBar-tab, .pe-explorer .p-TabBar-tab { flex: 0 0 auto !important;
+  max-width: none !important; min-width: 0 !important; }
+.pe-explorer .widget-inline-hbox, .pe-explorer .widget-inline-vbox { max-width: 100%; }
+.pe-explorer .widget-hbox { flex-wrap: wrap; max-width: 100%; }
+.pe-explorer .widget-dropdown > select, .pe-explorer .widget-select > select {
+  min-width: 0; flex: 1 1 auto; }
 .pe-sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden;
   clip: rect(0 0 0 0); white-space: nowrap; }
 """

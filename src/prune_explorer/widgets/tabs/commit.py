@@ -86,7 +86,7 @@ class CommitPane(Pane):
         self.target.observe(lambda _: self._drop_review(), names="value")
         self.review.on_click(lambda _: self.do_review())
         self.confirm.on_click(lambda _: self.do_confirm())
-        self.cancel.on_click(lambda _: self._drop_review("Commit cancelled."))
+        self.cancel.on_click(lambda _: self.do_cancel())
 
     # -- state ------------------------------------------------------------------------------------
     def pruned(self) -> list[str]:
@@ -161,6 +161,13 @@ class CommitPane(Pane):
             button.disabled = False
             button.layout.display = ""
         return names
+
+    def do_cancel(self) -> None:
+        """Drop the review (the Cancel button); the status line says nothing was committed,
+        in place of the review's "press Confirm commit"."""
+        self._drop_review("Commit cancelled.")
+        self.ex.status.show("info", "Commit cancelled: nothing was committed; press Review "
+                                    "to review again.")
 
     def do_confirm(self) -> None:
         """Commit the reviewed tensors (refuses without a review)."""

@@ -12,7 +12,10 @@ session transaction (``Session.apply_all``): if any step fails, or the kernel is
 steps already applied are undone exactly, commits included; the error is reported in the
 status line and nothing changes. *Import plan* is on only for a plan the session would apply
 (``Plan.from_json``, then ``Session.plan_blocker``); when it is off, the note under it
-(``pe-import-note``) says why.
+(``pe-import-note``) says why. A plan that starts with every step the session already holds
+(the Export tab's own plan, pasted back, maybe extended) is not stacked silently: the pane asks
+(``pe-import-row``) whether to apply only the new steps (``pe-import-new``), all of them again
+(``pe-import-again``), or nothing (``pe-import-cancel``).
 
 Examples
 --------
@@ -99,6 +102,21 @@ class ExportPane(Pane):
             tooltip="check the plan, then apply its steps to this model"))
         self.import_note = ui.add("import_note", widgets.HTML(value=""))  # why Import is off
         self.import_note.add_class("pe-button-note")
+        # Asked when the plan starts with the session's own steps (re-importing its export)
+        self.import_question = ui.add("import_question", widgets.HTML(value=""))
+        self.import_new = ui.add("import_new", widgets.Button(
+            description="Apply the new steps", button_style="primary",
+            tooltip="apply only the plan's steps after those the session already holds"))
+        self.import_again = ui.add("import_again", widgets.Button(
+            description="Apply all again", button_style="warning",
+            tooltip="apply every step of the plan on top: its steps are applied twice"))
+        self.import_cancel = ui.add("import_cancel", widgets.Button(
+            description="Cancel", tooltip="apply nothing"))
+        self.import_row = widgets.HBox(
+            [self.import_question, self.import_new, self.import_again, self.import_cancel],
+            layout=widgets.Layout(flex_flow="row wrap", display="none"))
+        self.import_row.add_class("pe-import-row")
+        self._asked: Plan | None = None  # the plan the question is about
         self.box = widgets.VBox([
             self.note,
             widgets.HBox([widgets.HTML("<b>Python snippet</b> (stock torch.nn.utils.prune; "
@@ -111,6 +129,7 @@ class ExportPane(Pane):
             self.import_text,
             widgets.HBox([self.upload, self.import_button]),
             self.import_note,
+            self.import_row,
         ])
         self.imported: Plan | None = None
         self.import_why: str | None = None
@@ -122,6 +141,9 @@ class ExportPane(Pane):
             button.observe(lambda _, what=what: self.ex.status.show(
                 "ok", f"Copied {what} to the clipboard."), names="copies")
         self.import_button.on_click(lambda _: self.do_import())
+        self.import_new.on_click(lambda _: self._answer("new"))
+        self.import_again.on_click(lambda _: self._answer("again"))
+        self.import_cancel.on_click(lambda _: self._answer("cancel"))
 
     @property
     def visible(self) -> bool:
@@ -164,9 +186,11 @@ class ExportPane(Pane):
         )
 
     def refresh_import(self) -> None:
-        """*Import plan* on exactly when the plan in the box would be applied: it parses
+        """Drop any question about an import (the box or the session changed); *Import
+        plan* on exactly when the plan in the box would be applied: it parses
         (``Plan.from_json``) and the session would apply it now (``Session.plan_blocker``);
         else off, with the reason beside it (:attr:`import_why`)."""
+        self._drop_question()
         text = self.import_text.value
         why = None
         if not text.strip():
@@ -191,10 +215,65 @@ class ExportPane(Pane):
             self.import_text.value = text
             self.ex.status.show("info", f"Loaded {name}; press Import plan to apply it.")
 
-    def do_import(self) -> None:
-        """Parse, check and apply the plan in the import box, all or nothing."""
-        text = self.import_text.value
+    @property
+    def asking(self) -> bool:
+        """True while the question about re-importing the session's own steps is on show."""
+        return self._asked is not None
 
+    def _drop_question(self) -> None:
+        self._asked = None
+        self.import_question.value = ""
+        for button in (self.import_new, self.import_again, self.import_cancel):
+            button.disabled = True
+        self.import_row.layout.display = "none"
+
+    def held_steps(self, plan: Plan) -> int:
+        """How many of the session's steps ``plan`` starts with: all of them (the plan
+        re-imports the session's own steps, maybe with more after), else 0."""
+        own = self.ex.session.plan.steps
+        return len(own) if own and plan.steps[:len(own)] == own else 0
+
+    def do_import(self) -> None:
+        """Parse, check and apply the plan in the import box, all or nothing. A plan that
+        starts with every step the session already holds (its own export, maybe extended) is
+        not stacked silently: the pane asks first -- apply only the new steps, all of them
+        again, or nothing."""
+        text = self.import_text.value
+        try:
+            plan = Plan.from_json(text) if text.strip() else None
+        except InvalidPlanError:
+            plan = None  # run() names the problem
+        held = 0 if plan is None else self.held_steps(plan)
+        if plan is None or not held:
+            self._import(text, skip=0)
+            return
+        new = len(plan) - held
+        self._asked = plan
+        self.import_question.value = message(
+            "warning",
+            f"This plan starts with the {plural(held, 'step')} the session already holds"
+            + (f" and adds {plural(new, 'step')}" if new else " (it is the session's own plan)")
+            + ". Applying it all would prune them twice.")
+        self.import_new.description = (f"Apply the {plural(new, 'new step')}" if new else
+                                       "Nothing new to apply")
+        self.import_new.disabled = not new
+        self.import_again.disabled = self.import_cancel.disabled = False
+        self.import_row.layout.display = ""
+        self.ex.status.show("warning", "Import plan: the session already holds its first "
+                            f"{plural(held, 'step')}; choose below what to apply.")
+
+    def _answer(self, choice: str) -> None:
+        plan = self._asked
+        if plan is None:
+            return
+        held = self.held_steps(plan)
+        self._drop_question()
+        if choice == "cancel":
+            self.ex.status.show("info", "Import plan cancelled: nothing was applied.")
+            return
+        self._import(plan.to_json(), skip=held if choice == "new" else 0)
+
+    def _import(self, text: str, *, skip: int) -> None:
         def run(progress: Progress) -> Plan:
             if not text.strip():
                 raise WidgetInputError(
@@ -202,11 +281,15 @@ class ExportPane(Pane):
                 )
             plan = Plan.from_json(text)
             with self.ex.batch():  # one transaction: every step, or none of them
-                self.ex.session.apply_all(plan, where="Import plan", progress=progress)
+                self.ex.session.apply_all(plan if not skip else plan.steps[skip:],
+                                          where="Import plan", progress=progress)
             return plan
 
+        held = f" (the first {plural(skip, 'step')} were held already)" if skip else ""
         plan = self.ex.act("Import plan", run,
                            done=lambda p: f"Imported a plan of {plural(len(p), 'step')} and "
-                                          "applied it.")
+                                          f"applied {plural(len(p) - skip, 'step')}{held}."
+                                          if skip else f"Imported a plan of "
+                                          f"{plural(len(p), 'step')} and applied it.")
         if plan is not None:
             self.imported = plan

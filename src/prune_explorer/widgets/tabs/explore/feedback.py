@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["refresh_buttons", "show_input_error"]
 
 
-def refresh_buttons(ex: ExploreContext) -> None:
+def refresh_buttons(ex: ExploreContext, apply_off: str | None = None) -> None:
     """Undo and Reset on exactly when the session would do them (``Session.undo_blocker``,
-    ``reset_blocker``); the reason for each button that is off, by the buttons."""
+    ``reset_blocker``); the reason for each button that is off, by the buttons (``apply_off``:
+    why Apply is off, where the pane knows better than "no preview")."""
     ui, session = ex.ui, ex.session
     undo_why, reset_why = session.undo_blocker(), session.reset_blocker()
     ui.undo.disabled = undo_why is not None
@@ -39,7 +40,7 @@ def refresh_buttons(ex: ExploreContext) -> None:
                         else f"Reset: {reset_why}")
     lines = []
     if ui.apply.disabled:
-        why = ("no tensor is chosen" if ex.tensor is None else
+        why = apply_off or ("no tensor is chosen" if ex.tensor is None else
                "no preview for these settings (the message is by the controls)")
         lines.append(f"Apply is off: {why}.")
     if undo_why is not None and reset_why is not None and not session.steps:

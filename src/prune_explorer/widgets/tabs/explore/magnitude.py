@@ -168,7 +168,7 @@ class WeightHeatmap:
         self.toggle = widgets.Checkbox(value=False, indent=False,
                                        description="weight heatmap (|w|)",
                                        tooltip="|w| of the kept weights in blues; pruned "
-                                               "cells pale yellow",
+                                               "cells lemon yellow",
                                        layout=widgets.Layout(width="auto"))
         self.toggle.add_class("pe-weight-heatmap")
         self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))

@@ -1,7 +1,7 @@
 """The model view of the Explore tab: per-layer sparsity of the whole model, now and previewed.
 
 One row per prunable tensor, a button that selects it in the tensor picker, with a thin bar
-under its name in the colours of the picture: pruned before (pale yellow), pruned by the previewed
+under its name in the colours of the picture: pruned before (lemon yellow), pruned by the previewed
 step (hatched vermillion), kept (dark blue); the percentages on the right. For a global preview
 every target's bar moves; for a local one only the shown tensor's.
 

@@ -39,7 +39,7 @@ from prune_explorer.viz import shape_only
 from prune_explorer.viz.zoom import WindowReader, matrix_reader
 
 from ...errors import WidgetInputError
-from ...parts.html import collapse_warning, custom_note, message
+from ...parts.html import collapse_warning, custom_note, esc, message
 from ...parts.pane import Pane
 from ...parts.scheduler import LatestOnly
 from ...parts.status import describe_error
@@ -61,6 +61,12 @@ __all__ = ["ExplorePane"]
 #: Skipping all of them would show nothing until the drag ends; a stale picture is drawn anyway
 #: once the last one is this old, so a drag animates at a few frames per second at least.
 FRAME_INTERVAL_S = 0.25
+
+
+def _same(a: PreviewRequest, b: PreviewRequest) -> bool:
+    # The same step: everything but the amount alike (tensors by identity), and the amount
+    return a.beside_amount() == b.beside_amount() and \
+        a.settings.get("amount") == b.settings.get("amount")
 
 
 class ExplorePane(Pane):
@@ -96,6 +102,11 @@ class ExplorePane(Pane):
         self._custom = {name: mask.detach() for name, mask in custom_masks.items()}
         # counts (and, when read, masks) of the session's state, until the next change
         self.summaries = MaskSummaries(explorer.session, stamp=lambda: explorer.version)
+        # After Apply the picture shows the step applied (it was its preview) until the user
+        # asks for the next: the request applied, and the session's steps after it (not the
+        # version: a readout's evaluation changes that without a step)
+        self._holding: PreviewRequest | None = None
+        self._hold_version: tuple[int, int] | None = None
 
         self.controls = c = PruningControls()
         for name in ("method", "amount_mode", "amount", "count", "left", "n", "dim",
@@ -109,6 +120,10 @@ class ExplorePane(Pane):
         ui.add("collapse_warning", widgets.HTML(value=""))
         ui.add("apply", widgets.Button(description="Apply", button_style="primary",
                                        tooltip="prune the tensor as previewed"))
+        ui.add("next_preview", widgets.Button(
+            description="Preview next step", button_style="info", disabled=True,
+            tooltip="preview the next step of these settings on the pruned tensor",
+            layout=widgets.Layout(display="none")))
         ui.add("undo", widgets.Button(description="Undo", tooltip="undo the last step"))
         ui.add("reset", widgets.Button(description="Reset", button_style="warning",
                                        tooltip="undo every step of this session"))
@@ -121,8 +136,8 @@ class ExplorePane(Pane):
                                       layout=widgets.Layout(flex_flow="row wrap"))
         self.reset_row.add_class("pe-reset-row")
         self._drop_reset()
-        buttons = widgets.HBox([ui.apply, ui.undo, ui.reset])
-        buttons.add_class("pe-buttons")
+        buttons = widgets.HBox([ui.apply, ui.next_preview, ui.undo, ui.reset])
+        buttons.add_class("pe-buttons")  # over the picture, by the slider (see below)
         # The input errors: by the control they are about (CSS order in the controls), and
         # over the picture with the slider and the count line, so they share one screen.
         ui.add("control_error", widgets.HTML(value="", layout=widgets.Layout(display="none")))
@@ -133,15 +148,20 @@ class ExplorePane(Pane):
             tooltip="bigger picture and text, fewer lines: for a projector"))
         c.box.children = [w for w in c.box.children if w not in (c.amount, c.count)] + [
             ui.control_error]
-        left = widgets.VBox([c.box, buttons, ui.button_note, self.reset_row, ui.preview_info,
-                             ui.collapse_warning, ui.presentation])
+        left = widgets.VBox([c.box, ui.button_note, ui.preview_info, ui.collapse_warning,
+                             ui.presentation])
         left.add_class("pe-explore-controls")
         self.zoom = ZoomPane(explorer, self, dpi=dpi)  # closed: costs nothing
         self.probe = SizeProbe()
         ui.add("size_probe", self.probe)
-        head = widgets.VBox([c.amount, c.count, ui.input_error, ui.count_line]
-                            + ([ui.metric] if "metric" in ui else []))
-        head.add_class("pe-picture-head")  # over the picture, on its screen
+        # Over the picture, on its screen: the slider with Apply beside it (the row wraps
+        # when narrow), Reset's question, the counts, the accuracy (why a button is off is
+        # said under the controls; an input error, over the picture).
+        slider_row = widgets.HBox([c.amount, c.count, buttons])
+        slider_row.add_class("pe-slider-row")
+        head = widgets.VBox([slider_row, self.reset_row, ui.input_error,
+                             ui.count_line] + ([ui.metric] if "metric" in ui else []))
+        head.add_class("pe-picture-head")
         picture = widgets.VBox([head, ui.preview, ui.picture_text, self.probe, self.zoom.box])
         picture.add_class("pe-explore-picture")
         self.box = widgets.HBox([left, picture])  # wraps when narrow (see stylesheet.py)
@@ -149,7 +169,8 @@ class ExplorePane(Pane):
         self.panels = ExplorePanels(explorer)  # model view, magnitudes (collapsed)
         self.tab = widgets.VBox([self.box, self.panels.box])  # the Explore tab
         c.observe_all(self._on_control)
-        ui.apply.on_click(lambda _: explorer.apply())
+        ui.apply.on_click(lambda _: self.apply())
+        ui.next_preview.on_click(lambda _: self.next_preview())
         ui.undo.on_click(lambda _: explorer.undo())
         ui.reset.on_click(lambda _: self.ask_reset())
         ui.reset_confirm.on_click(lambda _: self._confirm_reset())
@@ -295,16 +316,86 @@ class ExplorePane(Pane):
             layout=c.layout.value, view_dim=int(c.dim.value),
         )
 
+    # -- Apply, and the picture of what it applied -------------------------------------------------
+    @property
+    def showing_applied(self) -> bool:
+        """True while the picture shows the step just applied (not a preview of the next)."""
+        return self._holding is not None and self._hold_version == self._steps_key()
+
+    def _steps_key(self) -> tuple[int, int]:
+        steps = self.ex.session.steps
+        return len(steps), id(steps[-1]) if steps else 0
+
+    def apply(self) -> None:
+        """The Apply button: apply the step the controls describe. When the picture on show is
+        its preview, it then stays, labelled as the step applied, until the user asks for the
+        next preview (*Preview next step*, or any control)."""
+        shown = self.preview_request
+        try:
+            current: PreviewRequest | None = self.current_request()
+        except WidgetInputError:
+            current = None
+        fresh = (shown is not None and current is not None and _same(shown, current)
+                 and not self.preview_pane.stale
+                 and not self.showing_applied)  # else it shows the step before
+        steps = len(self.ex.session.steps)
+        self._holding, self._hold_version = (current if fresh else None), None
+        try:
+            self.ex.apply()
+        finally:
+            if self._holding is not None and len(self.ex.session.steps) > steps:
+                self._hold_version = self._steps_key()
+                self._show_applied(len(self.ex.session.steps))
+            elif self._holding is not None:  # nothing applied: the preview is still current
+                self._release()
+
+    def next_preview(self) -> None:
+        """The *Preview next step* button: preview the controls' step on the pruned tensor."""
+        self._release()
+        self.request_preview()
+
+    def _release(self) -> None:
+        self._holding = self._hold_version = None
+        ui = self.ex.ui
+        ui.next_preview.disabled = True
+        ui.next_preview.layout.display = "none"
+
+    def _show_applied(self, number: int) -> None:
+        ui, pane = self.ex.ui, self.preview_pane
+        pane.picture.relabel(f"step {number}, applied")
+        pane.image.value = pane.picture.png()
+        pane.tell()
+        pane.mark_current()
+        stats = self.preview_stats
+        if stats is not None and self.preview_request is not None:
+            done = stats.count_line(self.preview_request.target).replace("prunes", "pruned", 1)
+            ui.count_line.value = (f'<span class="pe-count-text">Step {number} applied: '
+                                   f"{esc(done)}</span>")
+        ui.apply.disabled = True
+        ui.next_preview.disabled = False
+        ui.next_preview.layout.display = ""
+        self.refresh_buttons()
+
     def request_preview(self) -> None:
         """Ask for a new preview of the current controls (coalesced). A preview of something
         new (not a slider step of the last one, or a changed session) may wait for the session
         to build its caches (a first global preview): the picture and the readout are marked
-        stale at once, before it starts, until it is drawn."""
+        stale at once, before it starts, until it is drawn. While the picture shows the step
+        just applied, a request for that same step again (the session's refresh after Apply,
+        a resize) keeps it; anything else (a control, another tensor, Undo) ends it."""
         try:
             request = self.current_request()
         except WidgetInputError as err:
+            self._release()
             self._failed(err)
             return
+        if self._holding is not None:
+            if _same(request, self._holding) and self._hold_version in (None,
+                                                                        self._steps_key()):
+                if self._hold_version is not None:  # what it shows is current: not dimmed
+                    self.preview_pane.mark_current()
+                return  # the step just applied stays on show until the user asks
+            self._release()
         asked = (self.ex.version, request.beside_amount())
         if asked != self._asked:
             self._asked = asked
@@ -338,7 +429,11 @@ class ExplorePane(Pane):
     def refresh_buttons(self) -> None:
         """Undo and Reset on exactly when the session would do them, each reason by the
         buttons (:func:`.feedback.refresh_buttons`)."""
-        refresh_buttons(self.ex)
+        if self.showing_applied:
+            self.ex.ui.apply.disabled = True
+        refresh_buttons(self.ex, "the picture shows the step just applied; press Preview next "
+                        "step (or change a control) to see the next" if self.showing_applied
+                        else None)
 
     def refresh_targets(self) -> None:
         """Offer every tensor as a global target (default: ``Session.default_targets()``)."""
@@ -400,6 +495,9 @@ class ExplorePane(Pane):
             self._draw(request)
 
     def _draw(self, request: PreviewRequest) -> None:
+        holding = self._holding
+        if holding is not None and _same(request, holding):
+            return  # queued before Apply (a resize): the step applied stays on show
         self.preview_pane.fit()  # the room the browser reported, before the cells are cut
         try:  # one session call, under its lock: what to draw (see Session.preview_picture)
             seen = self.ex.session.preview_picture(
@@ -497,4 +595,7 @@ class ExplorePane(Pane):
         self.preview_pane.set_presentation(bool(change["new"]))
         for widget in (self.ex.ui.preview_info, self.panels.box):
             widget.layout.display = "none" if change["new"] else ""
+        if "explorer" in self.ex.ui:  # the explorer's text larger (stylesheet.py)
+            root = self.ex.ui.explorer
+            (root.add_class if change["new"] else root.remove_class)("pe-presenting")
         self.request_preview()

@@ -194,8 +194,9 @@ class PreviewPane:
         return True
 
     def set_presentation(self, on: bool) -> None:
-        """Presentation: the picture's text a quarter larger (the pane hides the detail lines
-        and the panels); applied by the next :meth:`fit`."""
+        """Presentation: the picture's text a quarter larger and no title in it (the count
+        line over it says, in larger text, what it shows; the pane hides the detail lines and
+        the panels): the cells get the title's room. Applied by the next :meth:`fit`."""
         self.presentation = bool(on)
 
     def fit(self) -> None:
@@ -211,7 +212,8 @@ class PreviewPane:
         target = (width, height, max(ratio, self.pixel_ratio), self.presentation)
         if target != self._sized:
             self.picture.resize(width, height, pixel_ratio=min(target[2], 4.0),
-                                text_scale=1.25 if self.presentation else 1.0)
+                                text_scale=1.25 if self.presentation else 1.0,
+                                titled=not self.presentation)
             self._sized = target
 
     def draw(self, mask: Any, request: PreviewRequest, *, module_type: str,
@@ -264,8 +266,7 @@ class PreviewPane:
             width = str(self.picture.css_size[0])
             if self.image.width != width:
                 self.image.width = width
-        for widget in (self.image, self.info, self.count_line):
-            widget.remove_class("pe-stale")
+        self.mark_current()
         numel = math.prod(shape)
         head = (
             f'<div class="pe-info-tensor"><b>{esc(request.target)}</b> · '
@@ -285,8 +286,12 @@ class PreviewPane:
         self.info.value = head + body
         self.count_line.value = "" if stats is None else (
             f'<span class="pe-count-text">{esc(stats.count_line(request.target))}</span>')
-        # The picture in words (title, axes, ticks) for screen readers, and for checks that
-        # cannot read pixels; kept off screen (an Image widget cannot carry a title in 8.1).
+        self.tell()
+
+    def tell(self) -> None:
+        """Put the picture in words (title, axes, ticks) for screen readers, and for checks
+        that cannot read pixels; kept off screen (an Image widget cannot carry a title in
+        8.1)."""
         self.words.value = esc(self.picture.describe()).replace("\n", "<br>")
 
 
@@ -294,6 +299,12 @@ class PreviewPane:
     def stale(self) -> bool:
         """True while the picture and counts are of older settings (see :meth:`mark_stale`)."""
         return "pe-stale" in self.image._dom_classes
+
+    def mark_current(self) -> None:
+        """Undo :meth:`mark_stale` without redrawing: what is on show is current after all
+        (the step just applied, which was its preview)."""
+        for widget in (self.image, self.info, self.count_line):
+            widget.remove_class("pe-stale")
 
     def mark_stale(self) -> None:
         """Dim the last picture and strike its counts: they are not of the current controls

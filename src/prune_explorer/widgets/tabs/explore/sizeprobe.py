@@ -39,6 +39,10 @@ __all__ = ["SizeProbe"]
 #: counts, an input error and the picture share a 1024x768 screen at 150% zoom (512 CSS px).
 MIN_HEIGHT = 160
 
+#: The least CSS height the probe scales a waiting or stale picture to (an input error over it
+#: takes room): slider, error, counts and the picture stay on one screen at 150 % zoom.
+MIN_SHOWN = 80
+
 _ESM = r"""
 function scroller(node) {
   // the nearest ancestor that really scrolls vertically (JupyterLab's notebook panel; not a
@@ -88,7 +92,7 @@ function render({ model, el }) {
       // at once, before Python redraws (or while the picture is stale and is not redrawn):
       // the picture never reaches below the screen; it is scaled, not stretched
       // (width and height auto within both maxima: the browser keeps the aspect ratio)
-      image.style.maxHeight = Math.max(__MIN_HEIGHT__, height) + "px";
+      image.style.maxHeight = Math.max(__MIN_SHOWN__, height) + "px";
       image.style.maxWidth = width + "px";
       image.style.width = "auto";
       image.style.height = "auto";
@@ -122,7 +126,7 @@ function render({ model, el }) {
   };
 }
 export default { render };
-""".replace("__MIN_HEIGHT__", str(MIN_HEIGHT))
+""".replace("__MIN_SHOWN__", str(MIN_SHOWN))
 
 
 class SizeProbe(anywidget.AnyWidget):
