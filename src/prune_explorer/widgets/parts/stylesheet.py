@@ -52,8 +52,9 @@ CSS = """
 .pe-explore-picture { flex: 1 1 360px; min-width: 0; max-width: 100%; }
 .pe-picture-head .widget-slider, .pe-picture-head .widget-text { max-width: 100%; }
 .pe-slider-row { flex-wrap: wrap; align-items: center; column-gap: 8px; row-gap: 2px; }
-.pe-slider-row .pe-amount, .pe-slider-row .pe-count { flex: 1 1 300px;
-  width: auto !important; min-width: 260px; max-width: 440px; }
+.pe-slider-row .pe-amount, .pe-slider-row .pe-count { flex: 1 1 260px;
+  width: auto !important; min-width: 220px; max-width: 440px; }
+.pe-slider-row .pe-amount .slider-container { min-width: 100px; }
 .pe-slider-row .pe-buttons { flex: 0 1 auto; min-width: 0; max-width: 100%; flex-wrap: wrap;
   row-gap: 2px; }
 .pe-presenting .pe-picture-head, .pe-presenting .pe-explore-controls, .pe-presenting .pe-status,
