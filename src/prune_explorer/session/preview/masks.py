@@ -44,7 +44,7 @@ from ..steps.methods import prune_class
 from ..steps.seeding import core_kwargs
 from ..steps.step import Step, split_address
 from ..tensors.sharded import is_dtensor, nonzero_summary, tensor_of
-from .global_cut import GlobalCut, KeyHistogram, global_cut
+from .global_cut import GlobalCut, KeyHistogram, global_cut, predicted_window
 from .order_cache import OrderCache, TensorOrder
 from .slice_scores import SliceScores
 
@@ -417,8 +417,13 @@ def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCac
     # only once every large one has its histogram
     small = [tensor_of(m, n).numel() <= engine.SMALL for m, n in pairs]
     hists: list[Any] = [None] * len(pairs)
+    window: tuple[int, int] | None = None  # a preview's first pass: the cut's window too
+    predicted = False
     for i in sorted(range(len(pairs)), key=small.__getitem__):
-        hists[i] = orders.histogram(*pairs[i], build, fresh_small=fresh_small)
+        if build and sort and not small[i] and not predicted and \
+                orders.histogram(*pairs[i], False) is None:
+            window, predicted = predicted_window(pairs, step.settings["amount"]), True
+        hists[i] = orders.histogram(*pairs[i], build, fresh_small=fresh_small, window=window)
         if hists[i] is None:
             return None
     ready: list[KeyHistogram] = hists
