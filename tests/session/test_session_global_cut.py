@@ -16,6 +16,7 @@ from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Session
 from prune_explorer.session.preview import global_cut as global_cut_module
 from prune_explorer.session.preview.global_cut import KeyHistogram, _Source, global_cut
+from prune_explorer.session.preview import key_pass as key_pass_module
 from prune_explorer.session.preview.key_pass import key_pass
 from prune_explorer.session.preview.masks import GlobalPreview
 from prune_explorer.session.preview.order_cache import OrderCache
@@ -71,6 +72,7 @@ def test_ties_straddling_chunk_boundaries(dtype, monkeypatch):
     """Ties taken lowest flat index first across the pieces a pass reads."""
     monkeypatch.setattr(_radix, "CHUNK", 1000)  # the core's pieces
     monkeypatch.setattr(engine, "CHUNK", 1000)  # the session's, through the core's interface
+    monkeypatch.setattr(key_pass_module, "BLOCK", 1000)  # the session's NumPy passes
     model = _model(dtype, seed=3, shapes=((64, 90), (70, 80)))
     with torch.no_grad():  # few distinct values: thousands of ties at every cut
         for layer in model:

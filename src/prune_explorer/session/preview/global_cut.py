@@ -64,7 +64,7 @@ from torch import nn
 from prune_explorer.prune import engine
 
 from .compact_keys import SortedKeys
-from .key_pass import cpu_pass_fits, dead_flags, key_pass
+from .key_pass import cpu_pass_fits, cut_mask, dead_flags, key_pass
 
 __all__ = ["GlobalCut", "KeyHistogram", "global_cut", "predicted_window"]
 
@@ -296,6 +296,10 @@ class GlobalCut:
         dtype = values.dtype if kept is None else kept.dtype
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
         if out.numel() == 0:  # nothing to cut (split() of an empty tensor still gives a piece)
+            return out
+        if cpu_pass_fits(values, kept) and out.is_floating_point():  # NumPy, this thread
+            cut_mask(values, kept, self.value, self.take[i], out,
+                     every_tie=self.take[i] == self.equal[i])
             return out
         ints, bits = engine.int_view(values.reshape(-1))
         alive = None if kept is None else kept.reshape(-1).to(out.device)

@@ -38,7 +38,7 @@ import torch
 
 from prune_explorer.prune import engine
 
-__all__ = ["BLOCK", "cpu_pass_fits", "dead_flags", "key_pass"]
+__all__ = ["BLOCK", "cpu_pass_fits", "cut_mask", "dead_flags", "key_pass"]
 
 #: Entries a block of the pass reads at once (1 MiB of float32 keys: stays in cache; large
 #: enough that a ``bincount`` over 65,536 bins costs little per entry).
@@ -132,3 +132,55 @@ def key_pass(values: torch.Tensor, kept: torch.Tensor | None, *,
         joined = np.concatenate(found) if found else np.zeros(0, dtype=ints.dtype)
         gathered = torch.from_numpy(joined.view(_SIGNED[size]))
     return hist, gathered
+
+
+def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: int,
+             out: torch.Tensor, *, every_tie: bool = False) -> None:
+    """Write the mask of a global cut at key ``value`` into ``out`` (a CPU floating tensor of
+    ``values``' shape; see :func:`cpu_pass_fits`), in one pass, a block at a time: 1 where the
+    key is at or above ``value`` (NaN lies above: kept, as the core), 0 below it and at the
+    first ``take`` unpruned keys equal to it (flat order; ``every_tie``: ``take`` is all of
+    them, pruned with no search); already pruned entries keep ``kept``'s value (what was
+    pruned stays pruned, as the core).
+
+    Written as bit patterns (1.0's, or 0): NumPy has no bfloat16, its integers do.
+
+    Examples
+    --------
+    >>> import torch
+    >>> w = torch.tensor([0.5, -0.25, 0.25, 2.0, 0.25])
+    >>> out = torch.empty(5)
+    >>> cut_mask(w, None, 0x3E800000, 1, out)  # at |0.25|: the first of the three pruned
+    >>> out.tolist()
+    [1.0, 0.0, 1.0, 1.0, 1.0]
+    """
+    flat = values.detach().reshape(-1)
+    size = flat.element_size()
+    ints = engine.int_view(flat)[0].numpy().view(_UNSIGNED[size])
+    clear = (1 << (8 * size - 1)) - 1
+    bits = engine.int_view(out.view(-1))[0].numpy()
+    one = int(engine.int_view(torch.ones(1, dtype=out.dtype))[0])
+    dead = None if kept is None else dead_flags(kept)
+    old = None if kept is None else engine.int_view(kept.detach().reshape(-1))[0].numpy()
+    block = min(BLOCK, max(ints.size, 1))
+    keys_buffer = np.empty(block, dtype=ints.dtype)
+    flags = np.empty(block, dtype=bool)
+    tied = np.empty(block, dtype=bool)
+    left = 0 if every_tie else take
+    for start in range(0, ints.size, block):
+        piece = ints[start:start + block]
+        n = piece.size
+        keys = np.bitwise_and(piece, clear, out=keys_buffer[:n])
+        kept_here = (np.greater if every_tie else np.greater_equal)(keys, value, out=flags[:n])
+        pruned = None if dead is None else dead[start:start + block]
+        if left:
+            equal = np.equal(keys, value, out=tied[:n])
+            if pruned is not None:
+                np.logical_and(equal, ~pruned, out=equal)
+            hits = np.flatnonzero(equal)[:left]
+            kept_here[hits] = False
+            left -= hits.size
+        dest = bits[start:start + n]
+        np.multiply(kept_here, one, out=dest, casting="unsafe")
+        if pruned is not None and old is not None:
+            np.copyto(dest, old[start:start + n], where=pruned)
