@@ -15,8 +15,8 @@ from prune_explorer import prune
 from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Session
 from prune_explorer.session.preview import global_cut as global_cut_module
-from prune_explorer.session.preview.global_cut import KeyHistogram, _Source, global_cut
 from prune_explorer.session.preview import key_pass as key_pass_module
+from prune_explorer.session.preview.global_cut import KeyHistogram, _Source, global_cut
 from prune_explorer.session.preview.key_pass import key_pass
 from prune_explorer.session.preview.masks import GlobalPreview
 from prune_explorer.session.preview.order_cache import OrderCache

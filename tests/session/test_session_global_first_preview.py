@@ -130,7 +130,8 @@ def test_the_numpy_pass_counts_and_gathers_as_the_streamed_one(dtype, pruned):
     low, high = sorted(int(k) for k in keys[keys >= 0][[7, 300]])
     counts, window = key_pass(source.values, source.kept, shift=shift, width=width,
                               window=(low, high))
-    assert counts is not None and window is not None
+    assert counts is not None
+    assert window is not None
     assert torch.equal(torch.from_numpy(counts)[:top], streamed[:top])
     assert int(counts.sum()) == int(streamed.sum()) == int((keys >= 0).sum())
     assert torch.equal(window.to(keys.dtype), keys[(keys >= low) & (keys <= high)])

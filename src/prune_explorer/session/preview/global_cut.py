@@ -155,7 +155,8 @@ class KeyHistogram:
                                     window=None if gather is None else self._key_range(*gather))
             if gather is not None and keys is not None:
                 self._window = (*gather, keys)
-            self.counts = torch.from_numpy(counts if counts is not None else np.zeros(0))
+            assert counts is not None  # asked for
+            self.counts = torch.from_numpy(counts)
             self.cum = np.cumsum(counts)
         else:
             with torch.no_grad():

@@ -94,8 +94,8 @@ def key_pass(values: torch.Tensor, kept: torch.Tensor | None, *,
     ints = engine.int_view(flat)[0].numpy().view(_UNSIGNED[size])
     clear = (1 << (8 * size - 1)) - 1
     dead = None if kept is None else dead_flags(kept)
-    bins = None if shift is None else 1 << width
-    counts = None if bins is None else np.zeros(bins + 1, dtype=np.int64)  # +1: pruned
+    bins = 1 << width
+    counts = None if shift is None else np.zeros(bins + 1, dtype=np.int64)  # +1: pruned
     block = min(BLOCK, max(ints.size, 1))
     keys_buffer = np.empty(block, dtype=ints.dtype)
     flags = np.empty(block, dtype=bool)
