@@ -12,15 +12,19 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
-  One streamed pass over the tensor, chunk by chunk (on a GPU, the whole tensor at once: a
-  fixed number of launches and syncs per tensor, whatever its size). The
+  One streamed pass over the tensor: on the CPU in NumPy on the calling thread
+  (:func:`.key_pass.key_pass`: no parallel region for a busy machine to stall), on a GPU the
+  whole tensor at once (a fixed number of launches and syncs per tensor, whatever its size). The
   :class:`~prune_explorer.session.preview.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
-  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the first cut
-  gathers, by one pass over each target, the keys of a *window* of bins around its bin (an
-  eighth of their keys, :data:`WINDOW_SHARE`, kept with the histogram): the slider's next moves
-  nearby read their bin there, with no pass. A cut outside gathers a new window (one pass);
+  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of a
+  *window* of bins around the cut's bin (an eighth of them, :data:`WINDOW_SHARE`, kept with the
+  histogram) are gathered: on the CPU by a first preview in the histogram's own pass, the
+  window placed by a strided sample (:func:`predicted_window`), so that preview costs one pass
+  per target, as the core's selection does; else, or where the sample misplaced it, by one
+  more pass. The slider's next moves nearby read their bin there, with no pass. A cut outside
+  gathers a new window (one pass);
   after :data:`REGATHER` windows, every key is sorted once (:class:`~.sorted_keys.SortedKeys`:
   every unpruned key, sorted and delta-coded in about 0.6 B each, kept with the histogram), so
   from then on no slider move passes over a tensor, wherever the cut goes. (That sort costs
