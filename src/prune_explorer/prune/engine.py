@@ -47,7 +47,6 @@ from ._radix import (
     row_slabs,
 )
 from ._select import SMALL, select
-from ._select_cpu import PIECE
 from ._select_device import chunk_for, to_host
 from ._select_device import wanted as device_path
 from ._sharded import local_draws
@@ -56,7 +55,6 @@ __all__ = [
     "CHUNK",
     "HOOK_TYPE",
     "NAN_BITS",
-    "PIECE",
     "SMALL",
     "Cut",
     "Gate",

@@ -311,10 +311,7 @@ class GlobalCut:
         clear = (1 << bits) - 1
         left = self.take[i]
         buffer = torch.empty(0, dtype=ints.dtype, device=ints.device)
-        # on the CPU, pieces under torch's parallel grain: every operation on this thread (a
-        # parallel region waits for every thread of the pool: on a busy machine, long)
-        on_cpu = out.device.type == "cpu"
-        step = engine.PIECE if on_cpu else engine.chunk_for(out.device, out.numel())
+        step = engine.chunk_for(out.device, out.numel())  # the device path: all at once
         with torch.no_grad():
             for start, piece in zip(range(0, ints.numel(), step),
                                     out.view(-1).split(step), strict=True):
@@ -331,9 +328,7 @@ class GlobalCut:
                     hits = torch.nonzero(tied).view(-1)[:left]
                     piece[hits] = 0
                     left -= hits.numel()
-                if on_cpu and alive is not None:  # as the core: what was pruned stays pruned
-                    piece.mul_(alive[start:start + step])
-            if kept is not None and not on_cpu:
+            if kept is not None:  # as the core: what was pruned stays pruned
                 out.mul_(kept.to(out.device))
         return out
 
