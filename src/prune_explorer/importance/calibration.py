@@ -117,6 +117,20 @@ class TensorStats:
         """``E[g**2]`` over samples (the empirical Fisher's diagonal), or None."""
         return None if self.fisher is None else self.fisher / max(self.samples, 1)
 
+    def to(self, device: torch.device | str) -> TensorStats:
+        """The same statistics on ``device`` (a new record; tensors already there are shared).
+
+        Examples
+        --------
+        >>> TensorStats(inputs=torch.ones(3), rows=4).to("meta").inputs.device.type
+        'meta'
+        """
+        def moved(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
+        return TensorStats(moved(self.inputs), self.rows, moved(self.gradients), self.batches,
+                           moved(self.fisher), self.samples)
+
     def __repr__(self) -> str:
         held = [f"inputs ({self.inputs.numel()} features, {self.rows} rows)"
                 if self.inputs is not None else None,
@@ -139,6 +153,12 @@ class Calibration:
 
     def __getitem__(self, name: str) -> TensorStats:
         return self.stats[name]
+
+    def to(self, device: torch.device | str) -> Calibration:
+        """The same statistics with every tensor on ``device`` (a new record; this one is
+        left as it is, so a failed move can put it back)."""
+        return Calibration({name: stats.to(device) for name, stats in self.stats.items()},
+                           self.kinds, self.batches)
 
     def __contains__(self, name: object) -> bool:
         return name in self.stats

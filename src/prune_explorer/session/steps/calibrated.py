@@ -45,6 +45,10 @@ class Calibrated:
     batches: tuple[Any, ...]
     loss: Loss | None
 
+    def to(self, device: torch.device | str) -> Calibrated:
+        """The same record with the statistics on ``device`` (the batches stay the caller's)."""
+        return Calibrated(self.statistics.to(device), self.batches, self.loss)
+
     def run(self, model: nn.Module, batch: Any) -> Any:
         """One batch through ``model`` as calibration ran it (the loss, if there is one)."""
         return run_model(model, batch) if self.loss is None else self.loss(model, batch)
