@@ -33,7 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
+
+from .bins import log_edges
 
 __all__ = ["CriteriaComparison", "WhyData"]
 
@@ -87,6 +90,20 @@ class WhyData:
     def dead_inputs(self) -> int:
         """Input features whose norm is exactly 0 (never active on the calibration data)."""
         return 0 if self.input_norms is None else int((self.input_norms == 0).sum())
+
+    def norm_histogram(self, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
+        """``(edges, counts)`` of the positive input norms over ``bins`` log-spaced bins (the
+        rule of every importance histogram: :func:`~.bins.log_edges`); empty
+        arrays when there is none. Dead inputs (norm 0) are :attr:`dead_inputs`."""
+        if self.input_norms is None:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        values = self.input_norms.double().numpy()
+        positive = values[values > 0]
+        if not positive.size:
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        edges = log_edges(float(positive.min()), float(positive.max()), bins)
+        counts, _ = np.histogram(np.clip(positive, edges[0], edges[-1]), edges)
+        return edges, counts.astype(np.int64)
 
     def __repr__(self) -> str:
         norms = ("no input norms" if self.input_norms is None else
