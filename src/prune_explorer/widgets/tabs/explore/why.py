@@ -167,9 +167,10 @@ class WhyPanel(Collapsible):
         self.image.value = png
         self.image.width = str(drawn.css_size[0])
         self.image.layout.display = ""
-        lines = [f"{request.target}: {importance} scores {why.formula}; input norms over "
-                 f"{why.rows:,} calibration rows"
-                 + (f", {why.dead_inputs:,} inputs never active" if why.dead_inputs else "")]
+        inputs = ("no input features, so no input norms" if why.input_norms is None else
+                  f"input norms over {why.rows:,} calibration rows"
+                  + (f", {why.dead_inputs:,} inputs never active" if why.dead_inputs else ""))
+        lines = [f"{request.target}: {importance} scores {why.formula}; {inputs}"]
         if comparison is not None:
             lines.append(comparison.sentence())
         elif note:
