@@ -4,10 +4,13 @@ session's previews (what Apply installs), follows the column's width, and costs 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from helpers.widgets import cnn, mlp
 from prune_explorer.widgets import Explorer
+
+pytestmark = pytest.mark.slow  # each draws a few figures (a few seconds on a busy machine)
 
 
 def _explorer(model=None):
@@ -30,10 +33,12 @@ def test_before_calibration_it_says_what_to_call_and_draws_nothing():
     panel = ex.explore_pane.panels.why
     panel.open()
     assert "calibrate(batches)" in panel.text.value
-    assert panel.image.layout.display == "none" and panel.why is None
+    assert panel.image.layout.display == "none"
+    assert panel.why is None
     assert ex.preview_error is None  # the view never fails the preview
     ex.session.calibrate(_inputs(ex))  # the explorer hears of it: the view fills
-    assert panel.image.layout.display == "" and panel.image.value[:4] == b"\x89PNG"
+    assert panel.image.layout.display == ""
+    assert panel.image.value[:4] == b"\x89PNG"
     assert "calibrate(batches)" not in panel.text.value
     ex.close()
 
@@ -46,7 +51,8 @@ def test_it_shows_the_sessions_why_data_for_the_picked_criterion():
     assert panel.why.importance == "magnitude"
     ex.ui.importance.value = "wanda"
     expected = ex.session.why("0.weight", "wanda")
-    assert panel.why.importance == "wanda" and panel.why.name == "0.weight"
+    assert panel.why.importance == "wanda"
+    assert panel.why.name == "0.weight"
     for field in ("weight", "input_norms", "score", "kept"):
         assert torch.equal(getattr(panel.why, field), getattr(expected, field))
     assert "wanda scores |w| * ||X_j||_2" in panel.text.value
@@ -54,7 +60,8 @@ def test_it_shows_the_sessions_why_data_for_the_picked_criterion():
     assert "needs the calibration statistic" in ex.preview_error
     assert "pe-stale" in panel.image._dom_classes  # the view of 0.weight is dimmed
     ex.ui.importance.value = "magnitude"  # |W| and its score; no input features
-    assert panel.why.name == "0.bias" and panel.why.input_norms is None
+    assert panel.why.name == "0.bias"
+    assert panel.why.input_norms is None
     assert "no input features, so no input norms" in panel.text.value
     assert "pe-stale" not in panel.image._dom_classes
     ex.close()
@@ -70,14 +77,17 @@ def test_compare_with_shows_where_two_criteria_disagree_as_the_sessions_previews
     c = panel.comparison
     a = ex.session.preview("0.weight", "l1_unstructured", amount=0.5, importance="wanda") != 0
     b = ex.session.preview("0.weight", "l1_unstructured", amount=0.5) != 0
-    assert torch.equal(c.first_mask, a) and torch.equal(c.second_mask, b)
+    assert torch.equal(c.first_mask, a)
+    assert torch.equal(c.second_mask, b)
     only_a, only_b = int((a & ~b).sum()), int((b & ~a).sum())
-    assert only_a > 0 and only_b > 0
+    assert only_a > 0
+    assert only_b > 0
     assert f"{only_a:,} kept by wanda and pruned by magnitude" in panel.text.value
     ex.ui.apply.click()  # what Apply installs with the picked criterion is the compared mask
     assert torch.equal(ex.session.mask("0.weight"), c.first_mask)
     ex.ui.method.value = "random_unstructured"  # no criterion: said, the why view stays
-    assert panel.comparison is None and "Method must rank entries" in panel.text.value
+    assert panel.comparison is None
+    assert "Method must rank entries" in panel.text.value
     assert panel.image.layout.display == ""
     ex.close()
 
@@ -103,7 +113,8 @@ def test_closed_it_computes_nothing_and_a_conv_uses_the_pictures_view():
     panel = ex.explore_pane.panels.why
     ex.session.calibrate([torch.randn(4, 2, 4, 4)])  # cnn(): Conv2d(2, 6, 3) -> 6 x 2 x 2
     ex.ui.amount.value = 0.3
-    assert panel.renders == 0 and panel.why is None
+    assert panel.renders == 0
+    assert panel.why is None
     panel.open()
     assert panel.renders == 1
     shape = ex.session.info(name).shape
