@@ -206,3 +206,24 @@ def test_statistics_moved_to_cuda_give_the_masks_of_a_cuda_calibration():
     there.calibrate([(x.cuda(), y.cuda()) for x, y in _batches()], _loss)
     assert torch.equal(moved, there.preview("0.weight", "l1_unstructured", amount=0.5,
                                             importance="wanda"))
+
+
+def test_batches_recorded_before_a_move_run_on_the_models_device():
+    from prune_explorer.session.steps.calibrated import Calibrated
+
+    s = Session(_model())
+    statistics = s.calibrate(_batches(), _loss)
+    record = Calibrated(statistics, tuple(_batches()), _loss)
+    s.to("meta")
+    out = record.run(s.model, _batches()[0])  # a CPU batch through the moved model
+    assert out.device.type == "meta"
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_sparsegpt_runs_after_the_session_moved_to_cuda():
+    s = Session(_model())
+    s.calibrate(_inputs())
+    s.to("cuda")
+    s.apply("0.weight", "sparsegpt", sparsity=0.5)
+    assert s.mask("0.weight").is_cuda

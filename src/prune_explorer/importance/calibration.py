@@ -44,6 +44,7 @@ __all__ = [
     "Loss",
     "TensorStats",
     "batch_size",
+    "batch_to",
     "collect",
     "feature_layer",
     "run_model",
@@ -206,6 +207,25 @@ def sample_of(batch: Any, index: int) -> Any:
         return {key: sample_of(value, index) for key, value in batch.items()}
     if isinstance(batch, (tuple, list)):
         return type(batch)(sample_of(value, index) for value in batch)
+    return batch
+
+
+def batch_to(batch: Any, device: torch.device) -> Any:
+    """``batch`` with every tensor in it on ``device`` (the same objects where they are there
+    already): a batch recorded before the model moved, run on the model where it is now.
+
+    Examples
+    --------
+    >>> moved = batch_to({"x": torch.ones(2), "n": 3}, torch.device("meta"))
+    >>> moved["x"].device.type, moved["n"]
+    ('meta', 3)
+    """
+    if isinstance(batch, torch.Tensor):
+        return batch if batch.device == device else batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: batch_to(value, device) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(batch_to(value, device) for value in batch)
     return batch
 
 
