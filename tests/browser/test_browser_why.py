@@ -54,8 +54,8 @@ def test_the_why_panel_is_drawn_for_its_column(lab):
                     column.evaluate("el => el.parentElement.clientWidth"))
 
         # redrawn for the width the probe measured (not the 720 px default), within a few px
-        drawn, room = wait_for(widths, lambda w: w[1] > 0 and abs(w[0] - w[1]) <= 24,
-                               "the Why picture was not redrawn for its column", timeout=120)
+        wait_for(widths, lambda w: w[1] > 0 and abs(w[0] - w[1]) <= 24,
+                 "the Why picture was not redrawn for its column", timeout=120)
         box = picture.bounding_box()
         assert box["x"] + box["width"] <= SIZE[0] + 1, box
         text_px = float(panel.locator(".pe-why-text").first.evaluate(
