@@ -499,3 +499,26 @@ def test_the_demo_evaluate_runs_on_one_thread_as_its_train_does():
     assert 0.0 <= accuracy <= 1.0
     assert seen == [1, 1]
     assert after == 2
+
+
+def test_a_global_round_on_small_targets_builds_no_key_histogram(monkeypatch):
+    import prune_explorer.session.preview.order_cache as order_cache
+    from prune_explorer.prune.engine import SMALL
+
+    built: list[str] = []
+
+    class Counted(order_cache.KeyHistogram):
+        def __init__(self, module: nn.Module, name: str, *args: object) -> None:
+            built.append(name)
+            super().__init__(module, name, *args)
+
+    monkeypatch.setattr(order_cache, "KeyHistogram", Counted)
+    net = model()
+    assert all(p.numel() <= SMALL for p in net.parameters())
+    s = Session(net)
+    s.fine_tune_schedule(Schedule.gradual(0.9, 4), train, evaluate, scope="global")
+    # the core's selection instead (nothing cached to reuse; its masks are stock torch's:
+    # test_every_round_has_stock_torchs_masks_on_the_same_weights)
+    assert built == []
+    s.preview_global(list(WEIGHTS), "l1_unstructured", amount=0.95)  # a slider builds them
+    assert sorted(built) == ["weight"] * 3
