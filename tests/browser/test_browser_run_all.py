@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from helpers.browser import SHOT_DIR, chromium_page, open_file_browser, serving, wait_for
+from helpers.browser import SHOT_DIR, WAIT_MS, chromium_page, open_file_browser, serving, wait_for
 from prune_explorer.viz.notebook import NOTEBOOK_WIDTH_PX
 
 pytestmark = pytest.mark.browser
@@ -50,8 +50,8 @@ def test_run_all_ends_with_an_explorer_in_view_at_1024x768(lab):
     errors: list[str] = []
     with chromium_page(errors, viewport=(1024, 768)) as page:
         page.goto(lab.url(f"/lab/tree/{NOTEBOOK}?reset"), wait_until="domcontentloaded")
-        expect(page.locator(".jp-Notebook")).to_be_visible(timeout=120_000)
-        expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=120_000)
+        expect(page.locator(".jp-Notebook")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=WAIT_MS)
         open_file_browser(page)
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
