@@ -45,10 +45,12 @@ from prune_explorer.viz import (
     shape_only,
 )
 from prune_explorer.viz.diffs import DiffPlot
+from prune_explorer.viz.figures import room_figure
 
 from ..parts.html import esc, frame_table, why_off
 from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
+from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe, drawn_room, room_changed
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -57,6 +59,13 @@ __all__ = ["HistoryPane"]
 
 #: Pictures of visited history positions kept for the slider (per session state).
 _KEEP_DRAWN = 32
+
+
+def _css_width(png: bytes, room: tuple[int, int, float] | None) -> str | None:
+    # The CSS width of a picture drawn at the room's pixel ratio: its pixel width over it
+    if room is None:
+        return None
+    return str(round(int.from_bytes(png[16:20], "big") / room[2]))
 
 
 class HistoryPane(Pane):
@@ -89,9 +98,16 @@ class HistoryPane(Pane):
         self.image = ui.add("history_image", widgets.Image(
             format="png", layout=widgets.Layout(flex="0 0 auto")))
         self.steps = ui.add("history_steps", widgets.HTML(value=""))
+        # the picture is drawn for its column, as the browser measures it (the Explore
+        # picture's rule); the table sits beside it when there is room, else under it
+        self.probe = ui.add("history_probe", SizeProbe(column="pe-history-picture",
+                                                       picture="pe-history-image"))
+        self.room: tuple[int, int, float] | None = None  # drawn_room() of the last report
+        picture = widgets.VBox([self.image, self.probe])
+        picture.add_class("pe-history-picture")
         self.box = widgets.VBox([
             self.label, widgets.HBox([self.slider, self.note]),
-            widgets.HBox([self.image, self.steps],
+            widgets.HBox([picture, self.steps],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
         self.shown: int | None = None
@@ -103,10 +119,12 @@ class HistoryPane(Pane):
         self.plot: MaskPreview | DiffPlot | None = None
         self.title: str | None = None
         self._preview: MaskPreview | None = None  # made on the first picture
+        self._preview_room: tuple[int, int, float] | None = None  # what it is sized for
         self._cells: dict[tuple[Any, ...], np.ndarray] = {}  # see _kept_cells
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
+        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
 
     @property
     def newly_pruned(self) -> torch.Tensor | None:
@@ -147,6 +165,19 @@ class HistoryPane(Pane):
         with self.ex.quiet():
             self.slider.max = last
             self.slider.value = last
+        if self.visible:
+            self._request()
+
+    def _on_room(self, _change: dict[str, Any]) -> None:
+        # The column's room changed (a resize, the tab coming into view): draw for it
+        measured = self.probe.room()
+        if measured is None:
+            return
+        room = drawn_room(measured)
+        if not room_changed(self.room, room):
+            return
+        self.room = room
+        self._drawn.clear()  # pictures drawn for another room
         if self.visible:
             self._request()
 
@@ -207,16 +238,25 @@ class HistoryPane(Pane):
         entry = history[k]
         # entry 0: its pruned entries were pruned before the session; none pruned: no "before"
         has_before = k > 0 or entry.mask.pruned > 0
+        room = self.room
         if revived and has_before:
             after = entry.mask.unpack()
             before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
-            fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+            if room is None:
+                fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+            else:  # the column's width, as tall as the room allows (at most 0.9 x the width)
+                width, height, ratio = room
+                fig, ax = room_figure(width, max(MIN_HEIGHT, min(height, round(0.9 * width))),
+                                      pixel_ratio=ratio)
             title = f"{name} · {shown}" + ("" if detail is None else f": {detail}")
             plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
             return render_png(fig, compress_level=1), plot
         if self._preview is None:
             self._preview = MaskPreview(figsize=(5.0, 4.4), dpi=80)
         picture, shape = self._preview, entry.mask.shape
+        if room is not None and self._preview_room != room:  # for the column, as Explore's
+            picture.resize(*room[:2], pixel_ratio=room[2])
+            self._preview_room = room
         if len(shape) >= 2:  # the matrix picture from counts per cell, each entry pooled once
             edges = picture.cell_edges(shape)
             before_cells = None
@@ -253,6 +293,9 @@ class HistoryPane(Pane):
         k = key[1]
         self.title = title
         self.image.value = png
+        width = _css_width(png, self.room)
+        if width is not None and self.image.width != width:
+            self.image.width = width  # drawn at the pixel ratio: shown at its CSS size
         self.steps.value = steps
         self.label.value = label
         self.shown = k

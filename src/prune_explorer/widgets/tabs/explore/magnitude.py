@@ -37,11 +37,13 @@ import torch
 from prune_explorer.session.preview.magnitudes import Magnitudes
 from prune_explorer.session.preview.masks import kept_count
 from prune_explorer.viz import make_figure, plot_mask, render_png
+from prune_explorer.viz.figures import room_figure, room_scale
 from prune_explorer.viz.histogram import HistogramSVG
 
 from ...parts.collapsible import Collapsible
 from ...parts.html import esc
 from ...parts.scheduler import LatestOnly
+from ...parts.sizeprobe import MIN_HEIGHT, SizeProbe, drawn_room, room_changed
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
@@ -93,8 +95,25 @@ class MagnitudePanel(Collapsible):
         self.caption = widgets.HTML(value="")
         self.caption.add_class("pe-magnitudes-caption")
         self.heatmap = WeightHeatmap(explorer)
-        self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box])
+        # drawn for the panel's width, as the browser measures it (the Explore picture's rule)
+        self.probe = SizeProbe(column="pe-magnitudes-column", picture="pe-magnitudes-picture")
+        self.room: tuple[int, int, float] | None = None  # drawn_room() of the last report
+        self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box, self.probe])
+        self.box.add_class("pe-magnitudes-column")
         self._collapse_into("Magnitudes", self.box, "pe-magnitudes")
+        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
+
+    def _on_room(self, _change: dict[str, Any]) -> None:
+        measured = self.probe.room()
+        if measured is None:
+            return
+        room = drawn_room(measured)
+        if not room_changed(self.room, room):
+            return
+        self.room = self.heatmap.room = room
+        self._svg = None  # the bars again, at the new size
+        if self.is_open:
+            self.ex.request_preview()
 
     # -- following the preview (the explore pane calls these) -----------------------------------
     def show(self, request: PreviewRequest | None, masks: Mapping[str, torch.Tensor],
@@ -107,9 +126,14 @@ class MagnitudePanel(Collapsible):
         mags = self.ex.session.magnitudes(request.target, n=n, dim=dim)  # cached per state
         if mags is not self.magnitudes or self._svg is None:
             edges, counts = mags.histogram()
+            width, scale = 380, 1.0
+            if self.room is not None:  # the panel's width; text by the explorer's rule
+                scale = room_scale(*self.room[:2])
+                width = round(self.room[0] / scale)
             self._svg = HistogramSVG(edges, counts, zeros=mags.zeros,
                                      xlabel=mags.norm if dim is None else
-                                     f"{mags.norm} of each slice along dim {dim}")
+                                     f"{mags.norm} of each slice along dim {dim}",
+                                     width=width, scale=scale)
             self.magnitudes = mags
         pruned = None
         if ranking is not None and request.target in masks:
@@ -165,6 +189,7 @@ class WeightHeatmap:
     def __init__(self, explorer: ExploreContext) -> None:
         self.ex = explorer
         self.renders = 0
+        self.room: tuple[int, int, float] | None = None  # the panel's, drawn_room()
         self.toggle = widgets.Checkbox(value=False, indent=False,
                                        description="weight heatmap (|w|)",
                                        tooltip="|w| of the kept weights in blues; pruned "
@@ -198,12 +223,20 @@ class WeightHeatmap:
         name = request.target
         preview = name in masks
         mask = masks[name] if preview else session.mask(name)  # a lazy global mask: built here
-        fig, ax = make_figure(figsize=(4.8, 4.0), dpi=80)
+        room = self.room
+        if room is None:
+            fig, ax = make_figure(figsize=(4.8, 4.0), dpi=80)
+        else:  # the panel's width, 5:6 as tall where the room allows
+            width, height, ratio = room
+            fig, ax = room_figure(width, max(MIN_HEIGHT, min(height, round(5 * width / 6))),
+                                  pixel_ratio=ratio)
         plot_mask(ax, mask, weight=session.tensor(name), mode="magnitude", name=name,
                   method=request.method if preview else None,
                   settings=request.title_settings() if preview else None,
                   module_type=session.info(name).module_type)
         self.image.value = render_png(fig)
+        if room is not None:  # drawn at the pixel ratio: shown at its CSS size
+            self.image.width = str(round(fig.get_size_inches()[0] * fig.dpi / room[2]))
         self.image.remove_class("pe-stale")
         self.renders += 1
 
