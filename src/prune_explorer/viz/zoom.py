@@ -250,11 +250,12 @@ class ZoomPlot:
         self.ax.callbacks.connect("ylim_changed", self._on_limits)
 
     @_locked
-    def resize(self, width: int, height: int) -> None:
-        """Draw for a place of ``width`` x ``height`` CSS pixels, the text as large as every
-        sized picture of the explorer sets it there (:func:`~prune_explorer.viz.figures.
-        room_scale`). The canvas's device pixel ratio (ipympl's, from the browser) is kept:
-        the figure has that many pixels per CSS pixel.
+    def resize(self, width: int, height: int, *,
+               place: tuple[int, int] | None = None) -> None:
+        """Draw ``width`` x ``height`` CSS pixels, the text as large as every sized picture
+        of the explorer sets it in ``place`` (its column, default this size;
+        :func:`~prune_explorer.viz.figures.room_scale`). The canvas's device pixel ratio
+        (ipympl's, from the browser) is kept: the figure has that many pixels per CSS pixel.
 
         Examples
         --------
@@ -267,7 +268,7 @@ class ZoomPlot:
                 and height >= 160):
             raise ValueError("ZoomPlot.resize: width and height must be ints >= 160 (CSS "
                              f"pixels); got {width!r} x {height!r}")
-        dpi = BASE_DPI * room_scale(width, height)
+        dpi = BASE_DPI * room_scale(*(place or (width, height)))
         canvas = self.figure.canvas
         ratio = float(getattr(canvas, "device_pixel_ratio", 1.0) or 1.0)
         # a later device pixel ratio from the browser multiplies this dpi, not the first one

@@ -36,6 +36,9 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import anywidget
 import traitlets
 
@@ -195,6 +198,23 @@ class SizeProbe(anywidget.AnyWidget):
                                  f"'-'); got {value!r}")
         super().__init__(column=column, picture=picture, **kwargs)
         self.add_class("pe-size-probe")
+
+    def follow(self, redraw: Callable[[tuple[int, int, float]], None]) -> None:
+        """Call ``redraw(room)`` with the place to draw for (:func:`drawn_room`) whenever the
+        browser reports a room that :func:`room_changed` from the last one it was called
+        with (a resize, the tab coming into view; not a scroll bar)."""
+        last: list[tuple[int, int, float] | None] = [None]
+
+        def changed(_change: Any) -> None:
+            measured = self.room()
+            if measured is None:
+                return
+            room = drawn_room(measured)
+            if room_changed(last[0], room):
+                last[0] = room
+                redraw(room)
+
+        self.observe(changed, names=["width", "height", "pixel_ratio"])
 
     def room(self) -> tuple[int, int, float] | None:
         """``(width, height, pixel_ratio)`` as measured, or None before a browser reports."""

@@ -38,7 +38,7 @@ from ..errors import WidgetInputError
 from ..parts.html import collapse_warning, esc, frame_table, message, why_off
 from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
-from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe, drawn_room, room_changed
+from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe
 from ..parts.status import Progress, human_error
 
 if TYPE_CHECKING:
@@ -107,15 +107,9 @@ class ComparePane(Pane):
         self.amount.observe(lambda _: self.invalidate(), names="value")
         self.apply_global.on_click(lambda _: self.do_apply_global())
         self.apply_local.on_click(lambda _: self.do_apply_local())
-        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
+        self.probe.follow(self._on_room)
 
-    def _on_room(self, _change: dict[str, Any]) -> None:
-        measured = self.probe.room()
-        if measured is None:
-            return
-        room = drawn_room(measured)
-        if not room_changed(self.room, room):
-            return
+    def _on_room(self, room: tuple[int, int, float]) -> None:
         self.room = room
         if self.visible:
             self.invalidate()

@@ -50,7 +50,7 @@ from prune_explorer.viz.figures import room_figure
 from ..parts.html import esc, frame_table, why_off
 from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
-from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe, drawn_room, room_changed
+from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -124,7 +124,7 @@ class HistoryPane(Pane):
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
-        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
+        self.probe.follow(self._on_room)
 
     @property
     def newly_pruned(self) -> torch.Tensor | None:
@@ -168,14 +168,8 @@ class HistoryPane(Pane):
         if self.visible:
             self._request()
 
-    def _on_room(self, _change: dict[str, Any]) -> None:
+    def _on_room(self, room: tuple[int, int, float]) -> None:
         # The column's room changed (a resize, the tab coming into view): draw for it
-        measured = self.probe.room()
-        if measured is None:
-            return
-        room = drawn_room(measured)
-        if not room_changed(self.room, room):
-            return
         self.room = room
         self._drawn.clear()  # pictures drawn for another room
         if self.visible:

@@ -43,7 +43,7 @@ from prune_explorer.viz.histogram import HistogramSVG
 from ...parts.collapsible import Collapsible
 from ...parts.html import esc
 from ...parts.scheduler import LatestOnly
-from ...parts.sizeprobe import MIN_HEIGHT, SizeProbe, drawn_room, room_changed
+from ...parts.sizeprobe import MIN_HEIGHT, SizeProbe
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
@@ -101,15 +101,9 @@ class MagnitudePanel(Collapsible):
         self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box, self.probe])
         self.box.add_class("pe-magnitudes-column")
         self._collapse_into("Magnitudes", self.box, "pe-magnitudes")
-        self.probe.observe(self._on_room, names=["width", "height", "pixel_ratio"])
+        self.probe.follow(self._on_room)
 
-    def _on_room(self, _change: dict[str, Any]) -> None:
-        measured = self.probe.room()
-        if measured is None:
-            return
-        room = drawn_room(measured)
-        if not room_changed(self.room, room):
-            return
+    def _on_room(self, room: tuple[int, int, float]) -> None:
         self.room = self.heatmap.room = room
         self._svg = None  # the bars again, at the new size
         if self.is_open:
@@ -128,8 +122,8 @@ class MagnitudePanel(Collapsible):
             edges, counts = mags.histogram()
             width, scale = 380, 1.0
             if self.room is not None:  # the panel's width; text by the explorer's rule
-                scale = room_scale(*self.room[:2])
-                width = round(self.room[0] / scale)
+                width = round(self.room[0] / room_scale(*self.room[:2]))
+                scale = self.room[0] / width  # the panel's width exactly
             self._svg = HistogramSVG(edges, counts, zeros=mags.zeros,
                                      xlabel=mags.norm if dim is None else
                                      f"{mags.norm} of each slice along dim {dim}",

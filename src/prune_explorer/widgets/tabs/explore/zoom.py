@@ -54,6 +54,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ZoomPane", "ipympl_canvas"]
 
+#: What ipympl and the widget box put around the canvas (CSS px: the canvas' margins, the
+#: widget's): the zoom is drawn this much narrower than its column, so it is never clipped.
+FRAME_PX = 12
+
 HELP = ("Drag a rectangle on the picture to zoom in (the toolbar's □ is on); ✥ pans, ← goes "
         "back, or type a region. Hover an entry for its index, value and whether it is kept.")
 
@@ -209,7 +213,8 @@ class ZoomPane:
         if self.plot is None or self.room is None:
             return
         width, height, _ = self.room
-        self.plot.resize(width, max(MIN_HEIGHT, min(width, height)))
+        self.plot.resize(width - FRAME_PX, max(MIN_HEIGHT, min(width - FRAME_PX, height)),
+                         place=(width, height))
 
     # -- controls ---------------------------------------------------------------------------------
     def _build(self) -> None:
