@@ -10,7 +10,8 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
   is drawn for it); the slider and the count line sit at its top, over the picture;
 * pictures keep their aspect ratio (never stretched by a taller neighbour), and never overflow
   their column; History's picture and the Global vs local chart take the rest of their row
-  (their size probes measure it; the table beside them wraps under them when narrow);
+  (their size probes measure it; the table beside them wraps under them when narrow); the
+  zoom's figure shows its toolbar whole (ipympl's box cut its right margin, 3-4 px);
 * table cells and button labels are never cut: long tables scroll sideways in their own box;
   cells are padded so columns never run together;
 * the slider shares a row with Apply, Undo and Reset (the row wraps when narrow), over the
@@ -83,6 +84,7 @@ CSS = """
 .pe-history-steps, .pe-compare-table { flex: 0 1 auto; min-width: 0; max-width: 100%; }
 .pe-magnitudes-column { width: 100%; min-width: 0; }
 .pe-magnitudes-picture svg { max-width: 100%; height: auto; }
+.pe-zoom .jupyter-matplotlib-figure { overflow: visible; }
 .pe-header { flex-wrap: wrap; align-items: baseline; column-gap: 8px; }
 .pe-header .pe-tensor { flex: 0 1 460px; min-width: 300px; }
 .pe-header .pe-device { flex: 0 0 180px; }

@@ -114,7 +114,7 @@ class HistoryPane(Pane):
         self._newly: tuple[TensorHistory, int, torch.Tensor | None] | None = None
         # what a visited position showed, by (tensor, entry, explorer version): the slider
         # goes back to it without unpacking, pooling or rendering again
-        self._drawn: dict[tuple[str, int, int], tuple[Any, ...]] = {}
+        self._drawn: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._dirty = True
         self.plot: MaskPreview | DiffPlot | None = None
         self.title: str | None = None
@@ -171,7 +171,6 @@ class HistoryPane(Pane):
     def _on_room(self, room: tuple[int, int, float]) -> None:
         # The column's room changed (a resize, the tab coming into view): draw for it
         self.room = room
-        self._drawn.clear()  # pictures drawn for another room
         if self.visible:
             self._request()
 
@@ -188,7 +187,8 @@ class HistoryPane(Pane):
     def _render(self, what: tuple[str, int]) -> None:
         name, k = what
         version = self.ex.version
-        key = (name, k, version)
+        room = self.room  # what it is drawn for (a picture of another room is not reused)
+        key = (name, k, version, room)
         if key in self._drawn:
             self._show(key, *self._drawn[key])
             return
@@ -206,14 +206,14 @@ class HistoryPane(Pane):
         state = shown if detail is None else f"{shown}: {detail}"
         count = int(frame["newly_pruned"].iloc[k])
         png, plot = self._draw(history, k, (shown, detail), module_type,
-                               history.revived_count(k))
+                               history.revived_count(k), room)
         steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
             f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(state)} · '
             f"{esc(plural(count, 'entry'))} {what_text} (highlighted)</span>"
         )
-        if any(v != version for _, _, v in self._drawn):
+        if any(drawn[2] != version for drawn in self._drawn):
             self._drawn.clear()  # pictures of older session states are of no use any more
             self._cells.clear()
         while len(self._drawn) >= _KEEP_DRAWN:
@@ -225,14 +225,14 @@ class HistoryPane(Pane):
         self._show(key, history, png, steps, label, title)
 
     def _draw(self, history: TensorHistory, k: int, state: tuple[str, str | None],
-              module_type: str | None, revived: int) -> tuple[bytes, MaskPreview | DiffPlot]:
-        """The picture of entry ``k`` (``state``: which one, and its step in words): PNG bytes
-        and what drew them."""
+              module_type: str | None, revived: int,
+              room: tuple[int, int, float] | None) -> tuple[bytes, MaskPreview | DiffPlot]:
+        """The picture of entry ``k`` (``state``: which one, and its step in words) for
+        ``room`` (None: the default size): PNG bytes and what drew them."""
         name, (shown, detail) = history.name, state
         entry = history[k]
         # entry 0: its pruned entries were pruned before the session; none pruned: no "before"
         has_before = k > 0 or entry.mask.pruned > 0
-        room = self.room
         if revived and has_before:
             after = entry.mask.unpack()
             before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
@@ -282,12 +282,12 @@ class HistoryPane(Pane):
             self._cells[key] = block_sums(matrix.numpy(), *edges)
         return self._cells[key]
 
-    def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
+    def _show(self, key: tuple[Any, ...], history: TensorHistory, png: bytes, steps: str,
               label: str, title: str) -> None:
         k = key[1]
         self.title = title
         self.image.value = png
-        width = _css_width(png, self.room)
+        width = _css_width(png, key[3])
         if width is not None and self.image.width != width:
             self.image.width = width  # drawn at the pixel ratio: shown at its CSS size
         self.steps.value = steps
