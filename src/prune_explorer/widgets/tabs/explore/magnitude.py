@@ -90,6 +90,7 @@ class MagnitudePanel(Collapsible):
         self.pruned: int | None = None
         self.cut: float | None = None
         self._svg: HistogramSVG | None = None
+        self._svg_room: tuple[int, int, float] | None = None  # what it was drawn for
         self.picture = widgets.HTML(value="")
         self.picture.add_class("pe-magnitudes-picture")
         self.caption = widgets.HTML(value="")
@@ -104,8 +105,7 @@ class MagnitudePanel(Collapsible):
         self.probe.follow(self._on_room)
 
     def _on_room(self, room: tuple[int, int, float]) -> None:
-        self.room = self.heatmap.room = room
-        self._svg = None  # the bars again, at the new size
+        self.room = self.heatmap.room = room  # the next show() draws the bars for it
         if self.is_open:
             self.ex.request_preview()
 
@@ -118,16 +118,19 @@ class MagnitudePanel(Collapsible):
         ranking = _ranking(request)
         method, n, dim = ranking if ranking is not None else ("", None, None)
         mags = self.ex.session.magnitudes(request.target, n=n, dim=dim)  # cached per state
-        if mags is not self.magnitudes or self._svg is None:
+        room = self.room  # read once: the browser may report another while this draws
+        svg = self._svg
+        if mags is not self.magnitudes or svg is None or self._svg_room != room:
             edges, counts = mags.histogram()
             width, scale = 380, 1.0
-            if self.room is not None:  # the panel's width; text by the explorer's rule
-                width = round(self.room[0] / room_scale(*self.room[:2]))
-                scale = self.room[0] / width  # the panel's width exactly
-            self._svg = HistogramSVG(edges, counts, zeros=mags.zeros,
-                                     xlabel=mags.norm if dim is None else
-                                     f"{mags.norm} of each slice along dim {dim}",
-                                     width=width, scale=scale)
+            if room is not None:  # the panel's width; text by the explorer's rule
+                width = round(room[0] / room_scale(*room[:2]))
+                scale = room[0] / width  # the panel's width exactly
+            svg = HistogramSVG(edges, counts, zeros=mags.zeros,
+                               xlabel=mags.norm if dim is None else
+                               f"{mags.norm} of each slice along dim {dim}",
+                               width=width, scale=scale)
+            self._svg, self._svg_room = svg, room
             self.magnitudes = mags
         pruned = None
         if ranking is not None and request.target in masks:
@@ -138,7 +141,7 @@ class MagnitudePanel(Collapsible):
         self.pruned = pruned
         self.cut = None if pruned is None else mags.cut(pruned)
         note = self._sentence(request, mags, method, ranking is not None)
-        self.picture.value = self._svg.svg(
+        self.picture.value = svg.svg(
             self.cut, caption=note, prune_all=pruned is not None and self.cut is None)
         self.caption.value = f'<span class="pe-magnitudes-text">{esc(note)}</span>'
         for widget in (self.picture, self.caption):
