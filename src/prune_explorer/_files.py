@@ -22,6 +22,9 @@ While a temporary file is written, SIGTERM and SIGHUP raise :class:`Terminated` 
 and the old file left as it was -- on an error, Ctrl-C or a kill alike. While files are renamed
 into place (or put back) those signals and Ctrl-C wait, and one that waited puts the old files
 back before it is raised: an interrupted write leaves every output as it was and no stray file.
+Inside :func:`provisional` (the CLI runs each command in one) the old files' backups are kept
+until the block returns, so a failure or signal anywhere before that -- after the last rename
+too -- puts every old file back.
 
 Examples
 --------
@@ -38,6 +41,7 @@ b'hello'
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import shutil
 import signal
@@ -50,9 +54,11 @@ from typing import Literal
 
 __all__ = [
     "OutputError",
+    "Provisional",
     "Terminated",
     "check_output",
     "is_stdout",
+    "provisional",
     "write_output",
     "write_outputs",
 ]
@@ -201,7 +207,7 @@ def _exception(signum: int) -> KeyboardInterrupt:
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[_Held]:
+def _signals_held(*, check: bool = True) -> Iterator[_Held]:
     # Outside the main thread no handler can be set, and no signal arrives there.
     held = _Held()
     try:
@@ -212,7 +218,112 @@ def _signals_held() -> Iterator[_Held]:
     finally:
         for signum, old in held.previous.items():
             signal.signal(signum, old)  # type: ignore[arg-type]
-    held.check()  # arrived after the outputs were settled: still an interrupt
+    if check:
+        held.check()  # arrived after the outputs were settled: still an interrupt
+
+
+class Provisional:
+    """The outputs written inside :func:`provisional`, each with the backup of its old file.
+
+    Attributes
+    ----------
+    written : list of (Path, Path or None)
+        Each output replaced, in order, with the backup of its old contents (None: the path
+        was new).
+    succeeded : bool
+        Set it False inside the block to have the old files put back when it ends (a command
+        that returns a failure status).
+    final : bool
+        Whether the outputs became final (the block returned with ``succeeded``, and no signal
+        was waiting).
+    late : int or None
+        A signal that arrived after the outputs became final (while the backups were
+        removed): the command had succeeded by then, so it changed nothing.
+    """
+
+    def __init__(self) -> None:
+        self.written: list[tuple[Path, Path | None]] = []
+        self.succeeded = True
+        self.final = False
+        self.late: int | None = None
+
+    def undo(self) -> None:
+        """Put every old file back and remove the new ones (call it with signals held)."""
+        while self.written:
+            target, backup = self.written[-1]
+            with contextlib.suppress(OSError):  # a backup that cannot go back stays beside
+                if backup is None:
+                    target.unlink(missing_ok=True)
+                else:
+                    os.replace(backup, target)
+            self.written.pop()
+
+    def commit(self) -> None:
+        """Make the outputs final: remove the backups (call it with signals held)."""
+        while self.written:
+            _, backup = self.written.pop()
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    backup.unlink()
+
+    def __repr__(self) -> str:
+        return (f"Provisional(written={[str(t) for t, _ in self.written]}, "
+                f"final={self.final}, late={self.late})")
+
+
+_PROVISIONAL: contextvars.ContextVar[Provisional | None] = contextvars.ContextVar(
+    "prune_explorer_provisional_outputs", default=None)
+
+
+@contextlib.contextmanager
+def provisional(record: Provisional | None = None) -> Iterator[Provisional]:
+    """Outputs written in the block stay undoable until it ends: the backups of the files they
+    replace are kept, and if the block raises anything (an error, Ctrl-C, SIGTERM, SIGHUP: these
+    raise :class:`KeyboardInterrupt` / :class:`Terminated` inside it) every old file is put back
+    and every new one removed. When the block returns, the outputs become final at one instant
+    -- a signal that arrived by then undoes them and is raised instead -- and the backups are
+    removed. Signals are held from there to the end (:attr:`Provisional.late` tells of one that
+    came after that instant: too late to change anything). ``record`` (default: a new one) is
+    what the block gets. Used around each CLI command.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "out.txt"
+    >>> path.write_bytes(b"old")
+    3
+    >>> try:
+    ...     with provisional():
+    ...         write_output(path, b"new", "--out")
+    ...         raise ValueError("a later step failed")
+    ... except ValueError:
+    ...     pass
+    >>> path.read_bytes(), sorted(p.name for p in path.parent.iterdir())
+    (b'old', ['out.txt'])
+    """
+    record = Provisional() if record is None else record
+    with _signals_held(check=False) as held:
+        try:
+            token = _PROVISIONAL.set(record)
+            held.is_open = True  # a signal raises at once inside the block
+            try:
+                yield record
+            finally:
+                held.is_open = False
+                _PROVISIONAL.reset(token)
+            held.check()  # arrived as the block ended: before the outputs became final
+            if not record.succeeded:
+                record.undo()
+                held.check()  # a signal during the undo: the command ends as interrupted
+        except BaseException as err:
+            record.undo()
+            if held.arrived and not isinstance(err, KeyboardInterrupt):
+                raise _exception(held.arrived[0]) from err  # a Ctrl-C during the undo
+            raise
+        record.final = True  # the instant the outputs become final
+        record.commit()
+    if held.arrived:  # (read once the handlers are back: none can be added after this)
+        record.late = held.arrived[0]
 
 
 def _temporary(target: Path, suffix: str = "tmp") -> Path:
@@ -264,6 +375,10 @@ def _write_all(targets: list[Path], data: list[bytes]) -> None:
                     held.is_open = False
             held.check()
             _replace_all(targets, tmps, backups, olds, held)
+            kept = _PROVISIONAL.get()
+            if kept is not None:  # the backups stay until the command ends (provisional)
+                kept.written += zip(targets, olds, strict=True)
+                backups.clear()
         finally:
             for path in (*tmps, *backups):
                 with contextlib.suppress(OSError):

@@ -38,6 +38,22 @@ _RETURN = dis.opmap["RETURN_VALUE"]
 _GENERATOR = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
+_TARGETS: dict[Any, frozenset[int]] = {}
+
+
+def _jumped_to(frame: FrameType) -> bool:
+    """Whether the instruction a line event stopped at is a jump target: a line number that
+    went down there is a loop jumping back, where CPython checks for signals (a ``with``
+    block's exit, whose line is its ``with`` statement's, is not one: nothing is checked
+    between the block's last instruction and its ``__exit__`` call)."""
+    code = frame.f_code
+    targets = _TARGETS.get(code)
+    if targets is None:
+        targets = _TARGETS[code] = frozenset(
+            i.offset for i in dis.get_instructions(code) if i.is_jump_target)
+    return frame.f_lasti in targets
+
+
 class Interrupter:
     """``with Interrupter(n):`` presses Ctrl-C at the ``n``-th line event of prune_explorer code
     in the block (``n=0``: never; :attr:`count` then tells how many line events there were);
@@ -64,6 +80,7 @@ class Interrupter:
         self.count = 0
         self.after = 0  # line events after the first interrupt (with ``then``)
         self.files: list[str] = []  # with n=0: the file of each line event
+        self.functions: list[str] = []  # with n=0: the function (qualified name) of each
         self.armed = False
         self.fired = False  # the first interrupt was delivered
         self.fired_again = False
@@ -90,13 +107,14 @@ class Interrupter:
         if event == "line":
             last = self._lines.get(id(frame), -1)
             self._lines[id(frame)] = frame.f_lineno
-            if self.armed and frame.f_lineno < last:  # a loop jumped back
+            if self.armed and frame.f_lineno < last and _jumped_to(frame):  # a loop jumped back
                 self._fire(frame, frame)
             elif not self.armed and not self.fired:
                 self.count += 1
                 self.armed = self.count == self.n
                 if self.n == 0:  # a counting run: where each line event was
                     self.files.append(frame.f_code.co_filename)
+                    self.functions.append(frame.f_code.co_qualname)
             elif not self.armed:
                 self.after += 1
                 self.armed = self.after == self.then
@@ -238,6 +256,24 @@ def state_of(session: Any, labels: Labels, events: list[Any],
         "sigint": signal.getsignal(signal.SIGINT),
         "events": [(e.kind, e.names, e.steps) for e in events],
         "status": None if explorer is None else (explorer.status.kind, explorer.status.text),
+        "widgets": None if explorer is None else widgets_of(explorer),
+    }
+
+
+def widgets_of(explorer: Any) -> dict[str, Any]:
+    """What the explorer shows of the session (it must agree with it, however an action
+    ended): picker, summary, device, the buttons' states and tooltips, the imported plan, and
+    whether a redraw is still owed."""
+    ui = explorer.ui
+    imported = explorer.export_pane.imported
+    return {
+        "picker": list(ui.tensor.options), "tensor": ui.tensor.value,
+        "summary": ui.summary.value, "device": ui.device.value,
+        "buttons": [(ui[b].disabled, ui[b].tooltip) for b in ("apply", "undo", "reset")],
+        "imported": None if imported is None else imported.to_json(),
+        "batch": (explorer._batch_depth, explorer._batch_dirty),
+        "busy": explorer.status.busy.layout.display,
+        "progress": explorer.status.progress.layout.display,
     }
 
 

@@ -165,8 +165,9 @@ def test_the_explorer_reports_an_apply_whose_redraw_was_interrupted_as_applied(m
     def refresh() -> None:
         calls.append(1)
         if len(calls) == 1:
-            raise KeyboardInterrupt  # Ctrl-C while the pictures are redrawn
+            ctrl_c()  # Ctrl-C while the pictures are redrawn: it waits for the redraw
         real()
+        calls.append("drawn")
 
     monkeypatch.setattr(ex, "refresh", refresh)
     with pytest.raises(KeyboardInterrupt):
@@ -175,8 +176,26 @@ def test_the_explorer_reports_an_apply_whose_redraw_was_interrupted_as_applied(m
     assert ex.status.kind == "ok"
     assert ex.status.text == expected  # ... and the explorer says so
     assert expected.startswith("Applied")
-    assert len(calls) == 2  # the redraw was finished
+    assert calls == [1, "drawn"]  # the redraw was finished
     ex.close()
+
+
+def test_a_ctrl_c_held_in_a_nested_section_waits_for_the_section_around():
+    # the explorer redraws with Ctrl-C held; the session's reads inside hold it too and then
+    # open their gate: a Ctrl-C held by the inner section must wait for the outer one
+    reached = []
+
+    def sections() -> None:
+        with held_interrupts() as outer:
+            with held_interrupts() as inner:
+                ctrl_c()
+                with inner.open():
+                    reached.append("inner open")
+            reached.append(outer.pending)
+
+    with pytest.raises(KeyboardInterrupt):  # raised as the outer section ends
+        sections()
+    assert reached == ["inner open", True]
 
 
 def test_the_explorer_says_failed_when_nothing_changed(monkeypatch):

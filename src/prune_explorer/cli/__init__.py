@@ -20,8 +20,9 @@ tensors only, never pickled code (:mod:`prune_explorer.cli.checkpoints`). Masks 
 ``<name>_mask`` must be 0/1 and shaped like ``<name>_orig``. The architecture comes from
 ``--model``: a demo model name (``mlp``, ``cnn``) or an importable ``package.module:factory``
 callable that returns the ``nn.Module``. Outputs go through one safe writer
-(:mod:`prune_explorer._files`): a regular file is replaced atomically, so a failed or
-interrupted command (Ctrl-C, SIGTERM) never leaves a partial or temporary file behind; devices,
+(:mod:`prune_explorer._files`): a regular file is replaced atomically and stays undoable until
+the command returns success, so a failed or interrupted command (Ctrl-C, SIGTERM) ends with
+every output file as it was, and no partial, temporary or backup file behind; devices,
 FIFOs and ``-`` (standard output) are written through, never replaced; an output that is one of
 the command's inputs is refused.
 
@@ -58,11 +59,13 @@ fc1.weight      Linear 128x64   8192      0     0.0%               -       -
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
 
-from prune_explorer._files import Terminated
+from prune_explorer._files import Provisional, Terminated, provisional
 
 from . import apply, demo, lab, report
 from .arguments import EXIT_STATUSES
@@ -126,20 +129,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    # Outputs stay undoable until the command returns success: an error, Ctrl-C or SIGTERM
+    # before that puts the old files back (lab hands the process to JupyterLab: no outputs).
+    outputs = Provisional()
+    kept = contextlib.nullcontext() if args.command == "lab" else provisional(outputs)
+    try:
+        with kept:
+            code = _run(args)
+            outputs.succeeded = code == 0
+    except BaseException as exc:
+        if not outputs.final:  # a signal as the command returned: its outputs are undone
+            code = _failed(args.command, exc)
+        elif isinstance(exc, KeyboardInterrupt):  # one that came after they became final
+            outputs.late = getattr(exc, "signum", signal.SIGINT)
+        else:
+            raise
+    if outputs.late is not None:
+        print(f"{PROG} {args.command}: {signal.Signals(outputs.late).name} came after the "
+              "outputs were complete; they are kept", file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[args.command](args, sys.stdout)
-    except CLIError as exc:
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+    except BaseException as exc:
+        return _failed(args.command, exc)
+
+
+def _failed(command: str, exc: BaseException) -> int:
+    # The one line for a command that raised, and its exit status (see EXIT_STATUSES).
+    if isinstance(exc, CLIError):
+        print(f"{PROG} {command}: error: {exc}", file=sys.stderr)
         return 1
-    except Terminated as exc:
-        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+    if isinstance(exc, Terminated):
+        print(f"{PROG} {command}: {exc}", file=sys.stderr)
         return 128 + exc.signum
-    except KeyboardInterrupt:
-        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
+    if isinstance(exc, KeyboardInterrupt):
+        print(f"{PROG} {command}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug, not the input: still one line, and a status of its own
+    if isinstance(exc, Exception):  # a bug, not the input: one line, a status of its own
         from .errors import one_line
 
-        print(f"{PROG} {args.command}: internal error: {one_line(exc)} (please report it)",
+        print(f"{PROG} {command}: internal error: {one_line(exc)} (please report it)",
               file=sys.stderr)
         return 3
+    raise exc  # SystemExit and the like: not ours to turn into a status

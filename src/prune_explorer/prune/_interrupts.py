@@ -66,18 +66,23 @@ class Gate:
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """The SIGINT handler while the section runs."""
         if self.is_open and (frame is None or frame.f_code not in _MACHINERY):
-            if callable(self.previous):
-                self.previous(signum, frame)
-            elif self.previous != signal.SIG_IGN:
-                raise KeyboardInterrupt
+            self._pass_on(frame)
             return
         self.pending = True
 
+    def _pass_on(self, frame: FrameType | None) -> None:
+        # to the handler of the section around (Python's raises KeyboardInterrupt)
+        if callable(self.previous):
+            self.previous(signal.SIGINT, frame)
+        elif self.previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
     def check(self) -> None:
-        """Raise a held interrupt now (call where giving up changes nothing)."""
+        """Deliver a held interrupt now (call where giving up changes nothing): it raises
+        ``KeyboardInterrupt``, unless a section around this one holds it in turn."""
         if self.pending:
             self.pending = False
-            raise KeyboardInterrupt
+            self._pass_on(None)
 
     @contextlib.contextmanager
     @machinery

@@ -43,7 +43,6 @@ import torch
 from torch import nn
 
 from prune_explorer.session import (
-    InterruptedAfterCommit,
     InvalidStepError,
     Session,
     SessionEvent,
@@ -173,7 +172,6 @@ class Explorer:
         self._batch_depth = 0
         self._batch_dirty = False
         self._reserved: str | None = None  # see reserve()
-        self.version = 0  #: session changes seen so far (keys the panes' caches)
         self._zeros: dict[str, int] = {}  # exact zeros per tensor, from the last report
 
         self.ui = UI()
@@ -229,6 +227,12 @@ class Explorer:
     def model(self) -> nn.Module:
         """The model being explored."""
         return self.session.model
+
+    @property
+    def version(self) -> int:
+        """The session's :attr:`~Session.revision`: it moves with every change, so it keys the
+        panes' caches (also when a change's event was cut short by Ctrl-C)."""
+        return self.session.revision
 
     @property
     def tensor(self) -> str | None:
@@ -304,6 +308,9 @@ class Explorer:
         """Redraw everything from the session (the session's change events call this)."""
         with self.quiet():
             self._refresh_picker()
+            device = model_device(self.session.model)
+            if device in self.ui.device.options:
+                self.ui.device.value = device
         self.explore_pane.refresh()
         self._refresh_summary()
         for pane in self.panes.values():
@@ -315,18 +322,22 @@ class Explorer:
             done: str | Callable[[Any], str] | None = None, source: str = "action",
             atomic: bool = True) -> Any:
         """Run a session action at the widget boundary: errors become a status message. One
-        transaction (``atomic``), one redraw; after Ctrl-C the session is as before ("<what>
-        failed: interrupted") or, if it came while redrawing, as after (the done message)."""
+        transaction (``atomic``), one redraw. Ctrl-C (any number of them) is let through while
+        the action runs, never while the explorer redraws after it; the status line then says
+        what the session holds: as before ("<what> failed: interrupted") or as after (the done
+        message), however the interrupts fell."""
         if self._reserved is not None:  # a background run changes the session meanwhile
             self.status.error(WidgetInputError(
                 f"{self._reserved} is in progress; press Stop on its tab and try again"),
                 what, source=source)
             return None
-        with self.session.lock:  # a partial, not a lambda: no frame of ours between the
+        with self.session.lock:  # partials, not lambdas: no frame of ours between the
             # action's return and the status bar's, where an interrupt would cut in
             return self.status.run(what, functools.partial(self._atomically, action,
                                                            atomic=atomic),
-                                   done=done, source=source)
+                                   done=done, source=source,
+                                   settle=functools.partial(self._settle,
+                                                            self.session.revision))
 
     def reserve(self, what: str | None) -> None:
         """While ``what`` (say "a fine-tune run") is set, :meth:`act` refuses every other
@@ -336,20 +347,25 @@ class Explorer:
 
     def _atomically(self, action: Callable[[Progress], Any], progress: Progress,
                     atomic: bool) -> Any:
-        revision, result = self.session.revision, []
+        # The redraw waits for _settle (Ctrl-C held there): here only the action runs.
+        result = []
         try:
-            with self.batch(), (self.session.transaction() if atomic
-                                else contextlib.nullcontext()):
+            with self.batch(redraw=False), (self.session.transaction() if atomic
+                                            else contextlib.nullcontext()):
                 result.append(action(progress))
         except KeyboardInterrupt as err:
-            if self.session.revision == revision:
-                raise  # nothing happened
-            self.refresh()  # it happened: finish the redraw the interrupt cut short
-            done = InterruptedAfterCommit(str(err))
-            done.result = (  # type: ignore[attr-defined]
-                result[0] if result else getattr(err, "result", None))
-            raise done from err
+            if result:  # it returned: the interrupt came as its transaction closed
+                err.result = result[0]  # type: ignore[attr-defined]
+            raise
         return result[0]
+
+    def _settle(self, revision: int) -> bool:
+        # After an action, however it ended (called by StatusBar.run with Ctrl-C held): redraw
+        # what it changed; whether it took effect (the session's revision moved since).
+        if self._batch_dirty and not self._batch_depth:
+            self._batch_dirty = False
+            self.refresh()
+        return self.session.revision != revision
 
     def apply(self) -> None:
         """Apply the previewed step (the Apply button). Its error is about these controls: the
@@ -361,8 +377,9 @@ class Explorer:
     def undo(self) -> None:
         """Undo the last step (the Undo button)."""
         before = self.zeros_snapshot()
+        steps = self.session.steps  # the last is the one undone (a Ctrl-C may cut the return)
         self.act("Undo", lambda _: self.session.undo(),  # not atomic: it reaches earlier steps
-                 done=lambda step: self.outcome("Undid", [step], before), atomic=False)
+                 done=lambda _: self.outcome("Undid", list(steps[-1:]), before), atomic=False)
 
     def outcome(self, verb: str, steps: list[Step], before: Mapping[str, int]) -> str:
         """The status line for ``steps`` done (or undone), with what changed since ``before``
@@ -377,14 +394,15 @@ class Explorer:
                  done="Reset: the model is back to how the session found it.", atomic=False)
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Refresh once at the end of several session changes instead of after each."""
+    def batch(self, *, redraw: bool = True) -> Iterator[None]:
+        """Refresh once at the end of several session changes instead of after each
+        (``redraw=False``: not even then; the caller redraws)."""
         self._batch_depth += 1
         try:
             yield
         finally:
             self._batch_depth -= 1
-            if self._batch_depth == 0 and self._batch_dirty:
+            if redraw and self._batch_depth == 0 and self._batch_dirty:
                 self._batch_dirty = False
                 self.refresh()
 
@@ -418,10 +436,6 @@ class Explorer:
 
     # -- session events ---------------------------------------------------------------------------
     def _on_session_change(self, event: SessionEvent) -> None:
-        self.version += 1
-        if event.kind == "to":
-            with self.quiet():
-                self.ui.device.value = model_device(self.session.model)
         if self._batch_depth:
             self._batch_dirty = True
             return

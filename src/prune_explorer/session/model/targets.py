@@ -87,6 +87,8 @@ def discover(model: nn.Module) -> dict[str, TensorInfo]:
     entries: list[tuple[int, TensorInfo, bool]] = []  # (id of the Parameter, info, pruned)
     for module_name, module in model.named_modules():
         for param_name, param in module.named_parameters(recurse=False, remove_duplicate=False):
+            if "." in param_name:  # not prunable, not addressable: see unprunable_names()
+                continue
             tensor_name = param_name
             pruned = param_name.endswith("_orig") and find_hook(module, param_name[:-5]) is not None
             if pruned:
@@ -160,13 +162,37 @@ def quantized_weights(model: nn.Module) -> dict[str, str]:
     }
 
 
+def dotted_parameters(model: nn.Module) -> dict[str, str]:
+    """Parameters whose own name holds a ``"."`` (put in ``module._parameters`` by hand:
+    ``register_parameter`` refuses such a name), by address, each with why it cannot be pruned.
+    They are not in :func:`discover`.
+
+    Examples
+    --------
+    >>> layer = torch.nn.Linear(2, 2)
+    >>> layer._parameters["w.1"] = torch.nn.Parameter(torch.ones(2))
+    >>> list(dotted_parameters(torch.nn.Sequential(layer)))
+    ['0.w.1']
+    """
+    return {
+        _address(module_name, param_name):
+            f"its parameter name {param_name!r} (of {type(module).__name__} {module_name!r}) "
+            "holds a '.': torch.nn.utils.prune cannot register its "
+            f"{param_name + '_orig'!r}, and the address is ambiguous; rename the parameter"
+        for module_name, module in model.named_modules()
+        for param_name in module._parameters if "." in param_name
+    }
+
+
 def unknown_target(name: str, known: dict[str, TensorInfo], where: str, field: str = "target",
                    model: nn.Module | None = None) -> InvalidStepError:
     """The error for an address that is not in ``known``, with close matches when there are any
-    (or, given the ``model``, why the weight of a quantized layer cannot be pruned)."""
-    quantized = quantized_weights(model) if model is not None else {}
-    if name in quantized:
-        return InvalidStepError(f"{where}: cannot prune {name!r}: {quantized[name]}", field)
+    (or, given the ``model``, why the weight of a quantized layer or a parameter with a dot in
+    its name cannot be pruned)."""
+    unprunable = {**quantized_weights(model), **dotted_parameters(model)} \
+        if model is not None else {}
+    if name in unprunable:
+        return InvalidStepError(f"{where}: cannot prune {name!r}: {unprunable[name]}", field)
     # no close matches for a name longer than any address (a pasted blob): difflib is slow there
     close = difflib.get_close_matches(name, list(known), n=3) if len(name) <= 1000 else []
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""

@@ -1,29 +1,9 @@
-"""Ctrl-C waits while the session changes its state: :func:`held_interrupts` (the core's one,
-``prune_explorer.prune.engine.held_interrupts``, which its own rollback uses too).
-
-An interrupt (SIGINT: Ctrl-C, Jupyter's interrupt button) raises ``KeyboardInterrupt`` between
-any two bytecodes of the main thread. The session's bookkeeping -- opening a transaction,
-rolling one back, committing it -- must never stop half-way, so it runs while interrupts are
-*held*: a SIGINT that arrives then is recorded and raised as soon as the held section ends.
-Only the parts that may take long or run the caller's code are *open* to it
-(:meth:`Gate.open`): the block of a transaction, which the transaction rolls back exactly when
-it is interrupted, and the change-event callbacks.
-
-Threads other than the main thread receive no signals: there :func:`held_interrupts` changes
-nothing.
-
-Examples
---------
->>> import signal
->>> done = []
->>> try:
-...     with held_interrupts() as gate:
-...         signal.raise_signal(signal.SIGINT)  # Ctrl-C: recorded, not raised here...
-...         done.append(gate.pending)
-... except KeyboardInterrupt:
-...     done.append("raised at the end")
->>> done
-[True, 'raised at the end']
+"""Ctrl-C waits while the session changes its state: :func:`held_interrupts`, :class:`Gate` and
+:func:`machinery` are the core's (:mod:`prune_explorer.prune._interrupts`, whose docstring
+says how held sections, open gates and nesting work), re-exported here; the session holds them
+while it opens, rolls back or commits a transaction and opens the gate for the transaction's
+block and the change-event callbacks. :class:`ThreadState` and :func:`thread_state_kept` give
+the calling thread its autograd mode and thread count back on any exit.
 """
 
 from __future__ import annotations

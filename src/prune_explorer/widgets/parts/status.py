@@ -80,12 +80,10 @@ def human_error(err: BaseException, what: str = "") -> str:
     return text[match.end():] if match else text
 
 
-def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any,
-               known: bool = True) -> str:
-    # ``known``: the action returned ``result`` (else it was cut short after taking effect).
+def _done_text(what: str, done: str | Callable[[Any], str] | None, result: Any) -> str:
+    # ``result``: None when the action was cut short after taking effect (``done`` may know
+    # what it did all the same).
     if callable(done):
-        if not known and result is None:
-            return f"{what}: done"
         try:
             return done(result)
         except Exception:  # the action succeeded; wording its message must not raise
@@ -202,40 +200,52 @@ class StatusBar:
         *,
         done: str | Callable[[Any], str] | None = None,
         source: str = "action",
+        settle: Callable[[], bool] | None = None,
     ) -> Any:
         """Run ``action(progress)``; report success as ``done`` (or "<what>: done").
 
         ``done`` may be a function of the action's result that returns the message. An error
         is shown as written by ``source`` (see :meth:`clear`).
 
+        ``settle``, when given, is called once the action ended, however it ended, with Ctrl-C
+        held (it cannot be cut short): it brings the widgets up to date and says whether the
+        action took effect. The message follows that answer, not the exception that arrived:
+        an interrupt after the action took effect, however many, is reported as done.
+        Without ``settle``, only an :class:`InterruptedAfterCommit` counts as done.
+
         Returns the action's result, or None when it raised (the error is shown instead). A
         ``KeyboardInterrupt`` is shown too, then re-raised.
         """
         # Ctrl-C is let through only while the action runs: the message always says what
-        # happened (InterruptedAfterCommit: the action is done, only its redraw was cut short).
+        # happened.
         with held_interrupts() as gate:
             self.show("working", f"{what}: working...")
             self.set_progress(0, 1)
             grad = torch.is_grad_enabled()  # the user's autograd mode, whatever cuts us short
+            failure: BaseException | None = None
             try:
                 with self.working(what):
                     result = _run_open(gate, action, self.set_progress)
-            except InterruptedAfterCommit as err:
-                torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
-                self.last_error = None
-                self.show("ok", _done_text(what, done, getattr(err, "result", None), False))
-                raise  # the cell still stops
             except BaseException as err:
-                torch.set_grad_enabled(grad)
-                self.error(err, what, source)
-                if not isinstance(err, Exception):
-                    raise  # an interrupt still stops the cell; the message says what happened
-                return None
+                failure, result = err, getattr(err, "result", None)
+                torch.set_grad_enabled(grad)  # an interrupt in a no_grad exit left it off
             finally:
                 self.progress.layout.display = "none"
-            self.last_error = None
-            self.show("ok", _done_text(what, done, result))
-            return result
+            try:
+                took_effect = (settle() if settle is not None
+                               else isinstance(failure, InterruptedAfterCommit))
+            except Exception as err:  # a bug in the redraw: reported as before it was held
+                failure, took_effect = failure or err, False
+            if failure is None or (took_effect and isinstance(failure, KeyboardInterrupt)):
+                self.last_error = None
+                self.show("ok", _done_text(what, done, result))
+                if failure is not None:
+                    raise failure  # done, but the cell still stops
+                return result
+            self.error(failure, what, source)
+            if not isinstance(failure, Exception):
+                raise failure  # an interrupt still stops the cell; the message says so
+            return None
 
     def __repr__(self) -> str:
         return f"StatusBar({self.kind}: {self.text!r})"

@@ -286,10 +286,12 @@ class ExportPane(Pane):
             return plan
 
         held = f" (the first {plural(skip, 'step')} were held already)" if skip else ""
-        plan = self.ex.act("Import plan", run,
-                           done=lambda p: f"Imported a plan of {plural(len(p), 'step')} and "
-                                          f"applied {plural(len(p) - skip, 'step')}{held}."
-                                          if skip else f"Imported a plan of "
-                                          f"{plural(len(p), 'step')} and applied it.")
-        if plan is not None:
+
+        def done(plan: Plan) -> str:  # called once the plan took effect (also if Ctrl-C came)
+            text = (f"Imported a plan of {plural(len(plan), 'step')} and applied "
+                    f"{plural(len(plan) - skip, 'step')}{held}." if skip else
+                    f"Imported a plan of {plural(len(plan), 'step')} and applied it.")
             self.imported = plan
+            return text
+
+        self.ex.act("Import plan", run, done=done)
