@@ -76,8 +76,8 @@ from ._select_cpu import INT_OF as _INT_OF
 from ._select_cpu import PIECE as _PIECE
 from ._select_cpu import holders, key_of, keys_into, locate_cut
 
-__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
-           "tie_break"]
+__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "report_straddle",
+           "resolve_ties", "select", "sorts", "stable_order", "tie_break"]
 
 #: At or below this many entries the keys are simply sorted (or ``topk``-ed in torch mode).
 SMALL = 1 << 17
@@ -375,10 +375,9 @@ def _select(
         found: tuple[torch.Tensor, tuple[int, ...] | None] | None
         int_keys: list[torch.Tensor | None] = []
         if device_path and len(keys) == 1 and ties == "index" and total <= \
-                _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX)
-            return Selection(largest, picks=(_select_device.direct_flags(
-                keys[0], k, largest=largest, magnitude=magnitude,
-                scratch=None if scratch is None else scratch[0], report=report),))
+                _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX): sorted
+            return _by_sorting(keys, k, largest, ties, magnitude, flags=True,
+                               report=report if report == [] else None)
         if device_path and len({x.device for x in keys}) == 1:
             found = _select_device.locate_cut(keys, k, largest=largest, magnitude=magnitude,
                                               scratch=scratch)
@@ -427,12 +426,10 @@ def _by_sorting(
     equal to NaN)."""
     device = keys[0].device
     whole = keys[0] if len(keys) == 1 else torch.cat([x.reshape(-1).to(device) for x in keys])
-    if magnitude:
-        whole = whole.abs()
     if ties == "torch":
-        idx = torch.topk(whole, k, largest=largest).indices
+        idx = torch.topk(whole.abs() if magnitude else whole, k, largest=largest).indices
     else:
-        ordered = torch.sort(whole.reshape(-1), descending=largest, stable=True)
+        ordered = stable_order(whole.reshape(-1), largest=largest, magnitude=magnitude)
         idx = ordered.indices[:k]
         if report is not None:
             report.append(_straddles(ordered.values, k))
@@ -451,6 +448,34 @@ def _by_sorting(
         picks.append(mine if mine.numel() else None)
         start += x.numel()
     return Selection(largest, picks=tuple(picks))
+
+
+def sorts(keys: torch.Tensor) -> bool:
+    """Whether a selection over the single key tensor ``keys`` (index tie rule) is made by
+    :func:`stable_order`: up to :data:`SMALL` entries, or :data:`._select_device.DIRECT_MAX`
+    on the device path (one sort: no host read, a fixed handful of launches)."""
+    n = keys.numel()
+    return n <= SMALL or (n <= _select_device.DIRECT_MAX and _select_device.wanted(keys))
+
+
+def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
+                 ) -> torch.return_types.sort:
+    """The stable sort of the flat ``keys`` in the order the index rule takes them: ascending
+    (descending for ``largest``) by value, or by ``|keys|`` with ``magnitude``; NaN above
+    every number, tied keys in flat order. On the device path ``|keys|`` are sorted as
+    integers (:func:`._select_device.sortable`: a GPU's radix sort orders NaNs by their bits,
+    these keys make every NaN one key); ``values`` is a fresh tensor of the keys' width."""
+    if magnitude:
+        keys = _select_device.sortable(keys, True, False) if _select_device.wanted(keys) \
+            else keys.abs()
+    return torch.sort(keys, descending=largest, stable=True)
+
+
+def report_straddle(ordered: torch.Tensor, k: int) -> None:
+    """Inside :func:`._radix.cuts_found` (a session step), record whether a tie straddles
+    the cut of the first ``k`` of the sorted keys ``ordered``."""
+    if _radix.recording():
+        _radix.found(_radix.Straddle(_straddles(ordered, k)))
 
 
 def _straddles(ordered: torch.Tensor, k: int) -> bool | torch.Tensor:
