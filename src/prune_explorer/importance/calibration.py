@@ -44,6 +44,7 @@ __all__ = [
     "Loss",
     "TensorStats",
     "batch_size",
+    "batch_to",
     "collect",
     "feature_layer",
     "run_model",
@@ -117,6 +118,20 @@ class TensorStats:
         """``E[g**2]`` over samples (the empirical Fisher's diagonal), or None."""
         return None if self.fisher is None else self.fisher / max(self.samples, 1)
 
+    def to(self, device: torch.device | str) -> TensorStats:
+        """The same statistics on ``device`` (a new record; tensors already there are shared).
+
+        Examples
+        --------
+        >>> TensorStats(inputs=torch.ones(3), rows=4).to("meta").inputs.device.type
+        'meta'
+        """
+        def moved(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
+        return TensorStats(moved(self.inputs), self.rows, moved(self.gradients), self.batches,
+                           moved(self.fisher), self.samples)
+
     def __repr__(self) -> str:
         held = [f"inputs ({self.inputs.numel()} features, {self.rows} rows)"
                 if self.inputs is not None else None,
@@ -139,6 +154,12 @@ class Calibration:
 
     def __getitem__(self, name: str) -> TensorStats:
         return self.stats[name]
+
+    def to(self, device: torch.device | str) -> Calibration:
+        """The same statistics with every tensor on ``device`` (a new record; this one is
+        left as it is, so a failed move can put it back)."""
+        return Calibration({name: stats.to(device) for name, stats in self.stats.items()},
+                           self.kinds, self.batches)
 
     def __contains__(self, name: object) -> bool:
         return name in self.stats
@@ -186,6 +207,25 @@ def sample_of(batch: Any, index: int) -> Any:
         return {key: sample_of(value, index) for key, value in batch.items()}
     if isinstance(batch, (tuple, list)):
         return type(batch)(sample_of(value, index) for value in batch)
+    return batch
+
+
+def batch_to(batch: Any, device: torch.device) -> Any:
+    """``batch`` with every tensor in it on ``device`` (the same objects where they are there
+    already): a batch recorded before the model moved, run on the model where it is now.
+
+    Examples
+    --------
+    >>> moved = batch_to({"x": torch.ones(2), "n": 3}, torch.device("meta"))
+    >>> moved["x"].device.type, moved["n"]
+    ('meta', 3)
+    """
+    if isinstance(batch, torch.Tensor):
+        return batch if batch.device == device else batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: batch_to(value, device) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(batch_to(value, device) for value in batch)
     return batch
 
 

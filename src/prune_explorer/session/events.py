@@ -27,14 +27,15 @@ from .transaction.interrupts import machinery
 __all__ = ["EVENT_KINDS", "EventEmitter", "SessionEvent"]
 
 #: What can happen to a session.
-EVENT_KINDS = ("apply", "undo", "reset", "commit", "to")
+EVENT_KINDS = ("apply", "undo", "reset", "commit", "to", "calibrate")
 
 
 @dataclass(frozen=True)
 class SessionEvent:
     """Something changed: ``kind`` (one of :data:`EVENT_KINDS`), the tensor addresses affected
     and the steps involved: the step applied or undone, the ``remove`` steps a commit made,
-    every step a ``reset`` took back (in the order they were applied); empty for ``to``."""
+    every step a ``reset`` took back (in the order they were applied); empty for ``to`` and
+    ``calibrate`` (whose names are the tensors calibrated)."""
 
     kind: str
     names: tuple[str, ...]

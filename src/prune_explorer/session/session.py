@@ -49,6 +49,7 @@ from prune_explorer.prune.validation import unprunable
 
 from .analysis.frames import effective_tensor
 from .analysis.sensitivity import sensitivity as _sensitivity
+from .analysis.why import CriteriaComparison, WhyData
 from .errors import InterruptedAfterCommit, InvalidStepError, NotUndoableError
 from .events import SessionEvent
 from .history.tensor_history import HistoryEntry, TensorHistory
@@ -63,6 +64,7 @@ from .model.watch import MODULE_GONE, ModelChangedError, changed_error, seen
 from .parts.arguments import Arguments
 from .parts.calibrating import Calibrating
 from .parts.commits import CommitResult, CommitReview, Commits
+from .parts.explaining import Explaining
 from .parts.previewing import Previews
 from .parts.reporting import Reports
 from .parts.stepping import Stepping
@@ -226,6 +228,7 @@ class Session:
         self._commits = Commits(self, self._stepping)
         self._fine_tuning = FineTuning(self, self._stepping, undo_bytes)
         self._calibrating = Calibrating(self, self._arguments, self._stepping)
+        self._explaining = Explaining(self, self._arguments, self._previews)
         guard_saving(model)  # save_pretrained warns while pruning would be lost (saving.py)
         guard_merging(model)  # peft's merge_and_unload refuses while it would lose the delta
 
@@ -342,6 +345,19 @@ class Session:
     def calibration(self) -> Calibration | None:
         """The statistics of the last :meth:`calibrate`, or None."""
         return None if self._calibrated is None else self._calibrated.statistics
+
+    # -- why a criterion keeps a weight (parts/explaining.py) -----------------------------------
+    @_told_by(Explaining.why)
+    def why(self, name: str, importance: str = "wanda") -> WhyData:
+        return self._explaining.why(name, importance)
+
+    @_told_by(Explaining.compare_criteria)
+    def compare_criteria(self, target: str, method: str = "l1_unstructured", *, against: str,
+                         importance: str = "magnitude", targets: Sequence[str] | None = None,
+                         seed: int | None = None, **settings: Any) -> CriteriaComparison:
+        return self._explaining.compare_criteria(target, method, against=against,
+                                                 importance=importance, targets=targets,
+                                                 seed=seed, **settings)
 
     # -- reports (parts/reporting.py) ------------------------------------------------------------
     @_told_by(Reports.methods)
@@ -965,7 +981,8 @@ class Session:
 
     # -- device ---------------------------------------------------------------------------------
     def to(self, device: torch.device | str) -> Session:
-        """Move the model, its masks and the history to ``device``; returns the session."""
+        """Move the model, its masks, the history and the calibration statistics to ``device``;
+        returns the session (the calibration batches stay the caller's objects)."""
         device = torch.device(device)
         with self._lock:
             if self._journal.depth:
@@ -981,6 +998,11 @@ class Session:
                         HistoryEntry(e.index, e.step, e.mask.to(device))
                         for e in self._histories[name]
                     ]
+                calibrated = self._calibrated  # the statistics follow the model
+                if calibrated is not None:
+                    self._journal.on_rollback((), lambda: setattr(self, "_calibrated",
+                                                                  calibrated))
+                    self._calibrated = calibrated.to(device)
                 self._stepping.resee(self._known)
                 self._journal.emit(SessionEvent("to", (), ()))
         return self

@@ -125,7 +125,13 @@ def _pool_counts(view: TensorView, like: PooledView) -> PooledView:
     return _fraction_like(counts, like, "")
 
 
-def diff_legend_handles(new: int | None = None, revived: int | None = None) -> list[Patch]:
+#: What the classes of a diff picture are called: pruned in both, pruned only after, kept only
+#: after (``plot_diff(labels=...)`` names them otherwise, e.g. for two criteria's masks).
+DIFF_LABELS = ("pruned before", "newly pruned", "revived")
+
+
+def diff_legend_handles(new: int | None = None, revived: int | None = None,
+                        labels: tuple[str, str, str] = DIFF_LABELS) -> list[Patch]:
     """Legend entries for diff pictures (counts are added to the labels when given).
 
     Examples
@@ -133,18 +139,19 @@ def diff_legend_handles(new: int | None = None, revived: int | None = None) -> l
     >>> [h.get_label() for h in diff_legend_handles(new=3)]
     ['kept', 'pruned before', 'newly pruned (3)']
     """
+    pruned, newly, back = labels
     handles = [
         Patch(facecolor=style.KEPT_COLOR, edgecolor="0.3", label="kept"),
-        Patch(facecolor=style.PRUNED_COLOR, edgecolor="0.3", label="pruned before"),
+        Patch(facecolor=style.PRUNED_COLOR, edgecolor="0.3", label=pruned),
         Patch(
             facecolor=style.NEW_PRUNED_COLOR,
             edgecolor="0.3",
-            label="newly pruned" + (f" ({new})" if new is not None else ""),
+            label=newly + (f" ({new})" if new is not None else ""),
         ),
     ]
     if revived:
         handles.append(
-            Patch(facecolor=style.REVIVED_COLOR, edgecolor="0.3", label=f"revived ({revived})")
+            Patch(facecolor=style.REVIVED_COLOR, edgecolor="0.3", label=f"{back} ({revived})")
         )
     return handles
 
@@ -171,6 +178,7 @@ def plot_diff(
     module_type: str | None = None,
     max_cells: MaxCells | None = None,
     legend: bool = True,
+    labels: tuple[str, str, str] = DIFF_LABELS,
 ) -> DiffPlot:
     """Overlay two masks so that the units a step newly pruned stand out.
 
@@ -188,6 +196,10 @@ def plot_diff(
         As in :func:`plot_mask`.
     legend : bool
         Add a legend under the axes.
+    labels : (str, str, str)
+        Names of the pale yellow, vermillion and sky-blue classes in the legend and title
+        (default :data:`DIFF_LABELS`); two criteria's masks ``before=A``, ``after=B`` read
+        ``("pruned by B", "only A keeps", "only B keeps")``.
 
     Returns
     -------
@@ -238,9 +250,9 @@ def plot_diff(
         name=name, method=method, settings=settings, sparsity=pooled_after.sparsity,
         title=title,
     )
-    text += f"\nnewly pruned {new_total} ({share:.1f}%)"
+    text += f"\n{labels[1]} {new_total} ({share:.1f}%)"
     if pooled_back.kept_total:
-        text += f", revived {pooled_back.kept_total}"
+        text += f", {labels[2]} {pooled_back.kept_total}"
     ax.set_title(text, fontsize="medium")
     drawn_legend = None
     if legend:
@@ -249,7 +261,7 @@ def plot_diff(
         )
         drawn_legend = legend_below(
             ax,
-            diff_legend_handles(new_total, pooled_back.kept_total),
+            diff_legend_handles(new_total, pooled_back.kept_total, labels),
             ncol=2,
             title=note,
             title_fontsize="small",

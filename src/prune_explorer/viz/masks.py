@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.colorbar import Colorbar
+from matplotlib.colors import LogNorm
 from matplotlib.image import AxesImage
 from matplotlib.legend import Legend
 from matplotlib.patches import Patch
@@ -90,6 +91,36 @@ def _channel_summary(view: TensorView) -> str:
 
 
 
+#: A log colour scale spans at most this ratio below its largest value.
+LOG_RANGE = 1e-6
+
+
+def _magnitude_cells(ax: Axes, pooled: PooledView, view: TensorView,
+                     log: bool) -> tuple[AxesImage, int]:
+    # Mean values of the kept entries per cell, light to dark blue; all-pruned cells lemon
+    # yellow. On a log scale, cells of exact zeros are light grey; returns how many there are.
+    values = pooled.values
+    finite = values[np.isfinite(values)]
+    if not log:
+        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+        image = draw_cells(ax, values, pooled, view, cmap=style.magnitude_cmap(), vmin=0.0,
+                           vmax=vmax)
+        return image, 0
+    positive = finite[finite > 0]
+    vmax = float(positive.max()) if positive.size else 1.0
+    vmin = max(float(positive.min()), vmax * LOG_RANGE) if positive.size else vmax * 0.1
+    if vmin >= vmax:
+        vmin = vmax * 0.1
+    zeros = int(np.count_nonzero(values == 0))
+    with np.errstate(invalid="ignore"):
+        shown = np.where((values > 0) & (values < vmin), vmin, values)
+        shown = np.where(values == 0, vmin * 0.5, shown)  # under the scale: the grey
+    cmap = style.magnitude_cmap().with_extremes(under=style.ZERO_COLOR)
+    image = draw_cells(ax, shown, pooled, view, cmap=cmap,
+                       norm=LogNorm(vmin=vmin, vmax=vmax, clip=False))
+    return image, zeros
+
+
 # --------------------------------------------------------------------------------------------
 # plot_mask
 
@@ -144,6 +175,8 @@ def plot_mask(
     module_type: str | None = None,
     max_cells: MaxCells | None = None,
     key: bool = True,
+    value_label: str = "|w|",
+    log: bool = False,
 ) -> MaskPlot:
     """Draw a mask (kept / pruned) or a weight's magnitude with its pruned cells marked.
 
@@ -174,6 +207,13 @@ def plot_mask(
     key : bool
         Add the colour key: a colour bar for fractions and magnitudes, a kept / pruned legend
         for a mask shown at full resolution.
+    value_label : str
+        ``mode="magnitude"``: what ``weight`` holds, for the colour bar (``"|w|"``; a score,
+        an input norm: any non-negative array of the mask's shape).
+    log : bool
+        ``mode="magnitude"``: a log colour scale (values spanning orders of magnitude); cells
+        whose kept values are all exactly 0 are light grey (:data:`~.style.ZERO_COLOR`),
+        values below a millionth of the largest are drawn at that floor.
 
     Returns
     -------
@@ -218,21 +258,23 @@ def plot_mask(
             )
         weight_view = tensor_view(w, layout=layout, module_type=module_type)
         pooled = pool_magnitude(weight_view.data, view.data, cells)
-        finite = pooled.values[np.isfinite(pooled.values)]
-        vmax = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-        image = draw_cells(
-            ax, pooled.values, pooled, view, cmap=style.magnitude_cmap(), vmin=0.0, vmax=vmax
-        )
+        image, zeros = _magnitude_cells(ax, pooled, view, log)
         bar = legend = None
         if key:
             bar = ax.figure.colorbar(image, ax=ax)
+            kept = "kept weights" if value_label == "|w|" else "kept entries"
             if pooled.full_resolution:
-                bar.set_label("|w| of kept weights")
+                bar.set_label(f"{value_label} of {kept}{' (log)' if log else ''}")
             else:
-                bar.set_label(f"mean |w| of kept weights per {pooled.block_text()} block")
+                bar.set_label(f"mean {value_label} of {kept} per {pooled.block_text()} block"
+                              f"{' (log)' if log else ''}")
             what = "pruned" if pooled.full_resolution else "all pruned in cell"
-            handle = Patch(facecolor=style.MAGNITUDE_PRUNED_COLOR, edgecolor="0.3", label=what)
-            legend = legend_below(ax, [handle])
+            handles = [Patch(facecolor=style.MAGNITUDE_PRUNED_COLOR, edgecolor="0.3",
+                             label=what)]
+            if zeros:
+                handles.append(Patch(facecolor=style.ZERO_COLOR, edgecolor="0.3",
+                                     label="exactly 0"))
+            legend = legend_below(ax, handles, ncol=len(handles))
     label_axes(ax, view)
     text = style.format_title(
         name=name, method=method, settings=settings, sparsity=pooled.sparsity, title=title

@@ -11,7 +11,8 @@ Colour choices are made for readers with colour-vision deficiencies:
 * one meaning per colour, in every picture, notebook and document: dark blue = kept, pale
   yellow = pruned (before the step on show), vermillion = pruned by the step on show, sky
   blue = revived; a weight-magnitude picture draws kept weights in blues and pruned cells in
-  the same lemon yellow; charts of global vs local pruning draw global reddish purple and
+  the same lemon yellow (and, on a log scale, values exactly 0 that are not pruned light
+  grey); charts of global vs local pruning draw global reddish purple and
   local bluish green (in bars and in the sensitivity curves, whose tensors differ by marker
   and a grey of their own).
 
@@ -49,6 +50,7 @@ NEW_PRUNED_COLOR = VERMILLION  # units newly pruned by a step
 REVIVED_COLOR = SKY_BLUE  # units pruned before and kept after (only after an undo / custom mask)
 MAGNITUDE_PRUNED_COLOR = PRUNED_COLOR  # pruned cells in a weight-magnitude picture
 GAP_COLOR = "#ffffff"  # the 1-cell gaps between kernel tiles
+ZERO_COLOR = "#c8c8c8"  # light grey: exactly 0 and not pruned, on a log scale (a dead input)
 # Global and local pruning in charts (never a mask colour: blue and orange read as kept and
 # pruned by a step next to the mask pictures).
 GLOBAL_COLOR = PURPLE  # reddish purple

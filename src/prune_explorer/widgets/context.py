@@ -31,7 +31,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from prune_explorer.session import Session, Step
+    from prune_explorer.session.analysis.why import CriteriaComparison, WhyData
     from prune_explorer.session.preview.magnitudes import Magnitudes
     from prune_explorer.session.preview.picture import (
         CellEdges,
@@ -98,6 +99,14 @@ class ExploreSession(CountingSession, Protocol):
 
     def tensor(self, name: str) -> torch.Tensor:
         """The values of ``name`` as the forward pass sees them."""
+
+    def why(self, name: str, importance: str = "wanda") -> WhyData:
+        """``|W|``, the input norms and a criterion's score of ``name`` (the why view)."""
+
+    def compare_criteria(self, target: str, method: str = "l1_unstructured", *, against: str,
+                         importance: str = "magnitude", targets: Sequence[str] | None = None,
+                         seed: int | None = None, **settings: Any) -> CriteriaComparison:
+        """Two criteria's masks of one step on ``target`` (the why view's comparison)."""
 
 
 @runtime_checkable

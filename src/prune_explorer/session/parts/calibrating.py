@@ -27,6 +27,7 @@ from typing import Any
 
 from prune_explorer.importance.calibration import Calibration, Loss, collect
 
+from ..events import SessionEvent
 from ..state import SessionState
 from ..steps.calibrated import Calibrated
 from ..tensors.sharded import refuse_sharded
@@ -96,5 +97,8 @@ class Calibrating:
             raise ValueError(f"{where}: batches must hold at least one batch; got none")
         with self._stepping.transaction():  # the lock; the grad mode restored on any exit
             statistics = collect(state._model, held, names, loss=loss, per_sample=per_sample)
-        state._calibrated = Calibrated(statistics, held, loss)
+            before = state._calibrated
+            state._journal.on_rollback((), lambda: setattr(state, "_calibrated", before))
+            state._calibrated = Calibrated(statistics, held, loss)
+            state._journal.emit(SessionEvent("calibrate", tuple(names), ()))  # views redraw
         return statistics

@@ -43,6 +43,7 @@ from torch import nn
 
 from prune_explorer.prune.methods import LnStructured, slice_norms
 
+from ..analysis.bins import log_edges
 from ..analysis.wording import noun, slice_unit
 from .l1_order import _BITS
 from .order_cache import OrderCache, _state, _still
@@ -124,10 +125,8 @@ class Magnitudes:
         first, last = self.zeros, self.finite
         if last <= first:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
-        low, high = self.value(first), self.value(last - 1)
-        if high <= low:
-            low, high = low / 1.5, high * 1.5
-        edges = torch.tensor(np.geomspace(low, high, bins + 1), dtype=self.dtype)
+        edges = torch.tensor(log_edges(self.value(first), self.value(last - 1), bins),
+                             dtype=self.dtype)
         at = torch.searchsorted(self.keys, edges.view(self.keys.dtype).to(self.keys.device))
         at[-1] = last  # the last bin is closed: it holds the largest value
         counts = torch.diff(at).cpu().numpy().astype(np.int64)

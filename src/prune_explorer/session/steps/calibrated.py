@@ -23,7 +23,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from prune_explorer.importance.calibration import Calibration, Loss, feature_layer, run_model
+from prune_explorer.importance.calibration import (
+    Calibration,
+    Loss,
+    batch_to,
+    feature_layer,
+    run_model,
+)
 from prune_explorer.importance.criteria import CriterionError, tensor_scores
 from prune_explorer.importance.rows import row_mask, rows_view
 from prune_explorer.importance.sparsegpt import BLOCK, layer_hessian
@@ -45,8 +51,17 @@ class Calibrated:
     batches: tuple[Any, ...]
     loss: Loss | None
 
+    def to(self, device: torch.device | str) -> Calibrated:
+        """The same record with the statistics on ``device`` (the batches stay the caller's)."""
+        return Calibrated(self.statistics.to(device), self.batches, self.loss)
+
     def run(self, model: nn.Module, batch: Any) -> Any:
-        """One batch through ``model`` as calibration ran it (the loss, if there is one)."""
+        """One batch through ``model`` as calibration ran it (the loss, if there is one), its
+        tensors moved to the model's device first if the model moved since (``Session.to``):
+        one batch at a time."""
+        param = next(model.parameters(), None)
+        if param is not None:
+            batch = batch_to(batch, param.device)
         return run_model(model, batch) if self.loss is None else self.loss(model, batch)
 
     def __repr__(self) -> str:
