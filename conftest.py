@@ -5,6 +5,8 @@
 * A test module whose import fails because an optional package is not installed (a GPU image
   with torch but no JupyterLab, say) is skipped with the package's name instead of breaking the
   collection of the whole run: ``pytest -m cuda`` must run wherever torch and pytest do.
+* Every figure a notebook shows under nbval is checked against the readability rule of
+  ``prune_explorer.viz.notebook`` (the plugin ``tests/helpers/nbval_figures.py``).
 * Before each test, a Ctrl-C that ``tests/helpers/interrupts.Interrupter`` raised from its tracer
   and that CPython 3.11 left behind as the thread's "exception being handled" is cleared, so it
   cannot become the ``__context__`` of a later test's exceptions (see ``_no_leaked_interrupt``).
@@ -17,6 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# Every figure a teaching notebook shows is readable at 1024x768 (tests/helpers/nbval_figures.py).
+pytest_plugins = ["helpers.nbval_figures"]
 
 #: Packages a test module may import at module level that a bare torch machine may lack (the
 #: notebook, widget, browser and shrink layers and their test tools). Anything else missing is

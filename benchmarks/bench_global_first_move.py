@@ -6,11 +6,12 @@ download); the targets are the 48 weights of the 12 blocks' ``c_attn``, ``attn.c
 
 A move of the Global tab is what the explorer does per slider step: ``Session.preview_global``
 over the targets, the kept count of every target (the model view) and the shown tensor's cells
-(the picture). Timed: the first move (builds the key histograms and gathers the cut's window of
-bins), the next moves at nearby amounts (the slider's steps), one far move, and the apply that
-follows a preview. Wall and CPU seconds (``time.process_time``: all threads of this process)
-are printed with the machine's load average: on a shared machine the wall figure is not a
-benchmark figure; CPU seconds vary less.
+(the picture). Timed: the core's ``global_unstructured`` over the same targets of a copy (same
+process: each row's ratio to it is printed), the first move (one pass per target: the key
+histogram and the window of keys around the cut), the next moves at nearby amounts (the
+slider's steps), one far move, and the apply that follows a preview. Wall and CPU seconds
+(``time.process_time``: all threads of this process) are printed with the machine's load
+average: on a shared machine the wall figure is not a benchmark figure; CPU seconds vary less.
 
 Run: ``python benchmarks/bench_global_first_move.py [--amount 0.3] [--json]``
 """
@@ -18,6 +19,7 @@ Run: ``python benchmarks/bench_global_first_move.py [--amount 0.3] [--json]``
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import time
@@ -50,6 +52,15 @@ def move(session: Any, targets: list[str], shown: str, amount: float) -> None:
                           targets=targets, pruning_method="l1_unstructured", amount=amount)
 
 
+def core_call(model: Any, targets: list[str], amount: float) -> tuple[float, float]:
+    """The core's ``global_unstructured`` over ``targets`` of a copy of ``model``, timed."""
+    from prune_explorer import prune
+
+    copied = copy.deepcopy(model)
+    pairs = [(copied.get_submodule(t.rsplit(".", 1)[0]), "weight") for t in targets]
+    return timed(lambda: prune.global_unstructured(pairs, prune.L1Unstructured, amount=amount))
+
+
 def timed(fn: Any) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
@@ -71,6 +82,7 @@ def main() -> None:
     results: dict[str, Any] = {"targets": len(targets), "entries": entries,
                                "torch": torch.__version__, "threads": torch.get_num_threads(),
                                "cores": os.cpu_count(), "load_before": round(load, 2)}
+    results["core_global_unstructured"] = core_call(model, targets, args.amount)
     results["first_move"] = timed(lambda: move(session, targets, shown, args.amount))
     steps = [timed(lambda a=a: move(session, targets, shown, a))
              for a in (args.amount + 0.02 * i for i in range(1, 6))]
@@ -86,9 +98,11 @@ def main() -> None:
     print(f"GPT-2-small fp32: {len(targets)} targets, {entries:,} entries; torch "
           f"{results['torch']}, {results['threads']} threads, {results['cores']} cores; load "
           f"average {results['load_before']} -> {results['load_after']}")
-    for key in ("first_move", "next_moves_median", "far_move", "apply_after_preview"):
+    core = results["core_global_unstructured"][0]
+    for key in ("core_global_unstructured", "first_move", "next_moves_median", "far_move",
+                "apply_after_preview"):
         wall, cpu = results[key]
-        print(f"{key:>22}: wall {wall:6.2f} s   cpu {cpu:6.2f} s")
+        print(f"{key:>24}: wall {wall:6.2f} s   cpu {cpu:6.2f} s   wall / core {wall / core:5.2f}x")
 
 
 if __name__ == "__main__":

@@ -22,9 +22,11 @@ import pytest
 
 from helpers.browser import (
     SHOT_DIR,
+    WAIT_MS,
     chromium_page,
     open_and_run_all,
     serving,
+    wait_for,
 )
 
 pytestmark = pytest.mark.browser
@@ -66,7 +68,7 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
 
     # 1. The explorer is rendered as a live widget in the output area.
     explorer = page.locator(".jp-OutputArea .pe-explorer").first
-    expect(explorer).to_be_visible(timeout=90_000)
+    expect(explorer).to_be_visible(timeout=WAIT_MS)
     preview = explorer.locator(".pe-preview").first
     expect(preview).to_have_attribute("src", re.compile(r"^(blob:|data:image/png)"))
     outputs = page.locator(".jp-OutputArea").all_inner_texts()
@@ -89,18 +91,15 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
         page.keyboard.press("ArrowRight")
     amount = round(start_value + 0.05, 2)
     expect(readout).to_have_text(f"{amount:.2f}")
-    expect(preview).not_to_have_attribute("src", old_src, timeout=30_000)
-    deadline = time.monotonic() + 30
-    while preview.screenshot() == old_pixels:
-        assert time.monotonic() < deadline, "the heatmap pixels never changed"
-        time.sleep(0.2)
+    expect(preview).not_to_have_attribute("src", old_src, timeout=WAIT_MS)
+    wait_for(lambda: preview.screenshot() != old_pixels, bool, "the heatmap pixels never changed")
     shot(page, "explorer_2_slider_moved.png")
 
     # 2b. The accuracy readout (explore(model, evaluate=evaluate)): now, and after the step.
     accuracy = float(re.search(r"test accuracy before pruning: ([\d.]+)%", joined).group(1))
     metric = explorer.locator(".pe-metric").first
     expect(metric).to_contain_text(re.compile(r"test accuracy: now [\d.]+% → after this step"),
-                                   timeout=30_000)
+                                   timeout=WAIT_MS)
     # "now" is measured again in the explorer's background thread, on a trial copy: float32
     # rounding in another thread may move one of the 450 test digits (0.22 points) across a
     # near-tie of two logits, no more.
@@ -112,27 +111,25 @@ def test_quickstart_explorer_in_jupyterlab(lab, page):
     assert "0.0% pruned" in before
     status = explorer.locator(".pe-status").first
     explorer.locator(".pe-apply").first.click()
-    expect(status).to_contain_text("Applied", timeout=30_000)
+    expect(status).to_contain_text("Applied", timeout=WAIT_MS)
     expected_pct = f"{amount:.1%} pruned"
-    expect(explorer.locator(".pe-tensor select")).to_contain_text(expected_pct, timeout=30_000)
+    expect(explorer.locator(".pe-tensor select")).to_contain_text(expected_pct, timeout=WAIT_MS)
     assert expected_pct in selected_option(page)
     shot(page, "explorer_3_applied.png")
 
     # 4. Undo: back to the unpruned tensor.
     explorer.locator(".pe-undo").first.click()
-    expect(status).to_contain_text("Undid", timeout=30_000)
-    deadline = time.monotonic() + 30
-    while selected_option(page) != before:
-        assert time.monotonic() < deadline, f"picker still shows {selected_option(page)!r}"
-        time.sleep(0.2)
+    expect(status).to_contain_text("Undid", timeout=WAIT_MS)
+    wait_for(lambda: selected_option(page), lambda shown: shown == before,
+             "the picker did not go back to the unpruned tensor")
 
     # 5. Apply again, then read the plan in the Export tab.
     explorer.locator(".pe-apply").first.click()
-    expect(status).to_contain_text("Applied", timeout=30_000)
+    expect(status).to_contain_text("Applied", timeout=WAIT_MS)
     explorer.locator(".lm-TabBar-tab", has_text="Export").first.click()
     snippet = explorer.locator(".pe-snippet textarea").first
-    expect(snippet).to_be_visible(timeout=30_000)
-    expect(snippet).to_have_value(re.compile(r"prune\.l1_unstructured\("), timeout=30_000)
+    expect(snippet).to_be_visible(timeout=WAIT_MS)
+    expect(snippet).to_have_value(re.compile(r"prune\.l1_unstructured\("), timeout=WAIT_MS)
     text = snippet.input_value()
     assert "from torch.nn.utils import prune" in text
     assert f'prune.l1_unstructured(model.get_submodule("fc1"), "weight", amount={amount})' in text
@@ -167,9 +164,9 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         open_and_run_all(page, lab, NOTEBOOK)
         if not page.locator(".jp-FileBrowser").first.is_visible():
             page.keyboard.press("Control+Shift+F")  # open the file browser
-        expect(page.locator(".jp-FileBrowser").first).to_be_visible(timeout=30_000)
+        expect(page.locator(".jp-FileBrowser").first).to_be_visible(timeout=WAIT_MS)
         explorer = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(explorer).to_be_visible(timeout=90_000)
+        expect(explorer).to_be_visible(timeout=WAIT_MS)
         preview = explorer.locator(".pe-preview").first
         expect(preview).to_have_attribute("src", re.compile(r"^(blob:|data:image/png)"))
         explorer.scroll_into_view_if_needed()
@@ -188,7 +185,7 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         # The PNG keeps its aspect ratio (drawn at its natural size or scaled evenly).
         page.wait_for_function(  # a new blob URL loads asynchronously (naturalWidth 0 until then)
             "img => img.complete && img.naturalWidth > 0", arg=preview.element_handle(),
-            timeout=30_000)
+            timeout=WAIT_MS)
         natural, shown = preview.evaluate(
             "img => [img.naturalWidth / img.naturalHeight, img.clientWidth / img.clientHeight]")
         assert shown == pytest.approx(natural, rel=0.03)
@@ -203,33 +200,33 @@ def test_explore_tab_reflows_with_the_file_browser_open(lab, size):
         count = explorer.locator(".pe-count input").first
         count.fill("999999")
         count.press("Enter")
-        expect(preview).to_have_class(re.compile(r"\bpe-stale\b"), timeout=30_000)
+        expect(preview).to_have_class(re.compile(r"\bpe-stale\b"), timeout=WAIT_MS)
         expect(explorer.locator(".pe-apply").first).to_be_disabled()
         status = explorer.locator(".pe-input-error").first  # over the picture, by the slider
-        expect(status).to_contain_text("Preview failed", timeout=30_000)
+        expect(status).to_contain_text("Preview failed", timeout=WAIT_MS)
         expect(explorer.locator(".pe-status").first).to_contain_text(
             "the message is by the controls")
         assert explorer.inner_text().count("999999") <= 2  # the input and the one message
         shot(page, f"explorer_stale_{size[0]}x{size[1]}.png")
         count.fill("2.5")  # refused, never read as 25
         count.press("Enter")
-        expect(status).to_contain_text("whole number", timeout=30_000)
+        expect(status).to_contain_text("whole number", timeout=WAIT_MS)
         expect(status).to_contain_text("'2.5'")
         count.fill("10")
         count.press("Enter")
-        expect(preview).not_to_have_class(re.compile(r"\bpe-stale\b"), timeout=30_000)
-        expect(status).to_be_hidden(timeout=30_000)
+        expect(preview).not_to_have_class(re.compile(r"\bpe-stale\b"), timeout=WAIT_MS)
+        expect(status).to_be_hidden(timeout=WAIT_MS)
         expect(explorer.locator(".pe-apply").first).to_be_enabled()
 
         # Reset asks first; its question and buttons read in full at this size too.
         explorer.locator(".pe-apply").first.click()
-        expect(explorer.locator(".pe-status").first).to_contain_text("Applied", timeout=30_000)
+        expect(explorer.locator(".pe-status").first).to_contain_text("Applied", timeout=WAIT_MS)
         explorer.locator(".pe-reset").first.click()
         confirm = explorer.locator(".pe-reset-confirm").first
-        expect(confirm).to_be_visible(timeout=30_000)
+        expect(confirm).to_be_visible(timeout=WAIT_MS)
         expect(confirm).to_have_text("Confirm reset")
         assert explorer.evaluate(_TRUNCATED) == []
         explorer.locator(".pe-reset-cancel").first.click()
-        expect(confirm).to_be_hidden(timeout=30_000)
+        expect(confirm).to_be_hidden(timeout=WAIT_MS)
         expect(explorer.locator(".pe-undo").first).to_be_enabled()  # the step is still there
     assert not errors, errors

@@ -14,11 +14,7 @@ import re
 
 import pytest
 
-from helpers.browser import (
-    chromium_page,
-    open_and_run_all,
-    serving,
-)
+from helpers.browser import WAIT_MS, chromium_page, open_and_run_all, serving
 
 pytestmark = pytest.mark.browser
 
@@ -49,18 +45,18 @@ def test_copy_puts_the_snippet_on_the_clipboard(lab):
         page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=lab.base)
         open_and_run_all(page, lab, NOTEBOOK)
         explorer = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(explorer).to_be_visible(timeout=90_000)
+        expect(explorer).to_be_visible(timeout=WAIT_MS)
         snippet = explorer.locator(".pe-snippet textarea").first
-        expect(snippet).to_be_visible(timeout=30_000)
-        expect(snippet).to_have_value(re.compile(r"prune\.l1_unstructured\("), timeout=30_000)
+        expect(snippet).to_be_visible(timeout=WAIT_MS)
+        expect(snippet).to_have_value(re.compile(r"prune\.l1_unstructured\("), timeout=WAIT_MS)
         text = snippet.input_value()
         assert 'prune.l1_unstructured(model.get_submodule("0"), "weight", amount=0.5)' in text
         button = explorer.locator(".pe-copy-snippet button").first
-        expect(button).to_have_text("Copy snippet", timeout=30_000)
+        expect(button).to_have_text("Copy snippet", timeout=WAIT_MS)
         page.evaluate("navigator.clipboard.writeText('not the snippet')")
         button.click()
-        expect(button).to_have_text("Copied ✓", timeout=10_000)
+        expect(button).to_have_text("Copied ✓", timeout=WAIT_MS)
         assert page.evaluate("navigator.clipboard.readText()") == text
         expect(explorer.locator(".pe-status").first).to_contain_text(
-            "Copied the Python snippet to the clipboard.", timeout=30_000)
+            "Copied the Python snippet to the clipboard.", timeout=WAIT_MS)
     assert not errors, errors

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.browser import SHOT_DIR, chromium_page, open_and_run_all, serving, wait_for
+from helpers.browser import SHOT_DIR, WAIT_MS, chromium_page, open_and_run_all, serving, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -61,12 +61,12 @@ def test_run_grows_the_chart_one_picture_per_round(lab):
     with chromium_page(errors) as page:
         open_and_run_all(page, lab, NOTEBOOK)
         explorer = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(explorer).to_be_visible(timeout=90_000)
+        expect(explorer).to_be_visible(timeout=WAIT_MS)
         run = explorer.locator(".pe-fine-tune-run").first
-        expect(run).to_be_visible(timeout=60_000)
+        expect(run).to_be_visible(timeout=WAIT_MS)
         expect(explorer.locator(".pe-fine-tune-plan").first).to_contain_text(
-            "iterative, 3 rounds, 3 epochs: prunes to", timeout=60_000)
-        expect(run).to_be_enabled(timeout=30_000)
+            "iterative, 3 rounds, 3 epochs: prunes to", timeout=WAIT_MS)
+        expect(run).to_be_enabled(timeout=WAIT_MS)
         explorer.evaluate(RECORD_JS)
         run.click()
         status = explorer.locator(".pe-status").first
@@ -78,8 +78,8 @@ def test_run_grows_the_chart_one_picture_per_round(lab):
         assert len(set(charts)) >= 1 + ROUNDS
         for k in range(1, ROUNDS + 1):
             assert any(line.startswith(f"round {k} of {ROUNDS}") for line in progress), progress
-        expect(run).to_be_enabled(timeout=30_000)
-        expect(explorer.locator(".pe-fine-tune-stop").first).to_be_disabled(timeout=30_000)
+        expect(run).to_be_enabled(timeout=WAIT_MS)
+        expect(explorer.locator(".pe-fine-tune-stop").first).to_be_disabled(timeout=WAIT_MS)
         image = explorer.locator("img.pe-fine-tune-chart").first
         assert image.evaluate("i => i.complete && i.naturalWidth > 0")
         SHOT_DIR.mkdir(parents=True, exist_ok=True)

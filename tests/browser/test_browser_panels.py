@@ -10,16 +10,10 @@ and the histogram's cut line moving with the amount slider. Screenshots go to
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
-from helpers.browser import (
-    SHOT_DIR,
-    chromium_page,
-    open_and_run_all,
-    serving,
-)
+from helpers.browser import SHOT_DIR, WAIT_MS, chromium_page, open_and_run_all, serving, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -54,13 +48,13 @@ def test_model_view_and_magnitudes_render_and_select(lab):
     with chromium_page(errors, viewport=SIZE) as page:
         open_and_run_all(page, lab, NOTEBOOK)
         explorer = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(explorer).to_be_visible(timeout=90_000)
+        expect(explorer).to_be_visible(timeout=WAIT_MS)
         picker = explorer.locator(".pe-tensor select").first
 
         # Model view: one row per tensor, the shown one marked, percentages drawn by CSS.
         _expand(explorer, "pe-modelview", "Model view")
         rows = explorer.locator(".pe-mv-row")
-        expect(rows.first).to_be_visible(timeout=30_000)
+        expect(rows.first).to_be_visible(timeout=WAIT_MS)
         names = picker.evaluate(_NAMES)
         expect(rows).to_have_count(len(names))
         shown = picker.evaluate(_SHOWN)
@@ -76,18 +70,16 @@ def test_model_view_and_magnitudes_render_and_select(lab):
         # A click on another row selects that tensor in the picker.
         other = next(n for n in names if n != shown and n.endswith(".weight"))
         rows.filter(has_text=re.compile(rf"^{re.escape(other)}$")).first.click()
-        deadline = time.monotonic() + 30
-        while picker.evaluate(_SHOWN) != other:
-            assert time.monotonic() < deadline, f"picker still shows {picker.evaluate(_SHOWN)!r}"
-            time.sleep(0.2)
-        expect(explorer.locator(".pe-mv-selected")).to_have_text(other, timeout=30_000)
+        wait_for(lambda: picker.evaluate(_SHOWN), lambda shown: shown == other,
+                 f"the picker did not select {other}")
+        expect(explorer.locator(".pe-mv-selected")).to_have_text(other, timeout=WAIT_MS)
 
         # Magnitudes: the histogram with its cut line, which follows the slider.
         _expand(explorer, "pe-magnitudes", "Magnitudes")
         svg = explorer.locator(".pe-magnitudes-picture svg").first
-        expect(svg).to_be_visible(timeout=30_000)
+        expect(svg).to_be_visible(timeout=WAIT_MS)
         assert svg.locator("rect").count() > 3
-        expect(svg.locator(".pe-mag-cut")).to_have_count(1, timeout=30_000)
+        expect(svg.locator(".pe-mag-cut")).to_have_count(1, timeout=WAIT_MS)
         expect(explorer.locator(".pe-magnitudes-caption")).to_contain_text("smallest")
         explorer.locator(".pe-magnitudes").first.scroll_into_view_if_needed()
         SHOT_DIR.mkdir(parents=True, exist_ok=True)
@@ -97,10 +89,8 @@ def test_model_view_and_magnitudes_render_and_select(lab):
         handle.focus()
         for _ in range(10):
             page.keyboard.press("ArrowRight")
-        deadline = time.monotonic() + 30
-        while _cut_x(explorer) == start:
-            assert time.monotonic() < deadline, "the cut line did not move with the slider"
-            time.sleep(0.2)
+        wait_for(lambda: _cut_x(explorer), lambda x: x != start,
+                 "the cut line did not move with the slider")
         assert float(_cut_x(explorer)) > float(start)  # more pruned: the line moves right
         mag_box = explorer.locator(".pe-magnitudes").first.bounding_box()
         assert mag_box["x"] + mag_box["width"] <= SIZE[0], mag_box

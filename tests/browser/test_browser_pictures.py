@@ -19,12 +19,7 @@ import re
 import pytest
 import torch
 
-from helpers.browser import (
-    chromium_page,
-    open_and_run_all,
-    serving,
-    wait_for,
-)
+from helpers.browser import WAIT_MS, chromium_page, open_and_run_all, serving, wait_for
 from prune_explorer.viz import MaskPreview
 
 pytestmark = pytest.mark.browser
@@ -71,7 +66,7 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
     with chromium_page(errors, viewport=size) as page:
         open_and_run_all(page, lab, NOTEBOOK)
         explorer = page.locator(".jp-OutputArea .pe-explorer").first
-        expect(explorer).to_be_visible(timeout=90_000)
+        expect(explorer).to_be_visible(timeout=WAIT_MS)
         words = explorer.locator(".pe-picture-text").first
         title = lambda: words.inner_text() if words.count() else ""  # noqa: E731
         wait_for(title, lambda t: "3x3 tiles" in t, "the kernels view was not drawn")
@@ -91,7 +86,7 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
         picker = explorer.locator(".pe-tensor select").first
         explorer.locator(".pe-apply").first.click()
         status = explorer.locator(".pe-status").first
-        expect(status).to_contain_text("Applied", timeout=60_000)
+        expect(status).to_contain_text("Applied", timeout=WAIT_MS)
         shown = lambda: picker.evaluate(  # noqa: E731 (the browser shows no-break spaces)
             "s => s.options[s.selectedIndex].text.replace(/\\u00a0/g, ' ')")
         share = lambda t: (re.findall(r"(\d+\.\d)% pruned", t) or [""])[0]  # noqa: E731
@@ -106,18 +101,18 @@ def test_pictures_tell_the_state_after_view_switches_apply_and_commit(lab, size)
                              f"the picture does not start from the applied {pruned}%")
         assert "preview of the next step" in described
         already = explorer.locator(".pe-info-already").first
-        expect(already).to_contain_text(f"({pruned}%)", timeout=30_000)
+        expect(already).to_contain_text(f"({pruned}%)", timeout=WAIT_MS)
 
         # 3. After Commit the zeros are still counted as pruned, everywhere.
         explorer.locator(".p-TabBar-tab, .lm-TabBar-tab", has_text="Commit").first.click()
         explorer.locator(".pe-commit-review").first.click()
         confirm = explorer.locator(".pe-commit-confirm").first
-        expect(confirm).to_be_enabled(timeout=30_000)
+        expect(confirm).to_be_enabled(timeout=WAIT_MS)
         confirm.click()
-        expect(status).to_contain_text("Committed", timeout=60_000)
+        expect(status).to_contain_text("Committed", timeout=WAIT_MS)
         explorer.locator(".p-TabBar-tab, .lm-TabBar-tab", has_text="Explore").first.click()
         wait_for(shown, lambda t: f"{pruned}% pruned" in t, "the picker lost the committed zeros")
-        expect(already).to_contain_text(f"({pruned}%)", timeout=30_000)
+        expect(already).to_contain_text(f"({pruned}%)", timeout=WAIT_MS)
         wait_for(title, lambda t: f"sparsity {pruned}% now" in t,
                  "the picture ignores the committed zeros")
     assert not errors, errors

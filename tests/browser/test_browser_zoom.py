@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import io
 import re
-import time
 
 import numpy as np
 import pytest
 
-from helpers.browser import (
-    SHOT_DIR,
-    chromium_page,
-    open_and_run_all,
-    serving,
-)
+from helpers.browser import SHOT_DIR, WAIT_MS, chromium_page, open_and_run_all, serving, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -66,28 +60,26 @@ def test_zoom_panel_draws_entries_and_hover_names_them(lab, page):
 
     open_and_run_all(page, lab, NOTEBOOK)
     explorer = page.locator(".jp-OutputArea .pe-explorer").first
-    expect(explorer).to_be_visible(timeout=90_000)
+    expect(explorer).to_be_visible(timeout=WAIT_MS)
     expect(explorer.locator(".pe-preview").first).to_have_attribute(
-        "src", re.compile(r"^(blob:|data:image/png)"), timeout=60_000)
+        "src", re.compile(r"^(blob:|data:image/png)"), timeout=WAIT_MS)
 
     toggle = explorer.locator(".pe-zoom-toggle")
     toggle.scroll_into_view_if_needed()
     toggle.click()
     figure = explorer.locator(".pe-zoom-canvas .jupyter-matplotlib-figure").first
-    expect(figure.locator("canvas").first).to_be_visible(timeout=60_000)
+    expect(figure.locator("canvas").first).to_be_visible(timeout=WAIT_MS)
     expect(explorer.locator(".pe-zoom-rows input")).to_have_value("64")
     figure.scroll_into_view_if_needed()
 
     # 1. The canvas draws the 64 x 64 window entry by entry: both classes are on screen.
     area = figure.locator(".jupyter-matplotlib-canvas-div").first
-    deadline = time.monotonic() + 30
-    while True:
+    def shares() -> tuple[float, float]:
         png = area.screenshot()
-        kept, pruned = colour_share(png, KEPT), colour_share(png, PRUNED_NOW)
-        if kept > 0.05 and pruned > 0.05:
-            break
-        assert time.monotonic() < deadline, f"zoom canvas never drew the mask ({kept}, {pruned})"
-        time.sleep(0.3)
+        return colour_share(png, KEPT), colour_share(png, PRUNED_NOW)
+
+    wait_for(shares, lambda both: min(both) > 0.05,
+             "zoom canvas never drew the mask (kept and pruned shares)", poll=0.3)
 
     # 2. Hover: ipympl's footer shows index, value and state of the entry under the pointer.
     box = area.bounding_box()
@@ -96,7 +88,7 @@ def test_zoom_panel_draws_entries_and_hover_names_them(lab, page):
     page.mouse.move(box["x"] + 0.55 * box["width"], box["y"] + 0.49 * box["height"])
     footer = explorer.locator(".pe-zoom-canvas .jupyter-matplotlib-footer").first
     pattern = re.compile(r"0\.weight\[\d+, \d+\] = -?[0-9.e+-]+ · (kept|pruned by this step)")
-    expect(footer).to_contain_text(pattern, timeout=20_000)
+    expect(footer).to_contain_text(pattern, timeout=WAIT_MS)
     text = footer.inner_text()
     row, col = (int(i) for i in re.search(r"\[(\d+), (\d+)\]", text).groups())
     assert 20 <= row <= 44
@@ -109,13 +101,15 @@ def test_zoom_panel_draws_entries_and_hover_names_them(lab, page):
     zoom_button = explorer.locator(".pe-zoom-canvas button[title^='Zoom to rectangle']").first
     expect(zoom_button).to_have_class(re.compile(r"\bmod-active\b"))
     x0, y0 = box["x"] + 0.35 * box["width"], box["y"] + 0.35 * box["height"]
+    before_drag = area.screenshot()
     page.mouse.move(x0, y0)
     page.mouse.down()
     page.mouse.move(x0 + 0.15 * box["width"], y0 + 0.15 * box["height"], steps=5)
     page.mouse.up()
     rows = explorer.locator(".pe-zoom-rows input")
-    expect(rows).not_to_have_value("64", timeout=20_000)
+    expect(rows).not_to_have_value("64", timeout=WAIT_MS)
     assert 1 <= int(rows.input_value()) < 64
-    time.sleep(0.5)  # the new frame
+    wait_for(lambda: area.screenshot() != before_drag, bool,  # the zoomed frame is drawn
+             "the zoom canvas did not redraw after the drag")
     page.screenshot(path=str(SHOT_DIR / "zoom_1024x768_dragged.png"))
     assert not page.js_errors, page.js_errors

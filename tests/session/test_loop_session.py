@@ -427,3 +427,98 @@ def test_the_demo_train_reports_each_epoch_and_is_seen_to_take_progress():
     torch.manual_seed(0)
     demo_train(DigitsMLP(), 2, progress=done.append)
     assert done == [1, 2]
+
+
+@pytest.mark.parametrize("scope", ["global", "local"])
+@pytest.mark.parametrize(("width", "expected"), [(16, 1), (400, 2)])  # 400x400 > prune SMALL
+def test_small_targets_are_pruned_on_one_thread_and_train_keeps_the_callers(
+        monkeypatch, scope, width, expected):
+    from prune_explorer.prune.engine import SMALL
+
+    assert (width * width > SMALL) == (expected == 2)
+    seen: dict[str, list[int]] = {"prune": [], "train": [], "evaluate": []}
+    for name in ("apply", "apply_global"):
+        original = getattr(Session, name)
+
+        def spy(self, *args, _original=original, **kwargs):
+            seen["prune"].append(torch.get_num_threads())
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Session, name, spy)
+
+    def fit(model: nn.Module, epochs: int) -> None:
+        seen["train"].append(torch.get_num_threads())
+
+    def score(model: nn.Module) -> float:
+        seen["evaluate"].append(torch.get_num_threads())
+        return 0.5
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 4))
+        run = Session(net).fine_tune_schedule(Schedule.iterative(0.75, 2, 1), fit, score,
+                                              scope=scope)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+    assert [r.realized for r in run.rounds] == pytest.approx([0.5, 0.75], abs=1e-3)
+    assert seen["prune"]
+    assert set(seen["prune"]) == {expected}
+    assert seen["train"] == [2, 2]
+    assert set(seen["evaluate"]) == {2}
+    assert after == 2
+
+
+def test_the_demo_evaluate_runs_on_one_thread_as_its_train_does():
+    from prune_explorer.demo import evaluate as demo_evaluate
+    from prune_explorer.demo import train as demo_train
+
+    seen: list[int] = []
+
+    class Spy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append(torch.get_num_threads())
+            return self.fc(x)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        spy = Spy()
+        accuracy = demo_evaluate(spy, layout="flat")
+        demo_train(spy, 1, layout="flat", batch_size=1347)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+    assert 0.0 <= accuracy <= 1.0
+    assert seen == [1, 1]
+    assert after == 2
+
+
+def test_a_global_round_on_small_targets_builds_no_key_histogram(monkeypatch):
+    import prune_explorer.session.preview.order_cache as order_cache
+    from prune_explorer.prune.engine import SMALL
+
+    built: list[str] = []
+
+    class Counted(order_cache.KeyHistogram):
+        def __init__(self, module: nn.Module, name: str, *args: object) -> None:
+            built.append(name)
+            super().__init__(module, name, *args)
+
+    monkeypatch.setattr(order_cache, "KeyHistogram", Counted)
+    net = model()
+    assert all(p.numel() <= SMALL for p in net.parameters())
+    s = Session(net)
+    s.fine_tune_schedule(Schedule.gradual(0.9, 4), train, evaluate, scope="global")
+    # the core's selection instead (nothing cached to reuse; its masks are stock torch's:
+    # test_every_round_has_stock_torchs_masks_on_the_same_weights)
+    assert built == []
+    s.preview_global(list(WEIGHTS), "l1_unstructured", amount=0.95)  # a slider builds them
+    assert sorted(built) == ["weight"] * 3

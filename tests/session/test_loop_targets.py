@@ -53,8 +53,14 @@ def test_digits_mlp_meets_the_issue_targets():
     # gradual cubic over 10 epochs: >= 95% at 90%, >= 90% at 95%
     assert accuracy(run(copy_of(dense), Schedule.gradual(0.9, 10), "local")) >= 0.95
     assert accuracy(run(copy_of(dense), Schedule.gradual(0.95, 10), "local")) >= 0.90
-    # the lottery ticket at 98% beats one-shot + fine-tune by >= 20 points, with more epochs
-    # (one threshold over all weights: per tensor, 98% leaves fc3 13 weights for 10 classes)
+    # the lottery ticket at 98% beats one-shot + fine-tune by >= 20 points, with more epochs.
+    # Asserted with one threshold over all weights (seed 0: 85.3% against 52.7%), not per
+    # tensor as in the issue's table: per tensor the issue's wording holds on the mean of 3
+    # seeds only (67.9% against 45.1%, +22.8; seeds 0/1/2: 48.7/72.2/82.9% against
+    # 55.1/37.3/42.9%, bench_schedules.py --targets 0.98 --each, re-measured 2026-11-28 with
+    # the same figures), and 3 seeds cost 390 epochs (about 40 s on a quiet core, 5 min under
+    # a load of 12), past this test's budget of about 30 s; seed 0 alone misses (per tensor,
+    # 98% leaves fc3 13 weights for 10 classes).
     one_shot = run(copy_of(dense), Schedule.one_shot(0.98, 10), "global")
     ticket = run(untrained_model("mlp", SEED), Schedule.lottery_ticket(0.98, 3, 30), "global")
     assert accuracy(ticket) >= accuracy(one_shot) + 0.20

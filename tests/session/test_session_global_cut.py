@@ -14,7 +14,10 @@ from torch import nn
 from prune_explorer import prune
 from prune_explorer.prune import _radix, engine
 from prune_explorer.session import Session
+from prune_explorer.session.preview import global_cut as global_cut_module
+from prune_explorer.session.preview import key_pass as key_pass_module
 from prune_explorer.session.preview.global_cut import KeyHistogram, _Source, global_cut
+from prune_explorer.session.preview.key_pass import key_pass
 from prune_explorer.session.preview.masks import GlobalPreview
 from prune_explorer.session.preview.order_cache import OrderCache
 
@@ -69,6 +72,7 @@ def test_ties_straddling_chunk_boundaries(dtype, monkeypatch):
     """Ties taken lowest flat index first across the pieces a pass reads."""
     monkeypatch.setattr(_radix, "CHUNK", 1000)  # the core's pieces
     monkeypatch.setattr(engine, "CHUNK", 1000)  # the session's, through the core's interface
+    monkeypatch.setattr(key_pass_module, "BLOCK", 1000)  # the session's NumPy passes
     model = _model(dtype, seed=3, shapes=((64, 90), (70, 80)))
     with torch.no_grad():  # few distinct values: thousands of ties at every cut
         for layer in model:
@@ -170,6 +174,8 @@ def test_slider_moves_near_the_first_cut_read_its_window_without_a_pass():
     passes = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_Source, "chunks", lambda self: (passes.append(1), original(self))[1])
+        patch.setattr(global_cut_module, "key_pass",  # the CPU's pass
+                      lambda *a, **k: (passes.append(1), key_pass(*a, **k))[1])
         global_cut(pairs, [hist], hist.alive // 2)
         assert len(passes) == 1
         assert hist._sorted is None
@@ -198,6 +204,8 @@ def test_once_the_cut_has_left_its_windows_no_slider_move_passes_over_the_tensor
     original = _Source.chunks
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_Source, "chunks", lambda self: (passes.append(1), original(self))[1])
+        patch.setattr(global_cut_module, "key_pass",  # the CPU's pass
+                      lambda *a, **k: (passes.append(1), key_pass(*a, **k))[1])
         cuts = {k: global_cut(pairs, [hist], k) for k in (1, hist.alive // 3, hist.alive - 7,
                                                            hist.alive // 2 + 1)}
     assert not passes

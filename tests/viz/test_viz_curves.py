@@ -147,3 +147,24 @@ def test_nothing_to_draw_draws_no_legend():
 def test_repr_names_the_lines_and_the_baseline():
     drawn = draw([Run("one-shot, 10 epochs", rounds((0.9, 0.97)))], baseline=[(0, 1), (1, 0)])
     assert repr(drawn) == "CurvePlot(1 line: 'one-shot, 10 epochs'; baseline: 2 points)"
+
+
+def test_a_draw_does_not_search_above_the_axes_for_the_title(monkeypatch):
+    from matplotlib.axis import Axis
+
+    from prune_explorer.viz import render_png
+
+    fig, ax = make_figure(figsize=(6.4, 4.2), dpi=80, layout=None)
+    plot_accuracy_vs_sparsity(ax, [Run("gradual", rounds((0.5, 0.97), (0.9, 0.9)))],
+                              baseline=[(0.5, 0.9), (0.9, 0.5)])
+    boxes: list[object] = []
+    measure = Axis.get_tightbbox
+
+    def counted(self, *args, **kwargs):
+        boxes.append(self)
+        return measure(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axis, "get_tightbbox", counted)
+    assert render_png(fig)[1:4] == b"PNG"
+    assert boxes == []  # the title's place is fixed: no tight box of the ticks per redraw
+    assert ax.title.get_text() == "accuracy vs sparsity"

@@ -350,3 +350,34 @@ def test_with_a_train_that_reports_epochs_stop_ends_within_the_round_and_rolls_i
         assert all(torch.equal(kept[k], now[k]) for k in kept)  # round 2 rolled back exactly
     finally:
         ex.close()
+
+
+def test_the_explorer_refreshes_once_per_round_and_the_chart_draws_once_per_round(
+        monkeypatch):
+    import prune_explorer.widgets.tabs.fine_tune as fine_tune
+
+    ex = explorer()
+    try:
+        refreshes: list[int] = []
+        charts: list[int] = []
+        refresh, render = ex.refresh, fine_tune.render_png
+
+        def counted_refresh() -> None:
+            refreshes.append(len(ex.session.steps))
+            refresh()
+
+        def counted_render(*args, **kwargs):
+            charts.append(len(ex.session.steps))
+            return render(*args, **kwargs)
+
+        monkeypatch.setattr(ex, "refresh", counted_refresh)
+        monkeypatch.setattr(fine_tune, "render_png", counted_render)
+        set_schedule(ex, "iterative", target=0.875, epochs=1, rounds=3)
+        run(ex)
+        # each round is 2 steps (prune, fine_tune): one refresh after each round's 2
+        assert refreshes == [2, 4, 6]
+        # the baseline before the first round, then one chart as each round ends
+        assert charts == [0, 2, 4, 6]
+        assert ex.ui.summary.value.count("6 steps") == 1
+    finally:
+        ex.close()

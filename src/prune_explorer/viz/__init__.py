@@ -9,7 +9,9 @@ Views and pooling
 Masks (``masks``), changes (``diffs``) and charts of session reports (``charts``)
     :func:`plot_mask`; :func:`plot_diff`, :func:`plot_history`; :func:`plot_global_vs_local`,
     :func:`plot_sensitivity`. Schedule runs (``curves``): :func:`plot_accuracy_vs_sparsity`.
-    Figures (``figures``): :func:`make_figure` and :func:`render_png`.
+    Figures (``figures``): :func:`make_figure` and :func:`render_png`. Notebook figures
+    (``notebook``): :func:`notebook_figsize` fits a notebook's output area at 1024x768,
+    :func:`check_readable` measures a figure's text as shown there (>= 10 px).
 Live preview
     :class:`MaskPreview`: update with a new mask, get PNG bytes, in tens of milliseconds.
 
@@ -35,6 +37,7 @@ from prune_explorer.viz.curves import CurvePlot, plot_accuracy_vs_sparsity
 from prune_explorer.viz.diffs import DiffPlot, HistoryPlot, plot_diff, plot_history
 from prune_explorer.viz.figures import auto_cells, make_figure, render_png
 from prune_explorer.viz.masks import MaskPlot, plot_mask
+from prune_explorer.viz.notebook import check_readable, notebook_figsize
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
     PooledView,
@@ -70,10 +73,12 @@ __all__ = [
     "block_edges",
     "block_sums",
     "channel_view",
+    "check_readable",
     "encode_png",
     "kernel_grid_view",
     "make_figure",
     "matrix_view",
+    "notebook_figsize",
     "plot_accuracy_vs_sparsity",
     "plot_diff",
     "plot_global_vs_local",

@@ -12,15 +12,19 @@ many of those equal to ``v`` are taken. That comes from counting, not sorting:
 * **Histogram, once per tensor state** (:class:`KeyHistogram`): the count of unpruned keys by
   their top value bits -- all 15 of a bfloat16/float16 key (256 KiB of counts), the top 16 of a
   wider one: for float32 the exponent and 8 mantissa bits (512 KiB), whatever the tensor's size.
-  One streamed pass over the tensor, chunk by chunk (on a GPU, the whole tensor at once: a
-  fixed number of launches and syncs per tensor, whatever its size). The
+  One streamed pass over the tensor: on the CPU in NumPy on the calling thread
+  (:func:`.key_pass.key_pass`: no parallel region for a busy machine to stall), on a GPU the
+  whole tensor at once (a fixed number of launches and syncs per tensor, whatever its size). The
   :class:`~prune_explorer.session.preview.order_cache.OrderCache` keeps it and drops it when the
   tensor's state changes, like an order.
 * **Cut, per slider move** (:func:`global_cut`): the summed histograms' cumulative sum gives the
-  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the first cut
-  gathers, by one pass over each target, the keys of a *window* of bins around its bin (an
-  eighth of their keys, :data:`WINDOW_SHARE`, kept with the histogram): the slider's next moves
-  nearby read their bin there, with no pass. A cut outside gathers a new window (one pass);
+  bin of the ``k``-th key. For 2-byte floats the bin *is* the value. For float32 the keys of a
+  *window* of bins around the cut's bin (an eighth of them, :data:`WINDOW_SHARE`, kept with the
+  histogram) are gathered: on the CPU by a first preview in the histogram's own pass, the
+  window placed by a strided sample (:func:`predicted_window`), so that preview costs one pass
+  per target, as the core's selection does; else, or where the sample misplaced it, by one
+  more pass. The slider's next moves nearby read their bin there, with no pass. A cut outside
+  gathers a new window (one pass);
   after :data:`REGATHER` windows, every key is sorted once (:class:`~.sorted_keys.SortedKeys`:
   every unpruned key, sorted and delta-coded in about 0.6 B each, kept with the histogram), so
   from then on no slider move passes over a tensor, wherever the cut goes. (That sort costs
@@ -64,8 +68,9 @@ from torch import nn
 from prune_explorer.prune import engine
 
 from .compact_keys import SortedKeys
+from .key_pass import cpu_pass_fits, cut_mask, dead_flags, key_pass
 
-__all__ = ["GlobalCut", "KeyHistogram", "global_cut"]
+__all__ = ["GlobalCut", "KeyHistogram", "global_cut", "predicted_window"]
 
 #: Value bits the cached histogram resolves (2**WIDTH bins of int64).
 WIDTH = 16
@@ -74,6 +79,9 @@ WIDTH = 16
 #: share of the targets' unpruned keys (0.5 B per entry as int32), at least ``MIN_WINDOW``.
 WINDOW_SHARE = 1 / 8
 MIN_WINDOW = 1 << 20
+
+#: Keys of the strided sample :func:`predicted_window` places a first cut's window by.
+SAMPLE = 1 << 15
 
 #: Windows a float32 histogram gathers (one pass each) before it sorts every key instead.
 REGATHER = 3
@@ -136,23 +144,35 @@ class KeyHistogram:
         Unpruned entries.
     """
 
-    def __init__(self, module: nn.Module, name: str, state: tuple[Any, ...] = ()) -> None:
+    def __init__(self, module: nn.Module, name: str, state: tuple[Any, ...] = (),
+                 window: tuple[int, int] | None = None) -> None:
         source = _Source(module, name)
         values = source.values
         self.dtype = values.dtype
         self.bits = 8 * values.element_size() - 1
         self.width = min(WIDTH, self.bits)
         self.shift = self.bits - self.width
-        with torch.no_grad():
-            self.counts = engine.histogram(source.chunks(), self.shift, self.width, 0,
-                                           values.device, ceiling=engine.NAN_BITS[values.dtype],
-                                           markers=source.kept is not None).cpu()
-        self.alive = int(self.counts.sum())
+        self._window: tuple[int, int, torch.Tensor] | None = None  # float32: bins a..b, keys
+        if cpu_pass_fits(values, source.kept):  # NumPy on this thread, window in the pass
+            gather = None if window is None or self.dtype != torch.float32 else window
+            counts, keys = key_pass(values, source.kept, shift=self.shift, width=self.width,
+                                    window=None if gather is None else self._key_range(*gather))
+            if gather is not None and keys is not None:
+                self._window = (*gather, keys)
+            assert counts is not None  # asked for
+            self.counts = torch.from_numpy(counts)
+            self.cum = np.cumsum(counts)
+        else:
+            with torch.no_grad():
+                self.counts = engine.histogram(source.chunks(), self.shift, self.width, 0,
+                                               values.device,
+                                               ceiling=engine.NAN_BITS[values.dtype],
+                                               markers=source.kept is not None).cpu()
+            self.cum = self.counts.cumsum(0).numpy()  # CPU: read one bin at a time
+        self.alive = int(self.cum[-1])
         self.numel = values.numel()
         self._state = state
-        self.cum = self.counts.cumsum(0).numpy()  # CPU: read one bin at a time
         self._sorted: SortedKeys | None = None  # float32: every key, sorted (when needed)
-        self._window: tuple[int, int, torch.Tensor] | None = None  # float32: bins a..b, keys
         self._gathers = 0  # windows left behind
         self._bin: tuple[int, torch.Tensor] | None = None  # the last bin gathered or read
         self._zeros: int | None = None
@@ -199,8 +219,8 @@ class KeyHistogram:
                 self._window = (first, last, self._gather(source, first, last))
             if self._window is not None:
                 if self._bin is None or self._bin[0] != j:  # the last bin read, kept
-                    keys = self._window[2]
-                    self._bin = (j, torch.sort(keys[(keys >> self.shift) == j]).values)
+                    keys = self._window[2].numpy()  # NumPy: no parallel region per move
+                    self._bin = (j, torch.from_numpy(np.sort(keys[(keys >> self.shift) == j])))
                 return self._bin[1]
             self._sorted = SortedKeys(source.chunks, self.counts, self.shift, torch.int32)
         if self._sorted is not None:
@@ -211,8 +231,16 @@ class KeyHistogram:
             self._bin = (j, self._gather(source, j, j))
         return self._bin[1]
 
+    def _key_range(self, first: int, last: int) -> tuple[int, int]:
+        """The keys of bins ``first .. last``: ``(low, high)``, both included."""
+        return first << self.shift, min(((last + 1) << self.shift) - 1, (1 << self.bits) - 1)
+
     def _gather(self, source: _Source, first: int, last: int) -> torch.Tensor:
         """The keys (CPU, flat order) of bins ``first .. last``, by one pass."""
+        if cpu_pass_fits(source.values, source.kept):
+            keys = key_pass(source.values, source.kept, window=self._key_range(first, last))[1]
+            assert keys is not None
+            return keys
         with torch.no_grad():
             if first == last:
                 found = [k[(k >> self.shift) == first].cpu() for k in source.chunks()]
@@ -274,6 +302,10 @@ class GlobalCut:
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
         if out.numel() == 0:  # nothing to cut (split() of an empty tensor still gives a piece)
             return out
+        if cpu_pass_fits(values, kept) and out.is_floating_point():  # NumPy, this thread
+            cut_mask(values, kept, self.value, self.take[i], out,
+                     every_tie=self.take[i] == self.equal[i])
+            return out
         ints, bits = engine.int_view(values.reshape(-1))
         alive = None if kept is None else kept.reshape(-1).to(out.device)
         clear = (1 << bits) - 1
@@ -305,6 +337,42 @@ class GlobalCut:
                 f"pruned {sum(self.less) + sum(self.take):,})")
 
 
+def predicted_window(pairs: Sequence[tuple[nn.Module, str]], amount: float | int
+                     ) -> tuple[int, int] | None:
+    """Bins ``(first, last)`` of float32 keys around where the global L1 cut of ``amount``
+    (a share or a count of the unpruned entries) falls over ``pairs``, holding about
+    :data:`WINDOW_SHARE` of their unpruned keys (at least :data:`MIN_WINDOW`), from a strided
+    sample of :data:`SAMPLE` keys (no RNG). A first preview gathers them in the histograms'
+    own pass (:class:`KeyHistogram` ``window``): one pass per target instead of two. Where the
+    sample misses (the cut's bin outside), :meth:`KeyHistogram.bin_keys` gathers a window as
+    before. None: not every target float32 on the CPU (see :func:`.key_pass.cpu_pass_fits`)."""
+    sources = [_Source(m, n) for m, n in pairs]
+    if not sources or any(s.values.dtype != torch.float32 or not cpu_pass_fits(s.values, s.kept)
+                          for s in sources):
+        return None
+    total = sum(s.values.numel() for s in sources)
+    stride = max(1, total // SAMPLE)
+    parts = []
+    for s in sources:
+        ints = engine.int_view(s.values.reshape(-1))[0].numpy()[::stride]
+        keys = np.bitwise_and(ints, 0x7FFFFFFF)
+        parts.append(keys if s.kept is None else keys[~dead_flags(s.kept)[::stride]])
+    seen = sum(-(-s.values.numel() // stride) for s in sources)
+    sample = np.sort(np.concatenate(parts))
+    m = sample.size
+    if m == 0:
+        return None
+    alive = total * m / seen  # estimated
+    share = min(1.0, max(WINDOW_SHARE, MIN_WINDOW / max(alive, 1.0)))
+    q = amount if isinstance(amount, float) else amount / max(alive, 1.0)
+    low = min(max(q - share / 2, 0.0), 1.0 - share)
+    high = low + share
+    shift = 31 - WIDTH
+    first = 0 if low <= 0 else int(sample[min(int(low * m), m - 1)]) >> shift
+    last = (1 << WIDTH) - 1 if high >= 1 else int(sample[min(int(high * m), m - 1)]) >> shift
+    return first, last
+
+
 def _first_bin(hists: Sequence[KeyHistogram], pruned: int) -> int:
     """The first bin where the targets' summed cumulative counts reach ``pruned``: a binary
     search over the histograms' own cumulative counts (no summed histogram is built)."""
@@ -323,7 +391,9 @@ def _window(hists: Sequence[KeyHistogram], j: int) -> tuple[int, int]:
     """Bins around ``j`` holding at most :data:`WINDOW_SHARE` of the targets' unpruned keys
     (at least :data:`MIN_WINDOW`, and at least bin ``j``): grown one bin at a time on the side
     that has gathered fewer keys so far, so that moves either way find their bin in it."""
-    counts = np.sum([h.counts.numpy() for h in hists], axis=0)
+    counts = hists[0].counts.numpy().copy()
+    for h in hists[1:]:  # in place: no (targets x bins) array
+        counts += h.counts.numpy()
     budget = max(MIN_WINDOW, int(WINDOW_SHARE * sum(h.alive for h in hists)))
     first = last = j
     total = int(counts[j])

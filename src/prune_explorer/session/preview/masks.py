@@ -44,7 +44,7 @@ from ..steps.methods import prune_class
 from ..steps.seeding import core_kwargs
 from ..steps.step import Step, split_address
 from ..tensors.sharded import is_dtensor, nonzero_summary, tensor_of
-from .global_cut import GlobalCut, KeyHistogram, global_cut
+from .global_cut import GlobalCut, KeyHistogram, global_cut, predicted_window
 from .order_cache import OrderCache, TensorOrder
 from .slice_scores import SliceScores
 
@@ -380,9 +380,10 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache
     ``source.mask(n)`` -- the target's order and how many of its first entries ``step``
     prunes, or, for a global L1 step, the :class:`GlobalCut` and the target's place. None:
     some target has nothing cached, or ``step`` is not an unstructured L1 or seeded
-    random_unstructured step. Builds no order, and no key histogram of a tensor above
+    random_unstructured step. Builds no order, no key histogram of a tensor above
     ``SMALL`` entries (a global L1 step without a preview: the core's selection is the
-    lighter way to apply it and to tell how it split a tie)."""
+    lighter way to apply it and to tell how it split a tie), and none at all when every target
+    is small."""
     pairs = [(model.get_submodule(split_address(a)[0]), split_address(a)[1])
              for a in step.targets]
     if step.is_global:
@@ -392,8 +393,12 @@ def cached_cuts(model: nn.Module, step: Step, orders: OrderCache
         # target, then a gather and a mask pass), and it says how it split a tie on the way:
         # use them only where a preview cached them. On a GPU a small tensor's is not built
         # either (never cached: building it costs a host read per target); on the CPU it is
-        # (small: one quick pass).
-        fresh_small = not engine.device_path(tensor_of(*pairs[0]))
+        # (small: one quick pass), beside a large target's cached one only: when every target
+        # is small none is cached, and the core's selection costs no 2**16-bin passes (each a
+        # parallel region that waits for a time slice on a busy CPU: a schedule's rounds on
+        # DigitsMLP built 3 per step).
+        fresh_small = not engine.device_path(tensor_of(*pairs[0])) and not all(
+            tensor_of(m, n).numel() <= engine.SMALL for m, n in pairs)
         cut = _global_cut(pairs, step, orders, build=False, sort=False,
                           fresh_small=fresh_small)
         return None if cut is None else [(cut, i) for i in range(len(pairs))]
@@ -417,8 +422,13 @@ def _global_cut(pairs: list[tuple[nn.Module, str]], step: Step, orders: OrderCac
     # only once every large one has its histogram
     small = [tensor_of(m, n).numel() <= engine.SMALL for m, n in pairs]
     hists: list[Any] = [None] * len(pairs)
+    window: tuple[int, int] | None = None  # a preview's first pass: the cut's window too
+    predicted = False
     for i in sorted(range(len(pairs)), key=small.__getitem__):
-        hists[i] = orders.histogram(*pairs[i], build, fresh_small=fresh_small)
+        if build and sort and not small[i] and not predicted and \
+                orders.histogram(*pairs[i], False) is None:
+            window, predicted = predicted_window(pairs, step.settings["amount"]), True
+        hists[i] = orders.histogram(*pairs[i], build, fresh_small=fresh_small, window=window)
         if hists[i] is None:
             return None
     ready: list[KeyHistogram] = hists

@@ -151,16 +151,18 @@ class OrderCache:
         return found if isinstance(found, SliceScores) else None
 
     def histogram(self, module: nn.Module, name: str, build: bool = True, *,
-                  fresh_small: bool = True) -> KeyHistogram | None:
+                  fresh_small: bool = True,
+                  window: tuple[int, int] | None = None) -> KeyHistogram | None:
         """The key histogram of ``module.name`` as it is now (None: not a floating tensor, a
         DTensor, the cache is off, or ``build=False`` and none is cached). Tensors of at most
         ``SMALL`` entries get a fresh one, not kept (it would outweigh them), unless
-        ``fresh_small`` is False and ``build`` too (then None: nothing new is built)."""
+        ``fresh_small`` is False and ``build`` too (then None: nothing new is built).
+        ``window``: bins whose keys a histogram built now gathers in the same pass."""
         current = tensor_of(module, name)
         if self.budget <= 0 or current.dtype not in _FLOATS or is_sharded(current):
             return None
         if current.numel() <= SMALL:
-            return KeyHistogram(module, name) if build or fresh_small else None
+            return KeyHistogram(module, name, window=window) if build or fresh_small else None
         key = (id(module), name)
         now = _state(module, name)
         found = self._hists.get(key)
@@ -169,7 +171,7 @@ class OrderCache:
         self._hists.pop(key, None)
         if not build:
             return None
-        found = KeyHistogram(module, name, now)
+        found = KeyHistogram(module, name, now, window)
         self._hists[key] = found
         return found
 

@@ -44,6 +44,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -332,9 +333,24 @@ class FineTunePane(Pane):
             self._show_progress((index, done, epochs, schedule))
             progress(self._epochs_before + done, total)
 
-        run = session.fine_tune_schedule(
-            schedule, self.train, self.evaluate, targets=names, scope=scope,
-            on_round=self._on_round, on_epoch=on_epoch, should_stop=self._stop.is_set)
+        # The explorer refreshes once per round (its summary, the History tab...), not after
+        # each of the round's steps: the round's session changes are one batch.
+        batch = contextlib.ExitStack()
+        batch.enter_context(self.ex.batch())
+
+        def on_round(result: RoundResult) -> None:
+            nonlocal batch
+            batch.close()  # the round's refresh
+            batch = contextlib.ExitStack()
+            batch.enter_context(self.ex.batch())
+            self._on_round(result)
+
+        try:
+            run = session.fine_tune_schedule(
+                schedule, self.train, self.evaluate, targets=names, scope=scope,
+                on_round=on_round, on_epoch=on_epoch, should_stop=self._stop.is_set)
+        finally:
+            batch.close()
         self.last_run = run
         self.table.value = frame_table(
             run.table(), css_class="pe-fine-tune-frame",
