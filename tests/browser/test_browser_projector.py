@@ -9,7 +9,12 @@ measuring elements. Both sizes have JupyterLab's file browser open (its default)
   scale the page shows it at); with the slider's row at the top of the notebook the slider,
   the count line, the accuracy line, Apply and the picture are inside its visible area at
   once, and so is an input error;
-* Presentation makes the explorer's text larger and, at 1024x768, the matrix too;
+* Presentation makes the explorer's text larger and the matrix too (never smaller), and keeps
+  the picture's legend and every text of it whole (measured in the kernel);
+* History, Global vs local, the Zoom and the Magnitudes view are drawn for their column as
+  the browser measures it (the Explore picture's size probe and rule): each is as wide as its
+  column, its smallest text no smaller than the Explore picture's, the History matrix at least
+  6 % of the 1024x768 screen;
 * the CNN's 32x16x3x3 kernels view draws a 3x3 tile at least 12 CSS px (1024x768);
 * in every tab no button, tab label, dropdown or table cell is cut (elements that hide
   overflow: scrollWidth vs clientWidth; a clipping box: bounding boxes) or overlaps another
@@ -23,10 +28,12 @@ picture the browser shows (``test_browser_tensor_sizes.py``).
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from helpers import REPO
 from helpers.browser import (
     CLASH_JS,
     CRAMMED_JS,
@@ -40,6 +47,7 @@ from helpers.browser import (
     serving,
     wait_for,
 )
+from prune_explorer.widgets.tabs.explore.zoom import FRAME_PX
 
 pytestmark = pytest.mark.browser
 
@@ -58,6 +66,26 @@ cnn = explore(load_cnn(), tensor="features.3.weight", view="kernels")
 cnn.ui.method.value = "ln_structured"
 cnn.flush()
 cnn""",
+    f"""\
+import html, json, sys
+sys.path.insert(0, {str(REPO / "tests")!r})  # the checks the Python tests use
+import ipywidgets as widgets
+from helpers.pictures import explorer_pictures
+check = widgets.Button(description="measure the pictures")
+check.add_class("t-check")
+found = widgets.HTML()
+found.add_class("t-found")
+measured = 0
+
+def measure(_):
+    global measured
+    mlp.flush()
+    measured += 1
+    found.value = "<pre>" + html.escape(json.dumps(
+        {{"n": measured, "pictures": explorer_pictures(mlp)}})) + "</pre>"
+
+check.on_click(measure)
+widgets.HBox([check, found])""",
 ]
 
 # The notebook's scrolling area (JupyterLab's windowed panel), as the size probe finds it.
@@ -104,9 +132,18 @@ MATRIX_SHARE = {(1024, 768): 0.15, (683, 512): 0.08}
 ON_ONE_SCREEN = [".pe-amount", ".pe-apply", ".pe-count-line", ".pe-metric", ".pe-preview"]
 
 
-def _ready(page, lab, index: int = 0):
+def _run_all(page, lab) -> None:
+    """Run All, and wait until the last cell (the measure button) has run: JupyterLab then
+    scrolls to it, which must not happen after the test has scrolled the explorer into view."""
+    from playwright.sync_api import expect
+
     open_and_run_all(page, lab, NOTEBOOK)
+    expect(page.locator(".t-check").first).to_be_visible(timeout=120_000)
     open_file_browser(page)
+
+
+def _ready(page, lab, index: int = 0):
+    _run_all(page, lab)
     explorer = page.locator(".jp-OutputArea .pe-explorer").nth(index)
     from playwright.sync_api import expect
 
@@ -140,7 +177,7 @@ def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale
         expect(mlp.locator(".pe-count-line").first).to_contain_text("of fc1.weight pruned")
         _shot(page, f"projector_{size[0]}x{size[1]}@{scale:g}.png")
 
-        # Presentation: larger text; at 1024x768 a larger matrix too; the same things on screen
+        # Presentation: larger text, a matrix never smaller, the same things on screen
         text = _font_px(mlp, ".pe-count-line")
         mlp.locator(".pe-presentation").first.click()
         wait_for(lambda: _font_px(mlp, ".pe-count-line"), lambda px: px > text,
@@ -150,10 +187,13 @@ def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale
         for line in (".pe-count-line", ".pe-metric"):  # their text final: the head's height
             expect(mlp.locator(line).first).not_to_have_class(re.compile(r"\bpe-stale\b"),
                                                               timeout=60_000)
+        head_to_top(mlp)  # the picture drawn for its room with the slider's row at the top
+        kernel = _measure(page)["explore"]  # (its button scrolls the notebook down)
+        assert "room:" in kernel["described"], kernel
+        assert kernel["misfits"] == [], kernel  # the legend and every text whole
         head_to_top(mlp)
         presented = matrix_share(page, mlp)
-        if size == (1024, 768):
-            assert presented >= share, (share, presented)
+        assert presented >= share, (size, scale, share, presented)  # never smaller
         _inside(mlp, ON_ONE_SCREEN)
         print(f"matrix share at {size}@{scale}: {share:.3f}, presentation {presented:.3f}")
         _shot(page, f"projector_presentation_{size[0]}x{size[1]}@{scale:g}.png")
@@ -206,6 +246,126 @@ def test_slider_apply_picture_counts_and_error_share_one_screen(lab, size, scale
     assert not errors, errors
 
 
+def _measure(page, settled: tuple[str, ...] = ()) -> dict:
+    """Press the notebook's measure button: the kernel measures the pictures on show (see
+    ``helpers.pictures.explorer_pictures``); again until those named in ``settled`` are there
+    and drawn for the room their probes report now."""
+    found = page.locator(".t-found").first
+    seen = [0]
+
+    def read() -> dict:
+        page.locator(".t-check").first.click()
+        text = wait_for(lambda: found.inner_text(), lambda t: t.strip() != ""
+                        and json.loads(t)["n"] > seen[0], "the kernel did not measure")
+        got = json.loads(text)
+        seen[0] = got["n"]
+        return got["pictures"]
+
+    return wait_for(read, lambda got: all(name in got and got[name].get("settled", True)
+                                          for name in settled),
+                    f"not drawn for their room: {settled}", timeout=120, poll=0.5)
+
+
+def _drawn_at_css(image, css_width: float, ratio: float) -> None:
+    """Wait until ``image`` in the page is the PNG drawn ``css_width`` CSS px wide."""
+    wait_for(lambda: image.evaluate("i => i.complete ? i.naturalWidth : 0"),
+             lambda natural: abs(natural / ratio - css_width) <= 2,
+             f"the page does not show the picture drawn {css_width} px wide")
+
+
+def _share(page, box, described: str, natural_css: float) -> float:
+    """The share of the screen's device pixels a mask picture's matrix covers (as
+    ``matrix_share``): its CSS size as drawn, times the scale the page shows it at."""
+    found = re.search(r"matrix: ([0-9.]+) x ([0-9.]+) px", described)
+    assert found is not None, described
+    scale = box["width"] / natural_css
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    return float(found.group(1)) * float(found.group(2)) * scale * scale / (width * height)
+
+
+#: The least share of a 1024x768 screen the History matrix covers (issue 35).
+HISTORY_SHARE = 0.06
+#: Text "no smaller than the Explore picture's": columns a few px narrower (an image widget's
+#: margins) give text a few hundredths of a px smaller by the same rule (13.2 vs 13.3 px).
+TEXT_SLACK_PX = 0.25
+
+
+@pytest.mark.parametrize(("size", "scale"), SIZES, ids=SIZE_IDS)
+def test_every_picture_is_drawn_for_its_column(lab, size, scale):
+    from playwright.sync_api import expect
+
+    errors: list[str] = []
+    with chromium_page(errors, viewport=size, scale=scale) as page:
+        mlp = _ready(page, lab)
+        head_to_top(mlp)
+        # The Explore tab with the Zoom and the Magnitudes open
+        mlp.locator(".pe-zoom-toggle").first.click()
+        expect(mlp.locator(".pe-zoom-canvas canvas").first).to_be_visible(timeout=60_000)
+        mlp.get_by_text("Magnitudes", exact=True).first.click()
+        expect(mlp.locator(".pe-magnitudes-picture svg").first).to_be_visible(timeout=60_000)
+        got = _measure(page, ("explore", "zoom", "magnitudes"))
+        explore_text = got["explore"]["text"]
+        report = {"explore text px": round(explore_text, 1)}
+        zoom = mlp.locator(".pe-zoom-canvas .jupyter-matplotlib-figure").first
+        column = mlp.locator(".pe-explore-picture").first.bounding_box()
+        canvas = mlp.locator(".pe-zoom-canvas canvas").first.bounding_box()
+        assert canvas is not None
+        assert column is not None
+        assert abs(got["zoom"]["css"][0] + FRAME_PX - got["zoom"]["room"][0]) <= 1, got
+        assert canvas["width"] >= column["width"] - 16 - FRAME_PX, (canvas, column)  # its width
+        assert canvas["x"] + canvas["width"] <= column["x"] + column["width"] + 1
+        panel = mlp.locator(".pe-magnitudes-column").first.bounding_box()
+        svg = mlp.locator(".pe-magnitudes-picture svg").first
+        wait_for(lambda: svg.bounding_box()["width"], lambda w: w >= panel["width"] - 16,
+                 "the magnitudes view is not as wide as its panel")
+        assert svg.bounding_box()["width"] <= panel["width"] + 1
+        for name in ("zoom", "magnitudes"):
+            assert got[name]["text"] >= explore_text - TEXT_SLACK_PX, (name, got[name],
+                                                                      explore_text)
+            report[f"{name} text px"] = round(got[name]["text"], 1)
+        _clean(mlp, ("explore, zoom and magnitudes open", size, scale))
+        zoom.scroll_into_view_if_needed()
+        _shot(page, f"pictures_zoom_{size[0]}x{size[1]}@{scale:g}.png")
+
+        head_to_top(mlp)
+        mlp.locator(".pe-apply").first.click()  # a step for History to show
+        expect(mlp.locator(".pe-count-line").first).to_contain_text("Step 1 applied",
+                                                                    timeout=30_000)
+        tabs = mlp.locator(".lm-TabBar-tab, .p-TabBar-tab")
+        for title, name, image, column_class in (
+                ("History", "history", ".pe-history-image", ".pe-history-picture"),
+                ("Global vs local", "compare", ".pe-compare-chart", ".pe-compare-picture")):
+            tabs.filter(has_text=title).first.click()
+            if name == "compare":
+                expect(mlp.locator(".pe-compare-table").first).to_contain_text(
+                    "TOTAL", timeout=120_000)
+            got = _measure(page, (name,))[name]
+            room = got["room"]
+            css = got["css"][0] if "css" in got else round(
+                float(re.search(r"room: (\d+)", got["described"]).group(1)))
+            picture = mlp.locator(image).first
+            _drawn_at_css(picture, css, room[2])
+            box = picture.bounding_box()
+            column = mlp.locator(column_class).first.bounding_box()
+            assert box is not None, name
+            assert column is not None, name
+            assert box["width"] >= column["width"] - 16, (name, box, column)
+            assert box["x"] + box["width"] <= column["x"] + column["width"] + 1, name
+            assert got["text"] >= explore_text - TEXT_SLACK_PX, (name, got, explore_text)
+            report[f"{name} text px"] = round(got["text"], 1)
+            if name == "history":
+                assert got["misfits"] == [], got
+                share = _share(page, box, got["described"], css)
+                report["history matrix share"] = round(share, 3)
+                if size == (1024, 768):
+                    assert share >= HISTORY_SHARE, (share, got)
+            _clean(mlp, (title, size, scale))
+            picture.scroll_into_view_if_needed()
+            _shot(page, f"pictures_{name}_{size[0]}x{size[1]}@{scale:g}.png")
+        print(f"pictures at {size}@{scale}: {report}")
+    assert not errors, errors
+
+
 def _settled_picture(explorer, words_before: str) -> None:
     # The picture in words changed from ``words_before`` (a new view drawn), or was the same
     wait_for(lambda: explorer.locator(".pe-picture-text").first.text_content() or "",
@@ -225,8 +385,7 @@ def test_nothing_is_cut_or_overlapping_in_any_tab(lab, size, scale):
 
     errors: list[str] = []
     with chromium_page(errors, viewport=size, scale=scale) as page:
-        open_and_run_all(page, lab, NOTEBOOK)
-        open_file_browser(page)
+        _run_all(page, lab)
         for index in (0, 1):
             explorer = page.locator(".jp-OutputArea .pe-explorer").nth(index)
             expect(explorer.locator(".pe-preview").first).to_have_attribute(

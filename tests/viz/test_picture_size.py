@@ -87,3 +87,22 @@ def test_resize_refuses_nonsense():
         MaskPreview().resize(10, 500)
     with pytest.raises(ValueError, match="pixel_ratio must be a number from 1 to 4; got 9"):
         MaskPreview().resize(400, 500, pixel_ratio=9)
+
+
+def test_a_new_room_of_the_same_pixels_draws_the_legend_again():
+    # The browser's room often changes in height only (a line over the picture comes or
+    # goes) while the picture keeps its size: the legend is rebuilt for the new room and must
+    # be drawn (laid out) again, not left behind a cached background (issue 35: its texts
+    # measured at the figure's corner, on the 4096x11008 weight in the page).
+    mask = torch.rand(128, 640) > 0.4
+    p = MaskPreview()
+    for room in [(552, 579), (552, 561)]:
+        p.resize(*room)
+        p.update(mask, name="proj.weight", before=torch.ones_like(mask))
+        png = p.png()
+        assert picture_misfits(p) == [], room
+    assert p.css_size == (552, 313)  # the same pixels for both rooms: the case above
+    fresh = MaskPreview()
+    fresh.resize(552, 561)
+    fresh.update(mask, name="proj.weight", before=torch.ones_like(mask))
+    assert png == fresh.png()

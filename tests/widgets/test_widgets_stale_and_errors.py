@@ -3,8 +3,12 @@ marked; the readout is named after what evaluate measures."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import torch
 
+from helpers.pictures import picture_misfits
 from prune_explorer.widgets import Explorer
 
 
@@ -117,4 +121,27 @@ def test_presentation_hides_the_details_and_enlarges_the_picture_text():
     assert after >= 1.2 * before
     ex.ui.presentation.value = False
     assert ex.ui.preview_info.layout.display == ""
+    ex.close()
+
+
+@pytest.mark.parametrize("room", [(310, 260, 1.5), (600, 420, 1.0)],
+                         ids=["projector-column", "1024x768-column"])
+def test_presentation_never_shrinks_the_matrix_in_the_same_room(room):
+    # A projector at 150 % beside the file browser gives the picture a column about 310 CSS px
+    # wide: larger tick labels and legend there took the cells' room (issue 35: 8.4 % of the
+    # screen without Presentation, 7.0 % with it)
+    ex = Explorer(mlp(), debounce=None)
+    probe = ex.explore_pane.probe
+    probe.width, probe.height, probe.pixel_ratio = room
+
+    def matrix() -> float:
+        words = ex.preview_pane.picture.describe()
+        found = re.search(r"matrix: ([0-9.]+) x ([0-9.]+) px", words)
+        assert found is not None, words
+        return float(found.group(1)) * float(found.group(2))
+
+    plain = matrix()
+    ex.ui.presentation.value = True
+    assert matrix() >= plain, room
+    assert picture_misfits(ex.preview_pane.picture) == [], room  # the legend whole
     ex.close()

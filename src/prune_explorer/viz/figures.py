@@ -102,6 +102,48 @@ def render_png(fig: Figure, *, dpi: float | None = None, compress_level: int = 6
     return encode_png(np.asarray(canvas.buffer_rgba()), compress_level=compress_level)
 
 
+#: Dots per inch of a picture at font scale 1 (:func:`room_scale`).
+BASE_DPI = 80.0
+#: The place a picture's fonts have their base size in (CSS px): fonts grow with a larger one.
+BASE_ROOM = (384.0, 320.0)
+#: Fonts grow with the place, from :data:`BASE_ROOM` up to this factor.
+MAX_FONT_SCALE = 1.6
+
+
+def room_scale(width: float, height: float, text_scale: float = 1.0) -> float:
+    """How much larger than at :data:`BASE_DPI` a picture drawn for a place of ``width`` x
+    ``height`` CSS pixels sets its text: the place over :data:`BASE_ROOM` (the smaller of the
+    two ratios), from 1 to :data:`MAX_FONT_SCALE`, times ``text_scale`` (Presentation).
+
+    The one rule every sized picture of the explorer follows (the Explore and History
+    matrices, the Global vs local chart, the zoom, the magnitudes view), so their text is
+    the same size in the same place.
+
+    Examples
+    --------
+    >>> room_scale(300, 200), room_scale(576, 480), room_scale(2000, 2000, text_scale=1.25)
+    (1.0, 1.5, 2.0)
+    """
+    grow = min(width / BASE_ROOM[0], height / BASE_ROOM[1])
+    return min(max(grow, 1.0), MAX_FONT_SCALE) * text_scale
+
+
+def room_figure(width: int, height: int, *, pixel_ratio: float = 1.0,
+                text_scale: float = 1.0) -> tuple[Figure, Any]:
+    """A figure with one axes (constrained layout) drawn for a place of ``width`` x ``height``
+    CSS pixels: ``pixel_ratio`` pixels per CSS pixel (sharp on HiDPI screens and zoomed
+    browsers) and text as :func:`room_scale` sets it.
+
+    Examples
+    --------
+    >>> fig, ax = room_figure(600, 400, pixel_ratio=1.5)
+    >>> [round(float(v)) for v in fig.get_size_inches() * fig.dpi], round(fig.dpi)
+    ([900, 600], 150)
+    """
+    dpi = BASE_DPI * room_scale(width, height, text_scale) * pixel_ratio
+    return make_figure(figsize=(width * pixel_ratio / dpi, height * pixel_ratio / dpi), dpi=dpi)
+
+
 # --------------------------------------------------------------------------------------------
 # shared helpers
 

@@ -57,15 +57,28 @@ class HistogramSVG:
     xlabel : str
         What the axis measures, e.g. ``"|w|"`` or ``"L2 norm of each channel"``.
     width, height : int
-        Size in CSS pixels.
+        Size of the drawing, in its own units (its text is 10 of them).
+    scale : float
+        CSS pixels per unit: the picture is shown ``scale`` times as large, text too (the
+        explorer's :func:`~prune_explorer.viz.figures.room_scale`).
+
+    Examples
+    --------
+    >>> pic = HistogramSVG(np.array([0.1, 1.0]), np.array([4]), width=400, scale=1.5)
+    >>> pic.svg(None).split(" font-")[0].split('svg" ')[1]
+    'width="600" height="225" viewBox="0 0 400 150"'
     """
 
     def __init__(self, edges: np.ndarray, counts: np.ndarray, *, zeros: int = 0,
-                 xlabel: str = "|w|", width: int = 380, height: int = 150) -> None:
+                 xlabel: str = "|w|", width: int = 380, height: int = 150,
+                 scale: float = 1.0) -> None:
+        if not (isinstance(scale, (int, float)) and 0.5 <= scale <= 4.0):
+            raise ValueError(f"HistogramSVG: scale must be a number from 0.5 to 4; got {scale!r}")
         self.edges = np.asarray(edges, dtype=np.float64)
         self.counts = np.asarray(counts, dtype=np.int64)
         self.zeros = zeros
         self.width, self.height = width, height
+        self.scale = float(scale)
         self._bars = self._draw_bars(xlabel)
 
     @property
@@ -130,8 +143,10 @@ class HistogramSVG:
                 over += (f'<line class="pe-mag-cut" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" '
                          f'y2="{bottom}" stroke="{VERMILLION}" stroke-width="2"/>')
         title = f"<title>{escape(caption)}</title>" if caption else ""
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
-                f'height="{self.height}" viewBox="0 0 {self.width} {self.height}" '
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" '
+                f'width="{round(self.width * self.scale)}" '
+                f'height="{round(self.height * self.scale)}" '
+                f'viewBox="0 0 {self.width} {self.height}" '
                 f'font-size="10" font-family="sans-serif">{title}{self._bars}{over}</svg>')
 
     def __repr__(self) -> str:

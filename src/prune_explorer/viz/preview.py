@@ -33,7 +33,12 @@ from matplotlib.lines import Line2D
 from prune_explorer.viz import style
 from prune_explorer.viz.diffs import diff_legend_handles
 from prune_explorer.viz.figures import _MIN_AUTO_CELLS as _MIN_CELLS
-from prune_explorer.viz.figures import auto_cells, set_cell_ticks
+from prune_explorer.viz.figures import (
+    BASE_DPI,
+    auto_cells,
+    room_scale,
+    set_cell_ticks,
+)
 from prune_explorer.viz.patterns import draw_pattern_lines
 from prune_explorer.viz.png import encode_png
 from prune_explorer.viz.pooling import (
@@ -67,10 +72,6 @@ _CBAR_GAP_PT, _CBAR_WIDTH_PT = 8.0, 9.0
 # characters, "out features (dim 0)") stays beside them instead of reaching into the title. A
 # flatter tensor is stretched to it (where the room allows).
 _MIN_AXES_PT = 90.0
-#: Dots per inch of a picture at font scale 1 (:meth:`MaskPreview.resize`).
-BASE_DPI = 80.0
-#: Fonts grow with the picture, from its base size (384 x 320 px) up to this factor.
-MAX_FONT_SCALE = 1.6
 #: Cells per side of a sized picture (:meth:`MaskPreview.resize`): a slider step costs what is
 #: on screen, so a large picture of a large tensor draws cells of a few pixels rather than
 #: more cells (a tensor with fewer rows or columns keeps one cell per entry).
@@ -270,12 +271,12 @@ class MaskPreview:
         self.compact = bool(compact)
         self.titled = bool(titled)
         self._cap = SIZED_MAX_CELLS
-        scale = min(max(min(width / 384.0, height / 320.0), 1.0), MAX_FONT_SCALE) * text_scale
-        dpi = BASE_DPI * scale * pixel_ratio
+        dpi = BASE_DPI * room_scale(width, height, text_scale) * pixel_ratio
         self.figure.set_dpi(dpi)
         self.figure.set_size_inches(width * pixel_ratio / dpi, height * pixel_ratio / dpi)
         self._layout_key = ()  # ticks and the axes' box for the new size
         self._legend_key = None
+        self._background = None  # fonts and legend for the new size, even at the same pixels
 
     @property
     def css_size(self) -> tuple[int, int]:
@@ -550,6 +551,7 @@ class MaskPreview:
             self.legend = self._legend(step=step, ncol=min(self._legend_ncol, 3 if step else 2))
             self._legend_key = key
             self._layout_key = ()
+            self._background = None  # the new legend is drawn (and laid out) by the next png()
 
     def _fit_height(self, rows: int, cols: int) -> None:
         # A sized picture is as tall as its square cells need at the full width, at most the

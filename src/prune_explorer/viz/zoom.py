@@ -50,6 +50,7 @@ from matplotlib.ticker import MaxNLocator
 
 from prune_explorer.viz import style
 from prune_explorer.viz.diffs import diff_legend_handles
+from prune_explorer.viz.figures import BASE_DPI, room_scale
 from prune_explorer.viz.pooling import PooledView, pool_fraction
 from prune_explorer.viz.preview import CURRENT, NEXT_STEP, newly_pruned_fraction
 
@@ -247,6 +248,34 @@ class ZoomPlot:
         self._setting_limits = False
         self.ax.callbacks.connect("xlim_changed", self._on_limits)
         self.ax.callbacks.connect("ylim_changed", self._on_limits)
+
+    @_locked
+    def resize(self, width: int, height: int, *,
+               place: tuple[int, int] | None = None) -> None:
+        """Draw ``width`` x ``height`` CSS pixels, the text as large as every sized picture
+        of the explorer sets it in ``place`` (its column, default this size;
+        :func:`~prune_explorer.viz.figures.room_scale`). The canvas's device pixel ratio
+        (ipympl's, from the browser) is kept: the figure has that many pixels per CSS pixel.
+
+        Examples
+        --------
+        >>> plot = ZoomPlot(Figure(figsize=(4, 4)))
+        >>> plot.resize(600, 500)
+        >>> [round(float(v)) for v in plot.figure.get_size_inches() * plot.figure.dpi]
+        [600, 500]
+        """
+        if not (isinstance(width, int) and isinstance(height, int) and width >= 160
+                and height >= 160):
+            raise ValueError("ZoomPlot.resize: width and height must be ints >= 160 (CSS "
+                             f"pixels); got {width!r} x {height!r}")
+        dpi = BASE_DPI * room_scale(*(place or (width, height)))
+        canvas = self.figure.canvas
+        ratio = float(getattr(canvas, "device_pixel_ratio", 1.0) or 1.0)
+        # a later device pixel ratio from the browser multiplies this dpi, not the first one
+        # (matplotlib keeps it as the figure's _original_dpi)
+        setattr(self.figure, "_original_dpi", dpi)  # noqa: B010
+        self.figure.dpi = dpi * ratio
+        self.figure.set_size_inches(width / dpi, height / dpi)
 
     # -- data -------------------------------------------------------------------------------------
     @property

@@ -9,7 +9,9 @@ Only classes the explorer sets (``pe-*``) are styled, so it changes nothing else
 * the picture's column takes the rest of the row (the size probe measures it and the picture
   is drawn for it); the slider and the count line sit at its top, over the picture;
 * pictures keep their aspect ratio (never stretched by a taller neighbour), and never overflow
-  their column;
+  their column; History's picture and the Global vs local chart take the rest of their row
+  (their size probes measure it; the table beside them wraps under them when narrow); the
+  zoom's figure shows its toolbar whole (ipympl's box cut its right margin, 3-4 px);
 * table cells and button labels are never cut: long tables scroll sideways in their own box;
   cells are padded so columns never run together;
 * the slider shares a row with Apply, Undo and Reset (the row wraps when narrow), over the
@@ -75,8 +77,14 @@ CSS = """
   white-space: normal; line-height: 1.35;
 }
 .pe-button-note { font-size: 12px; color: #555555; }
-.pe-preview { flex: 0 1 auto; max-width: 100%; height: auto !important;
-  object-fit: contain; align-self: flex-start; }
+.pe-preview, .pe-history-image, .pe-compare-chart, .pe-weight-heatmap-picture {
+  flex: 0 1 auto; max-width: 100%; height: auto !important; object-fit: contain;
+  align-self: flex-start; }
+.pe-history-picture, .pe-compare-picture { flex: 1 1 360px; min-width: 0; max-width: 100%; }
+.pe-history-steps, .pe-compare-table { flex: 0 1 auto; min-width: 0; max-width: 100%; }
+.pe-magnitudes-column { width: 100%; min-width: 0; }
+.pe-magnitudes-picture svg { max-width: 100%; height: auto; }
+.pe-zoom .jupyter-matplotlib-figure { overflow: visible; }
 .pe-header { flex-wrap: wrap; align-items: baseline; column-gap: 8px; }
 .pe-header .pe-tensor { flex: 0 1 460px; min-width: 300px; }
 .pe-header .pe-device { flex: 0 0 180px; }

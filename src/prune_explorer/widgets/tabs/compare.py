@@ -32,11 +32,13 @@ import pandas as pd
 from prune_explorer.session import Step
 from prune_explorer.viz import make_figure, plot_global_vs_local, render_png
 from prune_explorer.viz.charts import GlobalLocalPlot
+from prune_explorer.viz.figures import room_figure
 
 from ..errors import WidgetInputError
 from ..parts.html import collapse_warning, esc, frame_table, message, why_off
 from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
+from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe
 from ..parts.status import Progress, human_error
 
 if TYPE_CHECKING:
@@ -82,12 +84,19 @@ class ComparePane(Pane):
         ))
         self.note = ui.add("compare_note", widgets.HTML(value=""))  # why a button is off
         self.note.add_class("pe-button-note")
+        # the chart is drawn for its column, as the browser measures it (the Explore
+        # picture's rule)
+        self.probe = ui.add("compare_probe", SizeProbe(column="pe-compare-picture",
+                                                       picture="pe-compare-chart"))
+        self.room: tuple[int, int, float] | None = None  # drawn_room() of the last report
+        chart = widgets.VBox([self.chart, self.probe])
+        chart.add_class("pe-compare-picture")
         self.box = widgets.VBox([
             widgets.HBox([widgets.VBox([self.targets, self.amount]),
                           widgets.VBox([self.apply_global, self.apply_local, self.note])]),
             self.warnings,
             # Side by side when the notebook is wide enough, the chart below the table otherwise.
-            widgets.HBox([self.table, self.chart],
+            widgets.HBox([self.table, chart],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
         self.frame: pd.DataFrame | None = None
@@ -98,6 +107,12 @@ class ComparePane(Pane):
         self.amount.observe(lambda _: self.invalidate(), names="value")
         self.apply_global.on_click(lambda _: self.do_apply_global())
         self.apply_local.on_click(lambda _: self.do_apply_local())
+        self.probe.follow(self._on_room)
+
+    def _on_room(self, room: tuple[int, int, float]) -> None:
+        self.room = room
+        if self.visible:
+            self.invalidate()
 
     @property
     def visible(self) -> bool:
@@ -167,11 +182,19 @@ class ComparePane(Pane):
                                                 strict=True) if n in names}
         if self.runner.pending:
             return
-        fig, ax = make_figure(figsize=(6.0, 4.0), dpi=80)
+        room = self.room
+        if room is None:
+            fig, ax = make_figure(figsize=(6.0, 4.0), dpi=80)
+        else:  # the column's width, 5:6 as tall where the room allows (the text then as
+            width, height, ratio = room  # large as the Explore picture's in such a column)
+            fig, ax = room_figure(width, max(MIN_HEIGHT, min(height, round(5 * width / 6))),
+                                  pixel_ratio=ratio)
         # Once something is pruned the table previews the next step: show what was there.
         self.plot = plot_global_vs_local(ax, frame, amount=amount,
                                          before=now if any(now.values()) else None)
         self.chart.value = render_png(fig, compress_level=1)
+        if room is not None:  # drawn at the pixel ratio: shown at its CSS size
+            self.chart.width = str(round(fig.get_size_inches()[0] * fig.dpi / room[2]))
         self.table.value = frame_table(
             frame, css_class="pe-compare-frame",
             columns=["name", "numel", "sparsity_global", "sparsity_local", "pruned_global",

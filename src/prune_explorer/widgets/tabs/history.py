@@ -45,10 +45,12 @@ from prune_explorer.viz import (
     shape_only,
 )
 from prune_explorer.viz.diffs import DiffPlot
+from prune_explorer.viz.figures import room_figure
 
 from ..parts.html import esc, frame_table, why_off
 from ..parts.pane import Pane
 from ..parts.scheduler import LatestOnly
+from ..parts.sizeprobe import MIN_HEIGHT, SizeProbe
 
 if TYPE_CHECKING:
     from ..context import TabContext
@@ -57,6 +59,13 @@ __all__ = ["HistoryPane"]
 
 #: Pictures of visited history positions kept for the slider (per session state).
 _KEEP_DRAWN = 32
+
+
+def _css_width(png: bytes, room: tuple[int, int, float] | None) -> str | None:
+    # The CSS width of a picture drawn at the room's pixel ratio: its pixel width over it
+    if room is None:
+        return None
+    return str(round(int.from_bytes(png[16:20], "big") / room[2]))
 
 
 class HistoryPane(Pane):
@@ -89,24 +98,33 @@ class HistoryPane(Pane):
         self.image = ui.add("history_image", widgets.Image(
             format="png", layout=widgets.Layout(flex="0 0 auto")))
         self.steps = ui.add("history_steps", widgets.HTML(value=""))
+        # the picture is drawn for its column, as the browser measures it (the Explore
+        # picture's rule); the table sits beside it when there is room, else under it
+        self.probe = ui.add("history_probe", SizeProbe(column="pe-history-picture",
+                                                       picture="pe-history-image"))
+        self.room: tuple[int, int, float] | None = None  # drawn_room() of the last report
+        picture = widgets.VBox([self.image, self.probe])
+        picture.add_class("pe-history-picture")
         self.box = widgets.VBox([
             self.label, widgets.HBox([self.slider, self.note]),
-            widgets.HBox([self.image, self.steps],
+            widgets.HBox([picture, self.steps],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
         ])
         self.shown: int | None = None
         self._newly: tuple[TensorHistory, int, torch.Tensor | None] | None = None
         # what a visited position showed, by (tensor, entry, explorer version): the slider
         # goes back to it without unpacking, pooling or rendering again
-        self._drawn: dict[tuple[str, int, int], tuple[Any, ...]] = {}
+        self._drawn: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._dirty = True
         self.plot: MaskPreview | DiffPlot | None = None
         self.title: str | None = None
         self._preview: MaskPreview | None = None  # made on the first picture
+        self._preview_room: tuple[int, int, float] | None = None  # what it is sized for
         self._cells: dict[tuple[Any, ...], np.ndarray] = {}  # see _kept_cells
         self.runner = LatestOnly(self._render, debounce=explorer.debounce,
                                  on_error=lambda err: explorer.status.error(err, "History"))
         self.slider.observe(self._on_slider, names="value")
+        self.probe.follow(self._on_room)
 
     @property
     def newly_pruned(self) -> torch.Tensor | None:
@@ -150,6 +168,12 @@ class HistoryPane(Pane):
         if self.visible:
             self._request()
 
+    def _on_room(self, room: tuple[int, int, float]) -> None:
+        # The column's room changed (a resize, the tab coming into view): draw for it
+        self.room = room
+        if self.visible:
+            self._request()
+
     def _on_slider(self, change: dict[str, Any]) -> None:
         if self.ex.is_quiet:
             return
@@ -163,7 +187,8 @@ class HistoryPane(Pane):
     def _render(self, what: tuple[str, int]) -> None:
         name, k = what
         version = self.ex.version
-        key = (name, k, version)
+        room = self.room  # what it is drawn for (a picture of another room is not reused)
+        key = (name, k, version, room)
         if key in self._drawn:
             self._show(key, *self._drawn[key])
             return
@@ -181,14 +206,14 @@ class HistoryPane(Pane):
         state = shown if detail is None else f"{shown}: {detail}"
         count = int(frame["newly_pruned"].iloc[k])
         png, plot = self._draw(history, k, (shown, detail), module_type,
-                               history.revived_count(k))
+                               history.revived_count(k), room)
         steps = frame_table(frame, css_class="pe-history-table", highlight_row=k)
         what_text = "already pruned when the session started" if k == 0 else "pruned by this step"
         label = (
             f'<span class="pe-history-text"><b>{esc(name)}</b> · {esc(state)} · '
             f"{esc(plural(count, 'entry'))} {what_text} (highlighted)</span>"
         )
-        if any(v != version for _, _, v in self._drawn):
+        if any(drawn[2] != version for drawn in self._drawn):
             self._drawn.clear()  # pictures of older session states are of no use any more
             self._cells.clear()
         while len(self._drawn) >= _KEEP_DRAWN:
@@ -200,9 +225,10 @@ class HistoryPane(Pane):
         self._show(key, history, png, steps, label, title)
 
     def _draw(self, history: TensorHistory, k: int, state: tuple[str, str | None],
-              module_type: str | None, revived: int) -> tuple[bytes, MaskPreview | DiffPlot]:
-        """The picture of entry ``k`` (``state``: which one, and its step in words): PNG bytes
-        and what drew them."""
+              module_type: str | None, revived: int,
+              room: tuple[int, int, float] | None) -> tuple[bytes, MaskPreview | DiffPlot]:
+        """The picture of entry ``k`` (``state``: which one, and its step in words) for
+        ``room`` (None: the default size): PNG bytes and what drew them."""
         name, (shown, detail) = history.name, state
         entry = history[k]
         # entry 0: its pruned entries were pruned before the session; none pruned: no "before"
@@ -210,13 +236,21 @@ class HistoryPane(Pane):
         if revived and has_before:
             after = entry.mask.unpack()
             before = history.mask(k - 1) if k > 0 else torch.ones_like(after)
-            fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+            if room is None:
+                fig, ax = make_figure(figsize=(5.0, 4.4), dpi=80)
+            else:  # the column's width, as tall as the room allows (at most 0.9 x the width)
+                width, height, ratio = room
+                fig, ax = room_figure(width, max(MIN_HEIGHT, min(height, round(0.9 * width))),
+                                      pixel_ratio=ratio)
             title = f"{name} · {shown}" + ("" if detail is None else f": {detail}")
             plot = plot_diff(ax, before, after, name=name, title=title, module_type=module_type)
             return render_png(fig, compress_level=1), plot
         if self._preview is None:
             self._preview = MaskPreview(figsize=(5.0, 4.4), dpi=80)
         picture, shape = self._preview, entry.mask.shape
+        if room is not None and self._preview_room != room:  # for the column, as Explore's
+            picture.resize(*room[:2], pixel_ratio=room[2])
+            self._preview_room = room
         if len(shape) >= 2:  # the matrix picture from counts per cell, each entry pooled once
             edges = picture.cell_edges(shape)
             before_cells = None
@@ -248,11 +282,14 @@ class HistoryPane(Pane):
             self._cells[key] = block_sums(matrix.numpy(), *edges)
         return self._cells[key]
 
-    def _show(self, key: tuple[str, int, int], history: TensorHistory, png: bytes, steps: str,
+    def _show(self, key: tuple[Any, ...], history: TensorHistory, png: bytes, steps: str,
               label: str, title: str) -> None:
         k = key[1]
         self.title = title
         self.image.value = png
+        width = _css_width(png, key[3])
+        if width is not None and self.image.width != width:
+            self.image.width = width  # drawn at the pixel ratio: shown at its CSS size
         self.steps.value = steps
         self.label.value = label
         self.shown = k

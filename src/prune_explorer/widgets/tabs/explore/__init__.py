@@ -5,6 +5,6 @@
 request and draws the session's answer. Under the picture: the model view (``modelview.py``) and
 the magnitudes (``magnitude.py``), both in collapsible ``panels.py``, and the ``zoom.py`` panel.
 ``metric.py`` shows the user's ``evaluate`` readout, ``feedback.py`` why a button is off,
-``sizeprobe.py`` how much room the browser gives the picture, ``maskfile.py`` a custom mask read
-from an upload.
+``maskfile.py`` a custom mask read from an upload (how much room the browser gives the picture:
+``parts/sizeprobe.py``, which every sized picture shares).
 """

@@ -37,11 +37,13 @@ import torch
 from prune_explorer.session.preview.magnitudes import Magnitudes
 from prune_explorer.session.preview.masks import kept_count
 from prune_explorer.viz import make_figure, plot_mask, render_png
+from prune_explorer.viz.figures import room_figure, room_scale
 from prune_explorer.viz.histogram import HistogramSVG
 
 from ...parts.collapsible import Collapsible
 from ...parts.html import esc
 from ...parts.scheduler import LatestOnly
+from ...parts.sizeprobe import MIN_HEIGHT, SizeProbe
 from .preview import PreviewRequest, PreviewStats
 
 if TYPE_CHECKING:
@@ -88,13 +90,24 @@ class MagnitudePanel(Collapsible):
         self.pruned: int | None = None
         self.cut: float | None = None
         self._svg: HistogramSVG | None = None
+        self._svg_room: tuple[int, int, float] | None = None  # what it was drawn for
         self.picture = widgets.HTML(value="")
         self.picture.add_class("pe-magnitudes-picture")
         self.caption = widgets.HTML(value="")
         self.caption.add_class("pe-magnitudes-caption")
         self.heatmap = WeightHeatmap(explorer)
-        self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box])
+        # drawn for the panel's width, as the browser measures it (the Explore picture's rule)
+        self.probe = SizeProbe(column="pe-magnitudes-column", picture="pe-magnitudes-picture")
+        self.room: tuple[int, int, float] | None = None  # drawn_room() of the last report
+        self.box = widgets.VBox([self.picture, self.caption, self.heatmap.box, self.probe])
+        self.box.add_class("pe-magnitudes-column")
         self._collapse_into("Magnitudes", self.box, "pe-magnitudes")
+        self.probe.follow(self._on_room)
+
+    def _on_room(self, room: tuple[int, int, float]) -> None:
+        self.room = self.heatmap.room = room  # the next show() draws the bars for it
+        if self.is_open:
+            self.ex.request_preview()
 
     # -- following the preview (the explore pane calls these) -----------------------------------
     def show(self, request: PreviewRequest | None, masks: Mapping[str, torch.Tensor],
@@ -105,11 +118,19 @@ class MagnitudePanel(Collapsible):
         ranking = _ranking(request)
         method, n, dim = ranking if ranking is not None else ("", None, None)
         mags = self.ex.session.magnitudes(request.target, n=n, dim=dim)  # cached per state
-        if mags is not self.magnitudes or self._svg is None:
+        room = self.room  # read once: the browser may report another while this draws
+        svg = self._svg
+        if mags is not self.magnitudes or svg is None or self._svg_room != room:
             edges, counts = mags.histogram()
-            self._svg = HistogramSVG(edges, counts, zeros=mags.zeros,
-                                     xlabel=mags.norm if dim is None else
-                                     f"{mags.norm} of each slice along dim {dim}")
+            width, scale = 380, 1.0
+            if room is not None:  # the panel's width; text by the explorer's rule
+                width = round(room[0] / room_scale(*room[:2]))
+                scale = room[0] / width  # the panel's width exactly
+            svg = HistogramSVG(edges, counts, zeros=mags.zeros,
+                               xlabel=mags.norm if dim is None else
+                               f"{mags.norm} of each slice along dim {dim}",
+                               width=width, scale=scale)
+            self._svg, self._svg_room = svg, room
             self.magnitudes = mags
         pruned = None
         if ranking is not None and request.target in masks:
@@ -120,7 +141,7 @@ class MagnitudePanel(Collapsible):
         self.pruned = pruned
         self.cut = None if pruned is None else mags.cut(pruned)
         note = self._sentence(request, mags, method, ranking is not None)
-        self.picture.value = self._svg.svg(
+        self.picture.value = svg.svg(
             self.cut, caption=note, prune_all=pruned is not None and self.cut is None)
         self.caption.value = f'<span class="pe-magnitudes-text">{esc(note)}</span>'
         for widget in (self.picture, self.caption):
@@ -165,6 +186,7 @@ class WeightHeatmap:
     def __init__(self, explorer: ExploreContext) -> None:
         self.ex = explorer
         self.renders = 0
+        self.room: tuple[int, int, float] | None = None  # the panel's, drawn_room()
         self.toggle = widgets.Checkbox(value=False, indent=False,
                                        description="weight heatmap (|w|)",
                                        tooltip="|w| of the kept weights in blues; pruned "
@@ -198,12 +220,20 @@ class WeightHeatmap:
         name = request.target
         preview = name in masks
         mask = masks[name] if preview else session.mask(name)  # a lazy global mask: built here
-        fig, ax = make_figure(figsize=(4.8, 4.0), dpi=80)
+        room = self.room
+        if room is None:
+            fig, ax = make_figure(figsize=(4.8, 4.0), dpi=80)
+        else:  # the panel's width, 5:6 as tall where the room allows
+            width, height, ratio = room
+            fig, ax = room_figure(width, max(MIN_HEIGHT, min(height, round(5 * width / 6))),
+                                  pixel_ratio=ratio)
         plot_mask(ax, mask, weight=session.tensor(name), mode="magnitude", name=name,
                   method=request.method if preview else None,
                   settings=request.title_settings() if preview else None,
                   module_type=session.info(name).module_type)
         self.image.value = render_png(fig)
+        if room is not None:  # drawn at the pixel ratio: shown at its CSS size
+            self.image.width = str(round(fig.get_size_inches()[0] * fig.dpi / room[2]))
         self.image.remove_class("pe-stale")
         self.renders += 1
 

@@ -42,13 +42,13 @@ from ...errors import WidgetInputError
 from ...parts.html import collapse_warning, custom_note, esc, message
 from ...parts.pane import Pane
 from ...parts.scheduler import LatestOnly
+from ...parts.sizeprobe import SizeProbe, drawn_room
 from ...parts.status import describe_error
 from .controls import PruningControls, parse_count
 from .feedback import refresh_buttons, show_input_error
 from .maskfile import check_custom, read_mask_file, uploaded_file
 from .panels import ExplorePanels
 from .preview import Later, MaskSummary, PreviewPane, PreviewRequest, PreviewStats
-from .sizeprobe import SizeProbe
 from .zoom import ZoomPane
 
 if TYPE_CHECKING:
@@ -589,6 +589,7 @@ class ExplorePane(Pane):
     def _on_room(self, _change: dict[str, Any]) -> None:
         room = self.probe.room()
         if room is not None and self.preview_pane.set_room(room):
+            self.zoom.set_room(drawn_room(room))  # the zoom sits in the same column
             self.request_preview()
 
     def _on_presentation(self, change: dict[str, Any]) -> None:

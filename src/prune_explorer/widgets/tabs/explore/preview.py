@@ -44,9 +44,10 @@ from prune_explorer.session.preview.picture import (
 )
 from prune_explorer.session.steps.checks import kept_slices
 from prune_explorer.viz import MaskPreview, PooledView
+from prune_explorer.viz.preview import COMPACT_BELOW
 
 from ...parts.html import esc
-from .sizeprobe import MIN_HEIGHT
+from ...parts.sizeprobe import drawn_room, room_changed
 
 __all__ = ["Later", "MaskSummary", "PreviewPane", "PreviewRequest", "PreviewStats", "kept_slices"]
 
@@ -186,33 +187,38 @@ class PreviewPane:
         under 8 px are ignored, so a scroll bar coming and going cannot make it flicker).
         Applied by the next :meth:`fit` (on the drawing thread)."""
         width, height, ratio = room
-        old = self.room
-        if old is not None and abs(old[0] - width) < 8 and abs(old[1] - height) < 8 \
-                and old[2] == ratio:
+        if not room_changed(self.room, room):
             return False
         self.room = (int(width), int(height), float(ratio))
         return True
 
     def set_presentation(self, on: bool) -> None:
-        """Presentation: the picture's text a quarter larger and no title in it (the count
-        line over it says, in larger text, what it shows; the pane hides the detail lines and
-        the panels): the cells get the title's room. Applied by the next :meth:`fit`."""
+        """Presentation: no title in the picture (the count line over it says, in larger text,
+        what it shows; the pane hides the detail lines and the panels): the cells get the
+        title's room; the picture's text a quarter larger where the place is wide enough (see
+        :meth:`fit`). Applied by the next :meth:`fit`."""
         self.presentation = bool(on)
 
     def fit(self) -> None:
         """Size the picture for :attr:`room` (before its cells are computed): the column's
         width, at most the height that keeps slider, counts and picture on one screen;
-        never smaller than 240 x :data:`~.sizeprobe.MIN_HEIGHT`. Call on the drawing thread,
-        before :meth:`draw`."""
+        within the bounds of :func:`~prune_explorer.widgets.parts.sizeprobe.drawn_room`. Call
+        on the drawing thread, before :meth:`draw`.
+
+        Presentation draws the compact picture without a title; its text is a quarter larger
+        only in a place at least :data:`~prune_explorer.viz.preview.COMPACT_BELOW` wide: in a
+        narrower one (a projector at 150 % zoom beside the file browser) larger tick labels
+        and legend would take the cells' room, and Presentation never makes the picture
+        smaller."""
         if self.room is None:
             return
-        width, height, ratio = self.room
-        width = max(240, min(width, 1400))
-        height = max(MIN_HEIGHT, min(height, 1400))
+        width, height, ratio = drawn_room(self.room)
         target = (width, height, max(ratio, self.pixel_ratio), self.presentation)
         if target != self._sized:
+            larger = self.presentation and width >= COMPACT_BELOW[0]
             self.picture.resize(width, height, pixel_ratio=min(target[2], 4.0),
-                                text_scale=1.25 if self.presentation else 1.0,
+                                text_scale=1.25 if larger else 1.0,
+                                compact=True if self.presentation else None,
                                 titled=not self.presentation)
             self._sized = target
 

@@ -13,7 +13,8 @@ with counts (:meth:`Session.compare_criteria
 install). Before anything is calibrated it says what to call instead of drawing.
 
 The figure is drawn for the panel's width as the browser measures it (a
-:class:`~.sizeprobe.SizeProbe` in the panel), on its own worker once the controls rest.
+:class:`~prune_explorer.widgets.parts.sizeprobe.SizeProbe` in the panel), on its own worker
+once the controls rest.
 
 Examples
 --------
@@ -44,9 +45,9 @@ from prune_explorer.viz.importance import why_figure
 from ...parts.collapsible import Collapsible
 from ...parts.html import esc
 from ...parts.scheduler import LatestOnly
+from ...parts.sizeprobe import SizeProbe
 from .magnitude import HEATMAP_QUIET_S
 from .preview import PreviewRequest
-from .sizeprobe import SizeProbe
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -108,9 +109,10 @@ class WhyPanel(Collapsible):
         self.text.add_class("pe-why-text")
         self.image = widgets.Image(format="png", layout=widgets.Layout(display="none"))
         self.image.add_class("pe-why-picture")
-        self.probe = SizeProbe()
+        self.probe = SizeProbe(column="pe-why-column")  # width and ratio only: no picture cap
         self.box = widgets.VBox([self.against, self.text, self.image, self.probe],
                                 layout=widgets.Layout(width="100%"))
+        self.box.add_class("pe-why-column")
         self._collapse_into("Why: |W|, input norms ‖X‖ and the score", self.box,
                             "pe-why-panel")
         quiet = None if explorer.debounce is None else max(explorer.debounce, HEATMAP_QUIET_S)

@@ -46,12 +46,17 @@ from matplotlib.figure import Figure
 from prune_explorer.viz.zoom import Window, ZoomPlot
 
 from ...parts.html import esc
+from ...parts.sizeprobe import MIN_HEIGHT
 
 if TYPE_CHECKING:
     from ...context import ExploreContext
     from .pane import ExplorePane
 
 __all__ = ["ZoomPane", "ipympl_canvas"]
+
+#: What ipympl and the widget box put around the canvas (CSS px: the canvas' margins, the
+#: widget's): the zoom is drawn this much narrower than its column, so it is never clipped.
+FRAME_PX = 12
 
 HELP = ("Drag a rectangle on the picture to zoom in (the toolbar's □ is on); ✥ pans, ← goes "
         "back, or type a region. Hover an entry for its index, value and whether it is kept.")
@@ -131,6 +136,7 @@ class ZoomPane:
         self.plot: ZoomPlot | None = None
         self.canvas: Any = None
         self.out_of_date = True
+        self.room: tuple[int, int, float] | None = None  # the Explore picture's column
         ui = explorer.ui
         self.toggle = ui.add("zoom_toggle", widgets.ToggleButton(
             value=False, description="Zoom", icon="search-plus",
@@ -194,11 +200,28 @@ class ZoomPane:
         self.out_of_date = False
         canvas.draw_idle()
 
+    def set_room(self, room: tuple[int, int, float]) -> None:
+        """The Explore picture's column as the browser measured it (``drawn_room``): the zoom
+        sits in it and is drawn for its width, at most as tall as wide, by the rule of every
+        sized picture (:meth:`ZoomPlot.resize`)."""
+        self.room = room
+        if self.plot is not None:
+            self._fit()
+            self.canvas.draw_idle()
+
+    def _fit(self) -> None:
+        if self.plot is None or self.room is None:
+            return
+        width, height, _ = self.room
+        self.plot.resize(width - FRAME_PX, max(MIN_HEIGHT, min(width - FRAME_PX, height)),
+                         place=(width, height))
+
     # -- controls ---------------------------------------------------------------------------------
     def _build(self) -> None:
         figure = Figure(figsize=self.figsize, dpi=self.dpi)
         self.plot = ZoomPlot(figure)
         self.canvas = self.ex.ui.add("zoom_canvas", ipympl_canvas(figure, self.plot.lock))
+        self._fit()
         self.plot.on_render = self._sync_inputs
         toolbar = self.canvas.toolbar
         toolbar.zoom()  # a drag on the picture zooms at once
