@@ -37,6 +37,10 @@ __all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_defa
 #: (on a GPU, no launch) per call. A broadcast view cannot be written in place, so the base
 #: stays 1.
 _ONES: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+#: The views :func:`all_ones_like` made, by (dtype, device) and shape: a model's layers share
+#: a few shapes, and a view cannot be written (every entry is the one base value).
+_VIEWS: dict[tuple[tuple[torch.dtype, torch.device], torch.Size], torch.Tensor] = {}
+_VIEWS_MAX = 1024
 #: Marks the views :func:`all_ones_like` makes: told apart by the mark, never by reading a
 #: value (on a GPU, a read waits for every queued kernel).
 _MARK = "_prune_explorer_all_ones"
@@ -45,13 +49,21 @@ _MARK = "_prune_explorer_all_ones"
 def all_ones_like(t: torch.Tensor) -> torch.Tensor:
     """An all-ones mask for ``t`` as a broadcast view: the default mask of a fresh tensor,
     without allocating or filling a tensor-sized buffer (read-only)."""
+    shape = t.shape
     key = (t.dtype, t.device)
+    ones = _VIEWS.get((key, shape))
+    if ones is not None:
+        return ones
     base = _ONES.get(key)
     if base is None:
         with torch.inference_mode(False), torch.no_grad():  # a plain tensor, whatever the mode
             base = _ONES[key] = torch.ones((), dtype=t.dtype, device=t.device)
-    ones = base.expand(t.shape)
+    ones = base.expand(shape)
     setattr(ones, _MARK, True)
+    if len(_VIEWS) >= _VIEWS_MAX:
+        _VIEWS.clear()
+    if ones.numel() > 1:  # a write into one entry would reach the base: never shared
+        _VIEWS[key, shape] = ones
     return ones
 
 
@@ -134,8 +146,13 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     def apply_mask(self, module: nn.Module) -> torch.Tensor:
         """The pruned tensor ``name_mask * name_orig`` of ``module`` (differentiable in orig)."""
         name = self._require_name("apply_mask")
-        mask = getattr(module, name + "_mask")
-        orig = getattr(module, name + "_orig")
+        # where apply put them (read without Module.__getattr__), else wherever they are
+        mask = module._buffers.get(name + "_mask")
+        if mask is None:
+            mask = getattr(module, name + "_mask")
+        orig = module._parameters.get(name + "_orig")
+        if orig is None:
+            orig = getattr(module, name + "_orig")
         mask = _fsdp.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
         return (mask if mask.dtype == orig.dtype else mask.to(dtype=orig.dtype)) * orig
 

@@ -18,14 +18,28 @@ __all__ = ["Layout", "any_sharded", "contiguous_stride", "count", "gathered", "i
            "is_stand_in", "stand_in", "structured_dim"]
 
 
+_FOUND: list[type] = []  # DTensor, once torch.distributed.tensor has been imported
+
+
 def _dtensor_type() -> type | None:
     # No DTensor can exist before torch.distributed.tensor is imported: no import here.
+    if _FOUND:
+        return _FOUND[0]
     module = sys.modules.get("torch.distributed.tensor")
-    return getattr(module, "DTensor", None)
+    cls = getattr(module, "DTensor", None)
+    if cls is not None:
+        _FOUND.append(cls)
+    return cls
+
+
+#: Tensor classes that are never DTensors (a DTensor made a Parameter keeps its class).
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def is_sharded(t: object) -> bool:
     """Whether ``t`` is a DTensor."""
+    if type(t) in _PLAIN:
+        return False
     cls = _dtensor_type()
     return cls is not None and isinstance(t, cls)
 

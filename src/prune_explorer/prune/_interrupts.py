@@ -29,10 +29,12 @@ Examples
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # what signal.signal wraps (no stub)
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -45,6 +47,8 @@ _MACHINERY = {contextlib._GeneratorContextManager.__enter__.__code__,
               contextlib._GeneratorContextManager.__exit__.__code__}
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+_SIGINT = int(signal.SIGINT)
 
 
 def machinery(function: _F) -> _F:
@@ -84,18 +88,10 @@ class Gate:
             self.pending = False
             self._pass_on(None)
 
-    @contextlib.contextmanager
-    @machinery
-    def open(self, *, check: bool = True) -> Iterator[None]:
+    def open(self, *, check: bool = True) -> _Opened:
         """Let interrupts through inside the block (a held one is raised on entering it, with
         ``check``)."""
-        if check:
-            self.check()
-        self.is_open = True
-        try:
-            yield
-        finally:
-            self.is_open = False
+        return _Opened(self, check)
 
     def __repr__(self) -> str:
         return f"Gate(open={self.is_open}, pending={self.pending})"
@@ -105,22 +101,58 @@ class _Unheld(Gate):
     """Outside the main thread: no signal ever arrives; nothing is held."""
 
 
-@contextlib.contextmanager
-def held_interrupts() -> Iterator[Gate]:
+class _Opened:
+    """The block of :meth:`Gate.open` (entering and leaving it is machinery)."""
+
+    __slots__ = ("check", "gate")
+
+    def __init__(self, gate: Gate, check: bool) -> None:
+        self.gate = gate
+        self.check = check
+
+    @machinery
+    def __enter__(self) -> None:
+        if self.check:
+            self.gate.check()
+        self.gate.is_open = True
+
+    @machinery
+    def __exit__(self, *exc: object) -> None:
+        self.gate.is_open = False
+
+
+class _Held:
+    """The section of :func:`held_interrupts`: SIGINT goes to a :class:`Gate` while it runs.
+
+    The handler is swapped through ``_signal`` (what ``signal.signal`` wraps: that wrapper's
+    conversions to and from enums cost more than the swap itself, on every pruning call)."""
+
+    __slots__ = ("gate",)
+
+    @machinery
+    def __enter__(self) -> Gate:
+        previous = _signal.getsignal(_SIGINT)
+        if previous is None or threading.current_thread() is not threading.main_thread():
+            self.gate: Gate = _Unheld(None)  # no signal arrives here, or a handler Python
+            return self.gate                 # cannot put back
+        gate = self.gate = Gate(previous)
+        _signal.signal(_SIGINT, gate.handle)
+        return gate
+
+    @machinery
+    def __exit__(self, *exc: object) -> None:
+        gate = self.gate
+        if isinstance(gate, _Unheld):
+            return
+        _signal.signal(_SIGINT, gate.previous)
+        if gate.pending:
+            signal.raise_signal(signal.SIGINT)
+
+
+def held_interrupts() -> AbstractContextManager[Gate]:
     """Hold SIGINT for the block (except inside ``gate.open()``); raise it when the block ends.
 
     The interrupt is delivered to the handler that was installed before (normally Python's,
     which raises ``KeyboardInterrupt``). Sections nest.
     """
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:
-        yield _Unheld(None)  # no signal arrives here, or a handler Python cannot put back
-        return
-    gate = Gate(previous)
-    signal.signal(signal.SIGINT, gate.handle)
-    try:
-        yield gate
-    finally:
-        signal.signal(signal.SIGINT, gate.previous)
-        if gate.pending:
-            signal.raise_signal(signal.SIGINT)
+    return _Held()

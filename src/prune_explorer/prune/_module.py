@@ -13,8 +13,8 @@ snapshot/restore, so a failure leaves the module exactly as it was.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,7 +22,7 @@ from torch import nn
 
 from . import _fsdp
 from ._hooks import pruning_hooks
-from ._interrupts import held_interrupts
+from ._interrupts import held_interrupts, machinery
 from .validation import UnprunableTensorError, problem, quantized_layer, unprunable
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ class PruningStateError(ValueError, AssertionError):
 
 def find_hook(module: nn.Module, name: str, where: str) -> tuple[int, Any] | None:
     """The (key, method) of the pruning hook acting on ``name``, or None."""
+    if not module._forward_pre_hooks:  # no hook at all: the common first prune
+        return None
     found = _pruning_hooks(module, name)
     if len(found) > 1:
         raise PruningStateError(
@@ -52,35 +54,38 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(problem(where, "module", "a torch.nn.Module", type(module).__name__))
     if not isinstance(name, str):
         raise TypeError(problem(where, "name", "a str naming a parameter", name))
-    for suffix, role in (("_orig", "original values"), ("_mask", "mask")):
-        base = name[: -len(suffix)]
-        if name.endswith(suffix) and _pruning_hooks(module, base):
+    if name.endswith(("_orig", "_mask")) and module._forward_pre_hooks:
+        base, role = name[:-5], ("original values" if name.endswith("_orig") else "mask")
+        if _pruning_hooks(module, base):
             # Pruning these would leave `base` unreachable (weight_orig -> weight_orig_orig).
             raise PruningStateError(problem(
                 where, "name", f"a tensor to prune, not the {role} of the pruned tensor "
                 f"{base!r}; prune {base!r} itself to prune it further", name))
-    pruned = name + "_orig" in module._parameters and name + "_mask" in module._buffers
-    if not pruned:
-        if name in module._buffers:
-            raise TypeError(
-                problem(where, "name", f"a parameter of {type(module).__name__}, not a buffer",
-                        name)
-            )
-        if name not in module._parameters:
-            if quantized_layer(module):
-                raise UnprunableTensorError(
-                    f"{where}: cannot prune {name!r} of {type(module).__name__}: it is a "
-                    "quantized layer (torch.ao quantization) whose weight is packed integers, "
-                    "not a parameter; prune the float model, then quantize")
-            choices = sorted(n for n, p in module._parameters.items() if p is not None)
-            raise AttributeError(
-                problem(where, "name", f"a parameter of {type(module).__name__} "
-                        f"(it has {choices})", name)
-            )
-    # a sharded pruned tensor is not computed here (as large as its shard): see _fsdp
-    value = _fsdp.pruned_stand_in(module, name) if pruned else None
+    parameters = module._parameters
+    value: Any = parameters.get(name)  # a plain parameter: read without Module.__getattr__
     if value is None:
-        value = getattr(module, name, None)
+        pruned = name + "_orig" in parameters and name + "_mask" in module._buffers
+        if not pruned:
+            if name in module._buffers:
+                raise TypeError(
+                    problem(where, "name",
+                            f"a parameter of {type(module).__name__}, not a buffer", name)
+                )
+            if name not in parameters:
+                if quantized_layer(module):
+                    raise UnprunableTensorError(
+                        f"{where}: cannot prune {name!r} of {type(module).__name__}: it is a "
+                        "quantized layer (torch.ao quantization) whose weight is packed "
+                        "integers, not a parameter; prune the float model, then quantize")
+                choices = sorted(n for n, p in parameters.items() if p is not None)
+                raise AttributeError(
+                    problem(where, "name", f"a parameter of {type(module).__name__} "
+                            f"(it has {choices})", name)
+                )
+        # a sharded pruned tensor is not computed here (as large as its shard): see _fsdp
+        value = _fsdp.pruned_stand_in(module, name) if pruned else None
+        if value is None:
+            value = getattr(module, name, None)
     if not isinstance(value, torch.Tensor):
         raise TypeError(
             problem(where, "name", "a parameter holding a tensor", f"{name} = {value!r}")
@@ -224,6 +229,8 @@ def _by_reference(mask: torch.Tensor) -> Callable[[], torch.Tensor]:
 
 
 def _pruning_hooks(module: nn.Module, name: str) -> list[tuple[int, Any]]:
+    if not module._forward_pre_hooks:
+        return []
     return [(key, hook) for key, hook, tensor in pruning_hooks(module) if tensor == name]
 
 
@@ -242,6 +249,9 @@ def snapshot(
 ) -> list[ModuleSnapshot]:
     """One :class:`ModuleSnapshot` per module of the ``(module, name)`` pairs (restore them in
     reverse order)."""
+    if isinstance(pairs, list) and len(pairs) == 1:  # one tensor: nothing to group
+        module, name = pairs[0]
+        return [ModuleSnapshot(module, (name,), keep_values=keep_values, store=store)]
     grouped: dict[int, tuple[nn.Module, list[str]]] = {}
     for module, name in pairs:
         grouped.setdefault(id(module), (module, []))[1].append(name)
@@ -249,20 +259,42 @@ def snapshot(
             for m, names in grouped.values()]
 
 
-@contextlib.contextmanager
-def transaction(pairs: Iterable[tuple[nn.Module, str]]) -> Iterator[None]:
+class transaction:  # used as a function: ``with transaction(pairs):``
     """Restore every (module, name) in ``pairs`` if the block raises (``BaseException``
     included). Ctrl-C is held while the snapshot is taken and restored (see ``_interrupts``):
-    only the block is open to it, so a second Ctrl-C never stops the rollback half-way."""
-    with held_interrupts() as gate:
-        snaps = snapshot(pairs)
+    only the block is open to it, so a second Ctrl-C never stops the rollback half-way.
+
+    A class rather than a generator: entered on every pruning call, where a generator-based
+    ``with`` costs more than the snapshot of a fresh tensor.
+    """
+
+    __slots__ = ("gate", "held", "pairs", "snaps")
+
+    def __init__(self, pairs: Iterable[tuple[nn.Module, str]]) -> None:
+        self.pairs = pairs
+
+    @machinery
+    def __enter__(self) -> None:
+        self.held = held_interrupts()
+        gate = self.gate = self.held.__enter__()
         try:
-            with gate.open():
-                yield
+            self.snaps = snapshot(self.pairs)
+            gate.check()  # a Ctrl-C held while the snapshot was taken: nothing changed yet
         except BaseException:
-            for snap in reversed(snaps):
-                snap.restore()
+            self.held.__exit__(None, None, None)
             raise
+        gate.is_open = True
+
+    @machinery
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.gate.is_open = False
+        try:
+            if kind is not None:
+                for snap in reversed(self.snaps):
+                    snap.restore()
+        finally:
+            self.held.__exit__(kind, error, trace)
 
 
 def install(

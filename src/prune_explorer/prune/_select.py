@@ -62,6 +62,7 @@ whatever the size (a CPU tensor too inside ``_select_device.forced()``, for test
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 from collections.abc import Iterator, Sequence
@@ -76,8 +77,8 @@ from ._select_cpu import INT_OF as _INT_OF
 from ._select_cpu import PIECE as _PIECE
 from ._select_cpu import holders, key_of, keys_into, locate_cut
 
-__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "resolve_ties", "select",
-           "tie_break"]
+__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "report_straddle",
+           "resolve_ties", "select", "sorts", "stable_order", "tie_break"]
 
 #: At or below this many entries the keys are simply sorted (or ``topk``-ed in torch mode).
 SMALL = 1 << 17
@@ -236,14 +237,39 @@ class Selection:
         return out
 
     def _int_keys(self, i: int, out: torch.Tensor) -> torch.Tensor | None:
-        """The integer keys the selection left in the flat ``out`` (see :attr:`int_keys`),
-        as a flat integer view of it, or None."""
+        """The integer keys the selection left for the ``i``-th key tensor (see
+        :attr:`int_keys`: in the flat ``out`` itself, or a piece of one buffer for every key
+        tensor), flat, or None."""
         buffer = self.int_keys[i] if i < len(self.int_keys) else None
-        if buffer is None or buffer.numel() != out.numel() or \
-                buffer.data_ptr() != out.data_ptr() or \
-                buffer.element_size() != out.element_size():
+        if buffer is None or buffer.numel() != out.numel():
             return None
-        return out.view(buffer.dtype)
+        if buffer.data_ptr() == out.data_ptr() and buffer.element_size() == out.element_size():
+            return out.view(buffer.dtype)
+        return buffer.reshape(-1)
+
+    def split(self, keys: Sequence[torch.Tensor]) -> Selection:
+        """This selection over the concatenation of ``keys`` (one key tensor) as a selection
+        over each of them: the cut as it is, the last taken tie per tensor, picks as views
+        of one flag buffer and the integer keys as pieces of the concatenated ones -- a
+        fixed number of operations, whatever the number of tensors."""
+        sizes = [x.numel() for x in keys]
+        through = None
+        if self.through is not None:
+            through, start = [], 0
+            for n in sizes:
+                through.append(min(max(self.through[0] - start, -1), n - 1))
+                start += n
+        picks: tuple[torch.Tensor | None, ...] = ()
+        p = self.picks[0] if self.picks else None
+        if p is not None:
+            flags = p if p.dtype == torch.bool else torch.zeros(
+                sum(sizes), dtype=torch.bool, device=p.device).index_fill_(0, p, True)
+            picks = tuple(flags.split(sizes))
+        int_keys: tuple[torch.Tensor | None, ...] = ()
+        if self.int_keys and self.int_keys[0] is not None:
+            int_keys = tuple(self.int_keys[0].split(sizes))
+        return dataclasses.replace(self, through=None if through is None else tuple(through),
+                                   picks=picks, int_keys=int_keys, held=())
 
     def _holds(self, i: int, out: torch.Tensor) -> bool:
         """Whether the flat ``out`` is the buffer the selection left holding ``|keys|``."""
@@ -358,12 +384,23 @@ def select(
 def _select(
     keys: Sequence[torch.Tensor], k: int, total: int, largest: bool, ties: str,
     magnitude: bool, scratch: Sequence[torch.Tensor | None] | None,
-    report: list[bool | torch.Tensor] | None,
+    report: list[bool | torch.Tensor] | None, direct: bool = True,
 ) -> Selection:
     """:func:`select` for ``1 <= k <= total``; appends to ``report`` (where given) whether a
-    tie straddles the cut (a bool, or a 0-d bool tensor on the keys' device)."""
+    tie straddles the cut (a bool, or a 0-d bool tensor on the keys' device). ``direct``:
+    a single key tensor up to DIRECT_MAX on the device path may be sorted."""
     dtype = keys[0].dtype
     device_path = _select_device.wanted(keys[0])
+    if device_path and len(keys) > 1 and total > SMALL and dtype in _FAST_DTYPES and \
+            len({(x.device, x.dtype) for x in keys}) == 1:
+        # several tensors on one device: one concatenation (one launch), then the work of a
+        # single key tensor over it -- launches that do not grow with the number of tensors;
+        # the integer keys are made in place of the concatenated copy
+        # (the bracket, as for several tensors before: the route does not change with size)
+        whole = torch.cat([x.reshape(-1) for x in keys])
+        one = _select([whole], k, total, largest, ties, magnitude, [whole], report,
+                      direct=False)
+        return one.split(keys)
     if total > SMALL and dtype in _FAST_DTYPES:
         if largest and k == total:  # everything: past -inf
             if report is not None:
@@ -374,11 +411,10 @@ def _select(
         # the cut (value, last taken tie per key tensor); None: the sorting reference decides
         found: tuple[torch.Tensor, tuple[int, ...] | None] | None
         int_keys: list[torch.Tensor | None] = []
-        if device_path and len(keys) == 1 and ties == "index" and total <= \
-                _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX)
-            return Selection(largest, picks=(_select_device.direct_flags(
-                keys[0], k, largest=largest, magnitude=magnitude,
-                scratch=None if scratch is None else scratch[0], report=report),))
+        if direct and device_path and len(keys) == 1 and ties == "index" and total <= \
+                _select_device.DIRECT_MAX:  # no host read (see DIRECT_MAX): sorted
+            return _by_sorting(keys, k, largest, ties, magnitude, flags=True,
+                               report=report if report == [] else None)
         if device_path and len({x.device for x in keys}) == 1:
             found = _select_device.locate_cut(keys, k, largest=largest, magnitude=magnitude,
                                               scratch=scratch)
@@ -427,12 +463,10 @@ def _by_sorting(
     equal to NaN)."""
     device = keys[0].device
     whole = keys[0] if len(keys) == 1 else torch.cat([x.reshape(-1).to(device) for x in keys])
-    if magnitude:
-        whole = whole.abs()
     if ties == "torch":
-        idx = torch.topk(whole, k, largest=largest).indices
+        idx = torch.topk(whole.abs() if magnitude else whole, k, largest=largest).indices
     else:
-        ordered = torch.sort(whole.reshape(-1), descending=largest, stable=True)
+        ordered = stable_order(whole.reshape(-1), largest=largest, magnitude=magnitude)
         idx = ordered.indices[:k]
         if report is not None:
             report.append(_straddles(ordered.values, k))
@@ -451,6 +485,34 @@ def _by_sorting(
         picks.append(mine if mine.numel() else None)
         start += x.numel()
     return Selection(largest, picks=tuple(picks))
+
+
+def sorts(keys: torch.Tensor) -> bool:
+    """Whether a selection over the single key tensor ``keys`` (index tie rule) is made by
+    :func:`stable_order`: up to :data:`SMALL` entries, or :data:`._select_device.DIRECT_MAX`
+    on the device path (one sort: no host read, a fixed handful of launches)."""
+    n = keys.numel()
+    return n <= SMALL or (n <= _select_device.DIRECT_MAX and _select_device.wanted(keys))
+
+
+def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
+                 ) -> torch.return_types.sort:
+    """The stable sort of the flat ``keys`` in the order the index rule takes them: ascending
+    (descending for ``largest``) by value, or by ``|keys|`` with ``magnitude``; NaN above
+    every number, tied keys in flat order. On the device path ``|keys|`` are sorted as
+    integers (:func:`._select_device.sortable`: a GPU's radix sort orders NaNs by their bits,
+    these keys make every NaN one key); ``values`` is a fresh tensor of the keys' width."""
+    if magnitude:
+        keys = _select_device.sortable(keys, True, False) if _select_device.wanted(keys) \
+            else keys.abs()
+    return torch.sort(keys, descending=largest, stable=True)
+
+
+def report_straddle(ordered: torch.Tensor, k: int) -> None:
+    """Inside :func:`._radix.cuts_found` (a session step), record whether a tie straddles
+    the cut of the first ``k`` of the sorted keys ``ordered``."""
+    if _radix.recording():
+        _radix.found(_radix.Straddle(_straddles(ordered, k)))
 
 
 def _straddles(ordered: torch.Tensor, k: int) -> bool | torch.Tensor:

@@ -33,15 +33,14 @@ import torch
 
 from . import _radix
 
-__all__ = ["DIRECT_MAX", "HOST_READS", "chunk_for", "direct_flags", "forced", "int_keys_in",
+__all__ = ["DIRECT_MAX", "HOST_READS", "chunk_for", "forced", "int_keys_in",
            "locate_cut", "read_host", "sortable", "to_host", "wanted"]
 
-#: Up to this many entries, a single key tensor's selection (index tie rule) takes
-#: :func:`direct_flags` (``topk`` for the cut, no host read, ~12 launches) instead of
-#: :func:`locate_cut` (a sample sort, a bracket pass, 2 host reads). Measured on an H200 (see
-#: GPU_FACTS.md): the topk route is ~1.3x torch at 4096² fp32 where the bracket is ~1.26x, and
-#: the bracket wins above (2.2x at 11008x4096, where the topk route stays ~1.3x); below, each
-#: host read and sample sort is a fixed cost that dominates small and medium tensors.
+#: Up to this many entries, a single key tensor's selection (index tie rule) is one stable
+#: sort (:func:`._select.stable_order`: no host read, no more launches than torch's own
+#: ``topk`` route) instead of :func:`locate_cut` (a sample sort, a bracket pass, 2 host
+#: reads). Above it the bracket's fixed cost is small next to a sort of every entry (on an
+#: H200 it was 2.2x torch at 11008x4096; see GPU_FACTS.md).
 DIRECT_MAX = 1 << 23
 
 #: Entries of the sorted sample that brackets the cut.
@@ -287,40 +286,6 @@ def locate_cut(
         start += n_inside[owner]
         owner += 1
     return value, _through(sizes, owner, last)
-
-
-def direct_flags(x: torch.Tensor, k: int, *, largest: bool, magnitude: bool,
-                 scratch: torch.Tensor | None = None,
-                 report: list[bool | torch.Tensor] | None = None) -> torch.Tensor:
-    """Bool flags (flat, ``x``'s size) of the ``k`` smallest (or ``largest``) entries of the
-    flat ``x`` (``1 <= k <= x.numel()``), ties at the cut lowest flat index first -- with no
-    host read and a fixed number of launches.
-
-    ``topk`` (unsorted) finds the k smallest keys (or the ``n - k + 1`` largest, if fewer);
-    their largest (smallest) is the cut; every key below it is taken, and of those equal to
-    it the first ``k - below`` in flat order (a running count). NaN is one key above inf, as
-    in :func:`sortable`. ``scratch`` as in :func:`locate_cut` (one tensor). ``report``: gets
-    whether a tie straddles the cut (a 0-d bool on the device: more ties than are taken).
-    Extra memory: the values and indices ``topk`` returns (at most half the entries, plus
-    one), two bools and one int32 per entry.
-    """
-    out = None
-    if scratch is not None and scratch.element_size() == x.element_size():
-        out = scratch.reshape(-1).view(_INT_OF[x.element_size()])
-    keys = sortable(x.reshape(-1), magnitude, largest, out)
-    above = keys.numel() - k + 1  # the cut is also the smallest of this many largest keys
-    if k <= above:
-        cut = torch.topk(keys, k, largest=False, sorted=False).values.max()
-    else:  # the shorter topk
-        cut = torch.topk(keys, above, largest=True, sorted=False).values.min()
-    taken = keys < cut
-    need = k - taken.sum()
-    tied = keys == cut
-    # int32 running count: DIRECT_MAX entries fit; the ties past ``need`` are not taken
-    rank = tied.cumsum(0, dtype=torch.int32)
-    if report is not None:
-        report.append(rank[-1] > need)
-    return taken.logical_or_(tied.logical_and_(rank <= need))
 
 
 def _positions(flags: torch.Tensor, n: int) -> torch.Tensor:

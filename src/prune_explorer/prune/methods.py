@@ -14,7 +14,7 @@ from torch import nn
 
 from . import _select_device
 from ._base import BasePruningMethod, PruningContainer, times_default
-from ._select import SMALL, resolve_ties, select
+from ._select import SMALL, report_straddle, resolve_ties, select, sorts, stable_order
 from .validation import (
     ShapeMismatchError,
     check,
@@ -105,21 +105,41 @@ class _Unstructured(BasePruningMethod):
         k = count_to_prune(self.amount, t.nelement(), self.where, "prunable entries")
         if k == 0:
             return default_mask.clone(memory_format=torch.contiguous_format)
+        if not torch.is_grad_enabled():
+            return self._unstructured_mask(t, k, default_mask)
         with torch.no_grad():
-            keys = self._keys(t).reshape(-1)
-            dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
-            if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
-                out = keys  # our own draws: the mask is written over them
+            return self._unstructured_mask(t, k, default_mask)
+
+    def _unstructured_mask(self, t: torch.Tensor, k: int, default_mask: torch.Tensor
+                           ) -> torch.Tensor:
+        """:meth:`compute_mask` for ``1 <= k``, gradients off."""
+        keys = self._keys(t).reshape(-1)
+        dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
+        ties = resolve_ties(self.ties)
+        if ties == "index" and sorts(keys):
+            # one stable sort; the mask is written over its sorted copy of the keys (fresh,
+            # of the keys' width): fill, then zero the first k -- no other pass
+            order = stable_order(keys, largest=self._LARGEST, magnitude=self._MAGNITUDE)
+            report_straddle(order.values, k)
+            values = order.values
+            if values.element_size() == dtype.itemsize and values.device == default_mask.device:
+                out = values.view(dtype)
             else:
-                out = torch.empty(keys.shape, dtype=dtype, device=default_mask.device)
-            # the mask-to-be is the selection's scratch (device path: its integer keys)
-            scratch = [out] if out is not keys and out.device == keys.device else None
-            magnitude = self._MAGNITUDE or (self._NONNEGATIVE and keys.numel() > SMALL
-                                            and _select_device.wanted(keys))
-            chosen = select([keys], k, largest=self._LARGEST, ties=resolve_ties(self.ties),
-                            magnitude=magnitude, scratch=scratch)
-            kept = chosen.write_kept(keys, out)
-            return times_default(kept.view(t.shape), default_mask)
+                out = torch.empty(values.shape, dtype=dtype, device=default_mask.device)
+            out.fill_(1).index_fill_(0, order.indices[:k].to(out.device), 0)
+            return times_default(out.view(t.shape), default_mask)
+        if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
+            out = keys  # our own draws: the mask is written over them
+        else:
+            out = torch.empty(keys.shape, dtype=dtype, device=default_mask.device)
+        # the mask-to-be is the selection's scratch (device path: its integer keys)
+        scratch = [out] if out is not keys and out.device == keys.device else None
+        magnitude = self._MAGNITUDE or (self._NONNEGATIVE and keys.numel() > SMALL
+                                        and _select_device.wanted(keys))
+        chosen = select([keys], k, largest=self._LARGEST, ties=ties,
+                        magnitude=magnitude, scratch=scratch)
+        kept = chosen.write_kept(keys, out)
+        return times_default(kept.view(t.shape), default_mask)
 
     def _settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {"amount": self.amount}

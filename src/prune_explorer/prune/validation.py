@@ -67,6 +67,10 @@ __all__ = [
 PRUNABLE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+#: Tensor classes that are never quantized nor sharded: their dtype and device tell all.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
 class UnprunableTensorError(TypeError):
     """A tensor that holds no values the pruning API can mask in place (see
     :func:`unprunable`). A deliberate deviation from ``torch.nn.utils.prune``, which prunes an
@@ -90,6 +94,8 @@ def unprunable(t: torch.Tensor) -> str | None:
     >>> print(unprunable(torch.ones(2, device="meta")))  # doctest: +ELLIPSIS
     it is on the meta device: a shape without values (an offloaded weight, ...
     """
+    if type(t) in _PLAIN_TYPES and t.dtype in PRUNABLE_DTYPES and not t.is_meta:
+        return None  # the common case, answered without the checks below
     if t.is_meta:
         return ("it is on the meta device: a shape without values (an offloaded weight, as "
                 "accelerate's device_map/cpu_offload leave them, or one built under "
@@ -325,12 +331,28 @@ def check(where: str, param: str, value: Any, method: str | None = None) -> Any:
 
     Raises the type torch raises for that input, with the package's message template.
     """
+    kind = type(value)
+    key = (param, method, kind, value) if kind in _REMEMBERED else None
+    if key is not None and key in _PASSED:  # checked before: the same rule, type and value
+        return value
     c = constraint(param, method)
     error = c.error(value)
     if error is not None:
         shown = type(value).__name__ if param in ("mask", "generator") else value
         raise error(problem(where, param, c.rule, shown))
+    if key is not None:
+        if len(_PASSED) >= _PASSED_MAX:
+            _PASSED.clear()
+        _PASSED.add(key)
     return value
+
+
+#: The types of values whose passed checks :func:`check` remembers: immutable, hashed and
+#: compared by value (a bool is not an int here: it has its own type in the key).
+_REMEMBERED = frozenset({int, float, str, type(None)})
+#: (param, method, type, value) of the values that passed :func:`check`; cleared when full.
+_PASSED: set[tuple[str, str | None, type, Any]] = set()
+_PASSED_MAX = 4096
 
 
 def nparams_to_prune(amount: numbers.Real, size: int) -> int:
