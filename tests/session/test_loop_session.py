@@ -508,9 +508,9 @@ def test_a_global_round_on_small_targets_builds_no_key_histogram(monkeypatch):
     built: list[str] = []
 
     class Counted(order_cache.KeyHistogram):
-        def __init__(self, module: nn.Module, name: str, *args: object) -> None:
+        def __init__(self, module: nn.Module, name: str, *args: object, **kwargs: object) -> None:
             built.append(name)
-            super().__init__(module, name, *args)
+            super().__init__(module, name, *args, **kwargs)
 
     monkeypatch.setattr(order_cache, "KeyHistogram", Counted)
     net = model()

@@ -232,8 +232,9 @@ class StatusBar:
             finally:
                 self.progress.layout.display = "none"
             try:
-                took_effect = (settle() if settle is not None
-                               else isinstance(failure, InterruptedAfterCommit))
+                with self.working(what):  # the redraw reads too: the busy line stays up
+                    took_effect = (settle() if settle is not None
+                                   else isinstance(failure, InterruptedAfterCommit))
             except Exception as err:  # a bug in the redraw: reported as before it was held
                 failure, took_effect = failure or err, False
             if failure is None or (took_effect and isinstance(failure, KeyboardInterrupt)):
