@@ -142,13 +142,7 @@ def _timed(seconds: list[float]) -> Callable[..., object]:
 
 
 def _schedule(kind: str, target: float, epochs: int, rounds: int) -> Schedule:
-    if kind == "one_shot":
-        return Schedule.one_shot(target, epochs)
-    if kind == "iterative":
-        return Schedule.iterative(target, rounds, epochs)
-    if kind == "gradual":
-        return Schedule.gradual(target, epochs)
-    return Schedule.lottery_ticket(target, rounds, epochs)
+    return Schedule.of_kind(kind, target, epochs, rounds)
 
 
 def live_session(kind: str, target: float, epochs: int, rounds: int) -> tuple[float, float, str]:

@@ -106,3 +106,17 @@ def test_refusals_name_the_argument_and_the_rule(make, words):
     with pytest.raises(ValueError, match="Schedule") as err:
         make()
     assert words in str(err.value)
+
+
+def test_of_kind_builds_what_each_kinds_constructor_builds():
+    direct = {
+        "one_shot": Schedule.one_shot(0.8, 6),
+        "iterative": Schedule.iterative(0.8, 3, 6),
+        "gradual": Schedule.gradual(0.8, 6),
+        "lottery_ticket": Schedule.lottery_ticket(0.8, 3, 6, rewind_to=2),
+    }
+    for kind, expected in direct.items():
+        got = Schedule.of_kind(kind, 0.8, epochs=6, rounds=3, rewind_to=2)
+        assert (got.kind, got.settings) == (expected.kind, expected.settings)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Schedule.of_kind("cubic", 0.8, epochs=6, rounds=3)

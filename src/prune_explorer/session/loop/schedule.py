@@ -202,6 +202,28 @@ class Schedule:
         return cls("lottery_ticket", target=target, rounds=rounds,
                    epochs_per_round=epochs_per_round, rewind_to=rewind_to)
 
+    @classmethod
+    def of_kind(cls, kind: str, target: float, epochs: int, rounds: int,
+                rewind_to: RewindTo = "init") -> Schedule:
+        """The schedule of ``kind`` from one set of controls (the Fine-tune tab's, a
+        benchmark's): ``epochs`` in all for one-shot and gradual, per round for iterative and
+        the lottery ticket; ``rounds`` for those two; ``rewind_to`` for the lottery ticket.
+
+        Examples
+        --------
+        >>> Schedule.of_kind("iterative", 0.9, epochs=2, rounds=3).epochs
+        (2, 2, 2)
+        """
+        if kind == "one_shot":
+            return cls.one_shot(target, epochs)
+        if kind == "iterative":
+            return cls.iterative(target, rounds, epochs)
+        if kind == "gradual":
+            return cls.gradual(target, epochs)
+        if kind == "lottery_ticket":
+            return cls.lottery_ticket(target, rounds, epochs, rewind_to)
+        return cls(kind)  # refused: names the kinds
+
     # -- what it does -----------------------------------------------------------------------------
     @property
     def kind(self) -> str:

@@ -223,14 +223,8 @@ class FineTunePane(Pane):
         epochs, rounds, rewind = int(self.epochs.value), int(self.rounds.value), \
             int(self.rewind.value)
         try:
-            if kind == "one_shot":
-                return Schedule.one_shot(target, epochs)
-            if kind == "iterative":
-                return Schedule.iterative(target, rounds, epochs)
-            if kind == "gradual":
-                return Schedule.gradual(target, epochs)
-            return Schedule.lottery_ticket(target, rounds, epochs,
-                                           rewind_to="init" if rewind == 0 else rewind)
+            return Schedule.of_kind(kind, target, epochs, rounds,
+                                    rewind_to="init" if rewind == 0 else rewind)
         except ValueError as err:
             raise WidgetInputError(str(err)) from None
 
