@@ -22,9 +22,10 @@ at two sizes, 5x apart, on the device path: an action whose launches or syncs di
 sizes (marked ``differs``) either works per piece or takes another route above a size threshold
 (2**17 entries: cached orders; 2**20: the Global tab's window of keys; 2**23: the bracket).
 
-``--host`` adds the host's own time per call on a tiny (16x16) weight, median of rounds of 2000
-calls, ours and torch's: where a GPU call is launch-bound, the host pays this on top of the
-launches. Timings are this machine's; counts do not depend on it.
+``--host`` adds the host's own time per call on a tiny (16x16) weight, median of 21 rounds of
+500 calls, ours and torch's taking turns (the garbage collector off while timed, as ``timeit``
+does): where a GPU call is launch-bound, the host pays this on top of the launches. Timings
+are this machine's; counts do not depend on it.
 
 Usage::
 
@@ -38,6 +39,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -95,20 +97,29 @@ def _call(impl: str, case: str, weights: list[torch.Tensor], device: torch.devic
     return kernels(counter.ops), syncs(counter.ops), reads
 
 
-def host_time(impl: str, case: str, rounds: int = 5, calls: int = 2000) -> float:
-    """Median over ``rounds`` of the host time (microseconds) per call on a fresh 16x16
-    weight (CPU, the default path)."""
+def host_times(case: str, rounds: int = 21, calls: int = 500) -> tuple[float, float]:
+    """(torch's, ours) host time in microseconds per call on a fresh 16x16 weight (CPU, the
+    default path): each the median over ``rounds`` of the mean over ``calls`` calls. The two
+    sides take turns round by round (who goes first alternates), so a change in the machine's
+    speed during the run reaches both alike; as ``timeit`` does, the cyclic garbage collector
+    is off while the calls are timed (collected before each round)."""
     kw = DEVICE_METHODS[case]
-    per_call = []
-    for _ in range(rounds):
-        mods = _modules([torch.randn(16, 16) * 0.02 for _ in range(calls)])
-        masks = [(m.weight.detach() > 0).float() for m in mods] \
-            if case == "custom_from_mask" else None
-        call = _device_call(impl, case, kw, mods, masks, None)
-        t0 = time.perf_counter()
-        call()
-        per_call.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(per_call)
+    per_call: dict[str, list[float]] = {"torch": [], "ours": []}
+    for r in range(rounds):
+        for impl in ("torch", "ours") if r % 2 == 0 else ("ours", "torch"):
+            mods = _modules([torch.randn(16, 16) * 0.02 for _ in range(calls)])
+            masks = [(m.weight.detach() > 0).float() for m in mods] \
+                if case == "custom_from_mask" else None
+            call = _device_call(impl, case, kw, mods, masks, None)
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                call()
+                per_call[impl].append((time.perf_counter() - t0) / calls * 1e6)
+            finally:
+                gc.enable()
+    return statistics.median(per_call["torch"]), statistics.median(per_call["ours"])
 
 
 def _session_actions(session: object, targets: list[str]) -> list[tuple[str, Callable[[], object]]]:
@@ -200,12 +211,13 @@ def main() -> int:
             print(f"| {name} | {k1} / {s1} | {k2} / {s2} | {grows} |", flush=True)
     if args.host:
         print()
-        print("Host time per call, 16x16 weight, CPU (median of 5 rounds of 2000 calls):")
+        print("Host time per call, 16x16 weight, CPU (median of 21 rounds of 500 calls, the"
+              " two sides taking turns, garbage collector off while timed):")
         print()
         print("| method | torch us | ours us | ours / torch |")
         print("|---|---|---|---|")
         for case in DEVICE_METHODS:
-            theirs_us, ours_us = host_time("torch", case), host_time("ours", case)
+            theirs_us, ours_us = host_times(case)
             print(f"| `{case}` | {theirs_us:.1f} | {ours_us:.1f} | {ours_us / theirs_us:.2f} |",
                   flush=True)
     return 0

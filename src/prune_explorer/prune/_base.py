@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.utils.prune as _torch_prune
@@ -27,10 +27,24 @@ from .validation import (
     problem,
 )
 
+__all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "checks_its_settings",
+           "times_default"]
+
+_M = TypeVar("_M", bound=type)
+
 #: class name -> pruning function name (whose constraints :meth:`_create` checks)
 _FUNCTION_OF = {cls: function for function, (cls, _) in METHOD_PARAMETERS.items()}
+#: The ``__init__`` of the methods that check every constrained setting they take
+#: (:func:`checks_its_settings`): :meth:`BasePruningMethod._create` does not check them twice.
+_SELF_CHECKED: set[Any] = set()
 
-__all__ = ["BasePruningMethod", "PruningContainer", "all_ones_like", "times_default"]
+
+def checks_its_settings(cls: _M) -> _M:
+    """Class decorator: ``cls.__init__`` checks each setting of :data:`CONSTRAINTS` it takes,
+    under the rule :meth:`BasePruningMethod._create` would check it by (a subclass with its own
+    ``__init__`` is checked by ``_create`` again)."""
+    _SELF_CHECKED.add(vars(cls)["__init__"])  # its own, not an inherited one
+    return cls
 
 
 #: One 0-d 1 per (dtype, device), the base of every :func:`all_ones_like` view: no allocation
@@ -153,7 +167,11 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         orig = module._parameters.get(name + "_orig")
         if orig is None:
             orig = getattr(module, name + "_orig")
-        mask = _fsdp.unshard_like(mask, orig)  # FSDP2 forward: orig is unsharded
+        return self.apply_mask_to(_fsdp.unshard_like(mask, orig), orig)  # FSDP2: unsharded
+
+    @staticmethod
+    def apply_mask_to(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
+        """The pruned tensor ``mask * orig``, in ``orig``'s dtype (differentiable in orig)."""
         return (mask if mask.dtype == orig.dtype else mask.to(dtype=orig.dtype)) * orig
 
     @classmethod
@@ -186,7 +204,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     ) -> BasePruningMethod:
         """:meth:`apply` on behalf of the public call ``where`` (named in error messages)."""
         current = _module.current_tensor(module, name, where)
-        old = _module.find_hook(module, name, where)
+        old = _module.find_hook(module, name, where) if module._forward_pre_hooks else None
         method = cls._create(where, *args, **kwargs)
         method._tensor_name = name
         if importance_scores is not None:
@@ -199,14 +217,28 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     @classmethod
     def _create(cls, where: str, *args: Any, **kwargs: Any) -> BasePruningMethod:
         """``cls(*args, **kwargs)`` made for the public call ``where``: keyword settings are
-        checked against the constraint table in its name first."""
+        checked against the constraint table, errors naming ``where``.
+
+        The package's own methods check their settings when made (:data:`_SELF_CHECKED`):
+        those are checked once, and again in ``where``'s name only if they fail."""
+        if cls.__init__ not in _SELF_CHECKED:
+            cls._check_settings(where, kwargs)
+            method = cls(*args, **kwargs)
+        else:
+            try:
+                method = cls(*args, **kwargs)
+            except (TypeError, ValueError, RuntimeError, OverflowError):
+                cls._check_settings(where, kwargs)  # the same rule, told in where's name
+                raise
+        method._where = where
+        return method
+
+    @classmethod
+    def _check_settings(cls, where: str, kwargs: dict[str, Any]) -> None:
         method_name = _FUNCTION_OF.get(cls.__name__)
         for param, value in kwargs.items():
             if param in CONSTRAINTS:
                 check(where, param, value, method_name)
-        method = cls(*args, **kwargs)
-        method._where = where
-        return method
 
     def _mask_for(
         self,
@@ -220,12 +252,19 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         if is_sharded(current):  # DTensor (e.g. FSDP2): collective, see _sharded
             return _sharded.mask_for(self, PruningContainer, module, name, scores, current, old,
                                      self.where)
-        with torch.no_grad():
+        # gradients off, as ``torch.no_grad()`` does without its Python layers (it is
+        # switched inside the try: a Ctrl-C anywhere after it finds the finally)
+        grad = torch.is_grad_enabled()
+        try:
+            if grad:
+                torch._C._set_grad_enabled(False)
             if old is None:
                 ones = all_ones_like(current)
                 mask = self.compute_mask(scores, default_mask=ones)
                 if mask is ones:  # nothing pruned: a real buffer, laid out as torch's would be
                     return torch.ones_like(current)
+                if mask.is_contiguous():  # the common case: no broadcast view
+                    return mask
                 if mask.numel() > 1 and 0 in mask.stride():
                     return mask.clone(memory_format=torch.contiguous_format)
                 return mask
@@ -233,6 +272,9 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
             members = tuple(previous) if hasattr(previous, "_pruning_methods") else (previous,)
             chain = PruningContainer(*members, self)
             return chain.compute_mask(scores, default_mask=getattr(module, name + "_mask"))
+        finally:
+            if grad:
+                torch._C._set_grad_enabled(True)
 
     def prune(
         self,

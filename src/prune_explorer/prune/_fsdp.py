@@ -23,15 +23,21 @@ __all__ = ["attached", "detached", "kept_attribute", "pruned_stand_in", "restore
            "unshard_like"]
 
 
+#: The module where FSDP2 registers the states of the modules it manages.
+_FSDP_STATES = "torch.distributed._composable_state"
+
+
 def unshard_like(mask: torch.Tensor, orig: torch.Tensor) -> torch.Tensor:
     """``mask`` in the form ``orig`` has now: gathered when FSDP has unsharded ``orig``."""
     return gathered(mask) if not is_sharded(orig) else mask
 
 
-def attached(module: torch.nn.Module, name: str) -> None:
-    """Called by the core once ``name`` of ``module`` is pruned (idempotent)."""
-    _follow_rename(module, name, name + "_orig")
-    if not kept_attribute(module, name):
+def attached(module: torch.nn.Module, name: str, *, kept: bool | None = None) -> None:
+    """Called by the core once ``name`` of ``module`` is pruned (idempotent); ``kept``: what
+    :func:`kept_attribute` says, when the caller knows it already."""
+    if _FSDP_STATES in sys.modules:  # else no module is managed by FSDP2
+        _follow_rename(module, name, name + "_orig")
+    if not (kept_attribute(module, name) if kept is None else kept):
         start(module, name)
 
 
@@ -70,7 +76,7 @@ def _follow_rename(module: torch.nn.Module, old: str, new: str) -> None:
     (``FSDPParam._module_info``). Does nothing for modules FSDP2 does not manage.
     """
     # FSDP2 registers its states in this module; not imported yet: no module is managed
-    states = sys.modules.get("torch.distributed._composable_state")
+    states = sys.modules.get(_FSDP_STATES)
     mapping = getattr(states, "_module_state_mapping", None)
     if not mapping:
         return

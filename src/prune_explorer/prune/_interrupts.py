@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # what signal.signal wraps (no stub)
 import contextlib
+import dis
 import signal
-import threading
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -42,11 +41,24 @@ __all__ = ["Gate", "held_interrupts", "machinery"]
 
 # Code that an interrupt must not stop half-way even where the gate is open: what enters and
 # leaves a generator-based ``with`` block (an interrupt there would skip the generator's own
-# clean-up) and the functions marked with :func:`machinery`. One that arrives there waits.
+# clean-up), the functions marked with :func:`machinery`, and a ``with`` statement between its
+# ``__enter__`` and its block (:func:`_entering_with`). One that arrives there waits.
 _MACHINERY = {contextlib._GeneratorContextManager.__enter__.__code__,
               contextlib._GeneratorContextManager.__exit__.__code__}
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: The instructions that call a ``with`` statement's ``__enter__``: an interrupt raised there,
+#: once ``__enter__`` has returned, would skip ``__exit__`` (the block is not entered yet).
+_WITH_ENTRY = frozenset(dis.opmap[op] for op in ("BEFORE_WITH", "SETUP_WITH",
+                                                 "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH")
+                        if op in dis.opmap)
+
+
+def _entering_with(frame: FrameType) -> bool:
+    """Whether ``frame`` stands at a ``with`` statement whose ``__enter__`` just returned."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] in _WITH_ENTRY
 
 _SIGINT = int(signal.SIGINT)
 
@@ -69,7 +81,8 @@ class Gate:
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """The SIGINT handler while the section runs."""
-        if self.is_open and (frame is None or frame.f_code not in _MACHINERY):
+        if self.is_open and (frame is None or (frame.f_code not in _MACHINERY
+                                               and not _entering_with(frame))):
             self._pass_on(frame)
             return
         self.pending = True
@@ -121,22 +134,30 @@ class _Opened:
         self.gate.is_open = False
 
 
-class _Held:
-    """The section of :func:`held_interrupts`: SIGINT goes to a :class:`Gate` while it runs.
+class held_interrupts:  # used as a function: ``with held_interrupts() as gate:``
+    """Hold SIGINT for the block (except inside ``gate.open()``); raise it when the block ends.
 
-    The handler is swapped through ``_signal`` (what ``signal.signal`` wraps: that wrapper's
-    conversions to and from enums cost more than the swap itself, on every pruning call)."""
+    The interrupt is delivered to the handler that was installed before (normally Python's,
+    which raises ``KeyboardInterrupt``). Sections nest.
+
+    A class rather than a function returning one: entered on every pruning call. The handler
+    is swapped through ``_signal`` (what ``signal.signal`` wraps: that wrapper's conversions to
+    and from enums cost more than the swap itself).
+    """
 
     __slots__ = ("gate",)
 
     @machinery
     def __enter__(self) -> Gate:
         previous = _signal.getsignal(_SIGINT)
-        if previous is None or threading.current_thread() is not threading.main_thread():
-            self.gate: Gate = _Unheld(None)  # no signal arrives here, or a handler Python
-            return self.gate                 # cannot put back
+        if previous is None:  # a handler Python cannot put back
+            self.gate: Gate = _Unheld(None)
+            return self.gate
         gate = self.gate = Gate(previous)
-        _signal.signal(_SIGINT, gate.handle)
+        try:
+            _signal.signal(_SIGINT, gate.handle)
+        except ValueError:  # not the main thread (of the main interpreter): no signal arrives
+            gate = self.gate = _Unheld(None)
         return gate
 
     @machinery
@@ -147,12 +168,3 @@ class _Held:
         _signal.signal(_SIGINT, gate.previous)
         if gate.pending:
             signal.raise_signal(signal.SIGINT)
-
-
-def held_interrupts() -> AbstractContextManager[Gate]:
-    """Hold SIGINT for the block (except inside ``gate.open()``); raise it when the block ends.
-
-    The interrupt is delivered to the handler that was installed before (normally Python's,
-    which raises ``KeyboardInterrupt``). Sections nest.
-    """
-    return _Held()

@@ -54,7 +54,7 @@ def current_tensor(module: Any, name: Any, where: str) -> torch.Tensor:
         raise TypeError(problem(where, "module", "a torch.nn.Module", type(module).__name__))
     if not isinstance(name, str):
         raise TypeError(problem(where, "name", "a str naming a parameter", name))
-    if name.endswith(("_orig", "_mask")) and module._forward_pre_hooks:
+    if module._forward_pre_hooks and name.endswith(("_orig", "_mask")):
         base, role = name[:-5], ("original values" if name.endswith("_orig") else "mask")
         if _pruning_hooks(module, base):
             # Pruning these would leave `base` unreachable (weight_orig -> weight_orig_orig).
@@ -311,6 +311,8 @@ def install(
     ``container`` (the core's ``PruningContainer``) with it, as torch does.
     """
 
+    if old is None and _install_fresh(module, name, method, mask, container):
+        return method
     with transaction([(module, name)]):
         if old is None:
             orig = module._parameters[name]
@@ -331,6 +333,64 @@ def install(
         module.register_forward_pre_hook(hook)
         _fsdp.attached(module, name)  # DTensors / FSDP2 (last: cannot fail)
     return hook
+
+
+def _install_fresh(module: nn.Module, name: str, method: Any, mask: torch.Tensor,
+                   container: type[Any]) -> bool:
+    """:func:`install` on a tensor pruned for the first time, at the cost of the changes
+    themselves; False (nothing done) where the general route is needed: a method with its own
+    ``apply_mask``, an entry in the way of the new ones, a pruned tensor not kept as an
+    attribute (sharded, or asked for on demand).
+
+    All or nothing: the pruned copy ``mask * orig`` is computed first, open to Ctrl-C, when
+    nothing has changed yet. The changes to the module follow with Ctrl-C held, each a dict
+    entry; the snapshot they need is the original ``Parameter`` and the order of the module's
+    parameters. If one raises (a registration hook, say) or a Ctrl-C that arrived meanwhile is
+    raised here, they are taken back, still held, and the error or the ``KeyboardInterrupt``
+    leaves the module exactly as before.
+    """
+    parameters = module._parameters
+    # (``container``, the core's PruningContainer, keeps the base class's apply_mask)
+    if not (type(method).apply_mask is container.apply_mask
+            and type(mask) is torch.Tensor and _fsdp.kept_attribute(module, name, mask)
+            and name + "_orig" not in parameters and name + "_mask" not in module._buffers
+            and name not in module.__dict__):
+        return False
+    orig = parameters[name]
+    pruned = method.apply_mask_to(mask, orig)
+    with held_interrupts() as gate:
+        order = tuple(parameters)
+        hooks_before = len(module._forward_pre_hooks)
+        try:
+            module.register_parameter(name + "_orig", orig)
+            del parameters[name]
+            module.register_buffer(name + "_mask", mask)
+            setattr(module, name, pruned)
+            module.register_forward_pre_hook(method)
+            _fsdp.attached(module, name, kept=True)  # FSDP2 (last: cannot fail)
+            # A Ctrl-C held meanwhile goes to the handler around: raised there (taken back
+            # here first), or held in turn by a section around that goes on (kept).
+            gate.check()
+        except BaseException:
+            _take_back_fresh(module, name, orig, order, hooks_before)
+            raise
+    return True
+
+
+def _take_back_fresh(module: nn.Module, name: str, orig: nn.Parameter | None,
+                     order: tuple[str, ...], hooks_before: int) -> None:
+    """Undo what :func:`_install_fresh` did so far (called with Ctrl-C held; none of the
+    entries it adds existed before it)."""
+    hooks = module._forward_pre_hooks
+    while len(hooks) > hooks_before:  # the one it registered: the last
+        hooks.popitem()
+    module.__dict__.pop(name, None)
+    module._buffers.pop(name + "_mask", None)
+    parameters = module._parameters
+    parameters.pop(name + "_orig", None)
+    parameters[name] = orig
+    _reorder(parameters, order)
+    _fsdp.restored(module, name)
 
 
 def uninstall(module: nn.Module, name: str, *, keep_pruning: bool = True) -> nn.Parameter:

@@ -90,11 +90,16 @@ def on_demand(model: torch.nn.Module, enabled: bool = True) -> torch.nn.Module:
     return model
 
 
-def kept_attribute(module: torch.nn.Module, name: str) -> bool:
+def kept_attribute(module: torch.nn.Module, name: str, mask: torch.Tensor | None = None
+                   ) -> bool:
     """Whether the pruned tensor ``name`` of ``module`` is kept between forwards (torch's
-    layout), rather than computed on demand."""
-    return not (module.__dict__.get(_ASKED, False)
-                or is_sharded(module._buffers.get(name + "_mask")))
+    layout), rather than computed on demand; ``mask``: its mask (default: the one registered,
+    given when it is not registered yet)."""
+    if module.__dict__.get(_ASKED, False):
+        return False
+    if mask is None:
+        mask = module._buffers.get(name + "_mask")
+    return type(mask) is torch.Tensor or not is_sharded(mask)
 
 
 _ON_DEMAND = "_pruned_on_demand"  # instance attribute: the names computed on demand

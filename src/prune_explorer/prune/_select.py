@@ -78,7 +78,7 @@ from ._select_cpu import PIECE as _PIECE
 from ._select_cpu import holders, key_of, keys_into, locate_cut
 
 __all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "report_straddle",
-           "resolve_ties", "select", "sorts", "stable_order", "tie_break"]
+           "resolve_ties", "select", "sorted_for_cut", "stable_order", "tie_break"]
 
 #: At or below this many entries the keys are simply sorted (or ``topk``-ed in torch mode).
 SMALL = 1 << 17
@@ -487,14 +487,6 @@ def _by_sorting(
     return Selection(largest, picks=tuple(picks))
 
 
-def sorts(keys: torch.Tensor) -> bool:
-    """Whether a selection over the single key tensor ``keys`` (index tie rule) is made by
-    :func:`stable_order`: up to :data:`SMALL` entries, or :data:`._select_device.DIRECT_MAX`
-    on the device path (one sort: no host read, a fixed handful of launches)."""
-    n = keys.numel()
-    return n <= SMALL or (n <= _select_device.DIRECT_MAX and _select_device.wanted(keys))
-
-
 def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
                  ) -> torch.return_types.sort:
     """The stable sort of the flat ``keys`` in the order the index rule takes them: ascending
@@ -506,6 +498,22 @@ def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
         keys = _select_device.sortable(keys, True, False) if _select_device.wanted(keys) \
             else keys.abs()
     return torch.sort(keys, descending=largest, stable=True)
+
+
+def sorted_for_cut(keys: torch.Tensor, k: int, *, largest: bool, magnitude: bool
+                   ) -> torch.return_types.sort | None:
+    """The route of a selection of the first ``k`` of the single flat key tensor ``keys``
+    under the index rule, where it is one sort: :func:`stable_order` of the keys, with
+    :func:`report_straddle` done; None where it is not -- above :data:`SMALL` entries, unless
+    on the device path up to :data:`._select_device.DIRECT_MAX` (one sort there: no host
+    read, a fixed handful of launches)."""
+    n = keys.numel()
+    if n > SMALL and not (n <= _select_device.DIRECT_MAX and _select_device.wanted(keys)):
+        return None
+    order = stable_order(keys, largest=largest, magnitude=magnitude)
+    if _radix.recording():
+        report_straddle(order.values, k)
+    return order
 
 
 def report_straddle(ordered: torch.Tensor, k: int) -> None:

@@ -13,8 +13,14 @@ import torch.nn.utils.prune as _torch_prune
 from torch import nn
 
 from . import _select_device
-from ._base import BasePruningMethod, PruningContainer, times_default
-from ._select import SMALL, report_straddle, resolve_ties, select, sorts, stable_order
+from ._base import (
+    BasePruningMethod,
+    PruningContainer,
+    _is_all_ones_view,
+    checks_its_settings,
+    times_default,
+)
+from ._select import SMALL, resolve_ties, select, sorted_for_cut
 from .validation import (
     ShapeMismatchError,
     check,
@@ -102,32 +108,33 @@ class _Unstructured(BasePruningMethod):
         raise NotImplementedError
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():  # called directly: the selection records no graph
+            with torch.no_grad():
+                return self.compute_mask(t, default_mask)
         k = count_to_prune(self.amount, t.nelement(), self.where, "prunable entries")
         if k == 0:
             return default_mask.clone(memory_format=torch.contiguous_format)
-        if not torch.is_grad_enabled():
-            return self._unstructured_mask(t, k, default_mask)
-        with torch.no_grad():
-            return self._unstructured_mask(t, k, default_mask)
-
-    def _unstructured_mask(self, t: torch.Tensor, k: int, default_mask: torch.Tensor
-                           ) -> torch.Tensor:
-        """:meth:`compute_mask` for ``1 <= k``, gradients off."""
         keys = self._keys(t).reshape(-1)
         dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
         ties = resolve_ties(self.ties)
-        if ties == "index" and sorts(keys):
+        order = None if ties != "index" else \
+            sorted_for_cut(keys, k, largest=self._LARGEST, magnitude=self._MAGNITUDE)
+        if order is not None:
             # one stable sort; the mask is written over its sorted copy of the keys (fresh,
             # of the keys' width): fill, then zero the first k -- no other pass
-            order = stable_order(keys, largest=self._LARGEST, magnitude=self._MAGNITUDE)
-            report_straddle(order.values, k)
-            values = order.values
-            if values.element_size() == dtype.itemsize and values.device == default_mask.device:
+            values, picked = order.values, order.indices[:k]
+            if values.device != default_mask.device:
+                out = torch.empty(values.shape, dtype=dtype, device=default_mask.device)
+                picked = picked.to(out.device)
+            elif values.dtype == dtype:
+                out = values
+            elif values.element_size() == dtype.itemsize:
                 out = values.view(dtype)
             else:
                 out = torch.empty(values.shape, dtype=dtype, device=default_mask.device)
-            out.fill_(1).index_fill_(0, order.indices[:k].to(out.device), 0)
-            return times_default(out.view(t.shape), default_mask)
+            kept = out.fill_(1).index_fill_(0, picked, 0).view(t.shape)
+            # times the default mask (nothing to do for a tensor's first pruning)
+            return kept if _is_all_ones_view(default_mask) else times_default(kept, default_mask)
         if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
             out = keys  # our own draws: the mask is written over them
         else:
@@ -148,6 +155,7 @@ class _Unstructured(BasePruningMethod):
         return out
 
 
+@checks_its_settings
 class RandomUnstructured(_RandomDraws, _Unstructured, _torch_prune.RandomUnstructured):
     """Prune ``amount`` entries chosen uniformly at random.
 
@@ -183,11 +191,11 @@ class RandomUnstructured(_RandomDraws, _Unstructured, _torch_prune.RandomUnstruc
                  ties: str | None = None) -> None:
         where = type(self).__name__
         self.amount = check(where, "amount", amount)
-        self.generator = check(where, "generator", generator)
-        self.ties = check(where, "ties", ties)
+        # None, the default, passes its rule: checked only when given
+        self.generator = None if generator is None else check(where, "generator", generator)
+        self.ties = None if ties is None else check(where, "ties", ties)
 
-    def _keys(self, t: torch.Tensor) -> torch.Tensor:
-        return self._draw_like(t)
+    _keys = _RandomDraws._draw_like
 
     @classmethod
     def apply(  # type: ignore[override]
@@ -198,6 +206,7 @@ class RandomUnstructured(_RandomDraws, _Unstructured, _torch_prune.RandomUnstruc
         return super().apply(module, name, amount=amount, generator=generator, ties=ties)
 
 
+@checks_its_settings
 class L1Unstructured(_Unstructured, _torch_prune.L1Unstructured):
     """Prune the ``amount`` entries with the smallest absolute value (or importance score).
 
@@ -229,7 +238,8 @@ class L1Unstructured(_Unstructured, _torch_prune.L1Unstructured):
     def __init__(self, amount: float | int, *, ties: str | None = None) -> None:
         where = type(self).__name__
         self.amount = check(where, "amount", amount)
-        self.ties = check(where, "ties", ties)
+        # None, the default, passes its rule: checked only when given
+        self.ties = None if ties is None else check(where, "ties", ties)
 
     def _keys(self, t: torch.Tensor) -> torch.Tensor:
         return t  # ranked by |t|
@@ -252,9 +262,10 @@ class _Structured(BasePruningMethod):
 
     def _slices(self, t: torch.Tensor) -> tuple[int, int]:
         """(dim as a non-negative index, number of slices to prune) for ``t``."""
-        check_structured(t, self.where, self._tensor_name)
-        dim = check_dim(self.dim, t.dim(), self.where)
-        return dim, count_to_prune(self.amount, t.shape[dim], self.where,
+        where = self.where
+        check_structured(t, where, self._tensor_name)
+        dim = check_dim(self.dim, t.dim(), where)
+        return dim, count_to_prune(self.amount, t.shape[dim], where,
                                    f"prunable slices along dim {self.dim}")
 
     @staticmethod
@@ -269,6 +280,7 @@ class _Structured(BasePruningMethod):
         return times_default(kept, default_mask, dtype=t.dtype)
 
 
+@checks_its_settings
 class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured):
     """Prune ``amount`` whole slices along ``dim`` (e.g. output channels), chosen at random.
 
@@ -295,7 +307,8 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
         where = type(self).__name__
         self.amount = check(where, "amount", amount)
         self.dim = check(where, "dim", dim)
-        self.generator = check(where, "generator", generator)
+        # None, the default, passes its rule: checked only when given
+        self.generator = None if generator is None else check(where, "generator", generator)
 
     def compute_mask(self, t: torch.Tensor, default_mask: torch.Tensor) -> torch.Tensor:
         dim, k = self._slices(t)
@@ -348,9 +361,17 @@ def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
         order = 2 if n == "fro" else n
         return torch.linalg.vector_norm(t, ord=order, dim=others,
                                         dtype=torch.float64).to(t.dtype)
+    if type(n) in (int, float) and type(t) in _PLAIN_TENSORS and t.layout is torch.strided \
+            and t.device.type in ("cpu", "cuda"):
+        # the call torch.norm makes for a numeric order there, without its Python layers
+        return torch.linalg.vector_norm(t, n, others)
     return torch.norm(t, p=n, dim=others)
 
 
+_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
+
+
+@checks_its_settings
 class LnStructured(_Structured, _torch_prune.LnStructured):
     """Prune the ``amount`` slices along ``dim`` with the smallest ``n``-norm.
 
@@ -386,7 +407,13 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         if k == 0:
             return default_mask
         norms = slice_norms(t, self.n, dim)
-        return self._mask(t, dim, self.keep_slices(norms, k, resolve_ties(None)), default_mask)
+        ties = resolve_ties(None)
+        if _is_all_ones_view(default_mask):  # a first pruning: the kept slices, filled
+            kept = self._kept_by_sorting(norms, k, ties)
+            if kept is not None:
+                mask = torch.zeros(t.shape, dtype=t.dtype, device=default_mask.device)
+                return mask.index_fill_(dim, kept.to(mask.device), 1)
+        return self._mask(t, dim, self.keep_slices(norms, k, ties), default_mask)
 
     @staticmethod
     def keep_slices(norms: torch.Tensor, k: int, ties: str = "index") -> torch.Tensor:
@@ -400,8 +427,22 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         >>> LnStructured.keep_slices(torch.tensor([2.0, 1.0, 2.0, 2.0, 3.0]), 2).tolist()
         [True, False, True, False, True]
         """
-        # (inside a session step, select records whether tied norms straddled the cut)
+        # (inside a session step, the selection records whether tied norms straddled the cut)
+        kept = LnStructured._kept_by_sorting(norms, k, ties)
+        if kept is not None:
+            flags = torch.zeros(norms.shape, dtype=torch.bool, device=norms.device)
+            return flags.index_fill_(0, kept, True)
         return select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
+
+    @staticmethod
+    def _kept_by_sorting(norms: torch.Tensor, k: int, ties: str) -> torch.Tensor | None:
+        """The indices of the slices :meth:`keep_slices` keeps, where :func:`._select.select`
+        would take them from one stable sort (the index rule, a vector that :func:`sorts`,
+        one slice kept at least); None elsewhere."""
+        kept = norms.numel() - k
+        order = None if ties != "index" or kept <= 0 else \
+            sorted_for_cut(norms, kept, largest=True, magnitude=False)
+        return None if order is None else order.indices[:kept]
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}
@@ -416,6 +457,7 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
                              importance_scores=importance_scores)
 
 
+@checks_its_settings
 class CustomFromMask(BasePruningMethod, _torch_prune.CustomFromMask):
     """Prune where a user-given ``mask`` is 0 (on top of any earlier pruning).
 

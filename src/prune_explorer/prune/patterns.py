@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._base import _is_all_ones_view, times_default
+from ._base import _is_all_ones_view, checks_its_settings, times_default
 from .layers import DEFAULT_GROUP_DIM, reduction_dim
 from .methods import BasePruningMethod
 from .validation import (
@@ -113,6 +113,7 @@ def _keep_largest(groups: torch.Tensor, keep_n: int, dtype: torch.dtype) -> torc
     return torch.ge(rank.t(), drop, out=out)
 
 
+@checks_its_settings
 class SemiStructured(BasePruningMethod):
     """Keep ``N`` of every ``M`` consecutive entries along ``dim``: the largest ``|importance|``.
 
@@ -221,6 +222,7 @@ def _block_norm_order(n: Any) -> float:
     return 2.0 if n == "fro" else float(n)
 
 
+@checks_its_settings
 class BlockStructured(BasePruningMethod):
     """Prune the ``amount`` blocks of shape ``block`` with the smallest ``n``-norm.
 

@@ -191,6 +191,8 @@ def show_value(value: Any) -> str:
 
 def is_int(value: Any) -> bool:
     """An integer of any integral type, not a bool."""
+    if type(value) is int:  # the common case, without the abstract-class check
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -355,8 +357,10 @@ _PASSED: set[tuple[str, str | None, type, Any]] = set()
 _PASSED_MAX = 4096
 
 
-def nparams_to_prune(amount: numbers.Real, size: int) -> int:
+def nparams_to_prune(amount: float | numbers.Real, size: int) -> int:
     """How many of ``size`` units ``amount`` prunes: ints are counts, floats round half to even."""
+    if type(amount) is float:  # the common case, without the abstract-class check
+        return round(amount * size)
     if isinstance(amount, numbers.Integral):
         return int(amount)
     return round(float(amount) * size)
@@ -364,6 +368,8 @@ def nparams_to_prune(amount: numbers.Real, size: int) -> int:
 
 def count_to_prune(amount: Any, size: int, where: str, what: str = "prunable units") -> int:
     """How many of ``size`` units to prune; an int ``amount`` must not exceed ``size``."""
+    if type(amount) is float:  # checked in [0, 1] when the method was made
+        return round(amount * size)
     if is_int(amount) and amount > size:
         raise ValueError(
             problem(where, "amount", f"at most the number of {what} ({size})", amount)
