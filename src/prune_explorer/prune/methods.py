@@ -408,7 +408,9 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
             return default_mask
         norms = slice_norms(t, self.n, dim)
         ties = resolve_ties(None)
-        if _is_all_ones_view(default_mask):  # a first pruning: the kept slices, filled
+        # a small first pruning: the kept slices filled in (two operations); a large one
+        # writes its mask in one pass below (the fill would write it one and a half times)
+        if t.numel() <= SMALL and _is_all_ones_view(default_mask):
             kept = self._kept_by_sorting(norms, k, ties)
             if kept is not None:
                 mask = torch.zeros(t.shape, dtype=t.dtype, device=default_mask.device)
