@@ -439,8 +439,8 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
     @staticmethod
     def _kept_by_sorting(norms: torch.Tensor, k: int, ties: str) -> torch.Tensor | None:
         """The indices of the slices :meth:`keep_slices` keeps, where :func:`._select.select`
-        would take them from one stable sort (the index rule, a vector that :func:`sorts`,
-        one slice kept at least); None elsewhere."""
+        would take them from one stable sort (the index rule, a vector that
+        :func:`._select.sorted_for_cut` sorts, one slice kept at least); None elsewhere."""
         kept = norms.numel() - k
         order = None if ties != "index" or kept <= 0 else \
             sorted_for_cut(norms, kept, largest=True, magnitude=False)
