@@ -346,8 +346,9 @@ def _install_fresh(module: nn.Module, name: str, method: Any, mask: torch.Tensor
     nothing has changed yet. The changes to the module follow with Ctrl-C held, each a dict
     entry; the snapshot they need is the original ``Parameter`` and the order of the module's
     parameters. If one raises (a registration hook, say) or a Ctrl-C that arrived meanwhile is
-    raised here, they are taken back, still held, and the error or the ``KeyboardInterrupt``
-    leaves the module exactly as before.
+    raised at their end, they are taken back, still held, and the error or the
+    ``KeyboardInterrupt`` leaves the module exactly as before; one that arrives after that
+    check is raised as the section ends, the call done.
     """
     parameters = module._parameters
     # (``container``, the core's PruningContainer, keeps the base class's apply_mask)
