@@ -466,10 +466,16 @@ def _by_sorting(
     if ties == "torch":
         idx = torch.topk(whole.abs() if magnitude else whole, k, largest=largest).indices
     else:
-        ordered = stable_order(whole.reshape(-1), largest=largest, magnitude=magnitude)
-        idx = ordered.indices[:k]
+        flat = whole.reshape(-1)
+        first, tied = (None, None) if _select_device.wanted(flat) else \
+            _first_by_topk(flat, k, largest, magnitude)
+        if first is not None:
+            idx = first
+        else:
+            ordered = stable_order(flat, largest=largest, magnitude=magnitude)
+            idx = ordered.indices[:k]
         if report is not None:
-            report.append(_straddles(ordered.values, k))
+            report.append(_straddles(ordered.values, k) if tied is None else tied)
     if len(keys) == 1:
         return Selection(largest, picks=(idx,))
     if flags:
@@ -501,19 +507,50 @@ def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
 
 
 def sorted_for_cut(keys: torch.Tensor, k: int, *, largest: bool, magnitude: bool
-                   ) -> torch.return_types.sort | None:
-    """The route of a selection of the first ``k`` of the single flat key tensor ``keys``
-    under the index rule, where it is one sort: :func:`stable_order` of the keys, with
-    :func:`report_straddle` done; None where it is not -- above :data:`SMALL` entries, unless
-    on the device path up to :data:`._select_device.DIRECT_MAX` (one sort there: no host
-    read, a fixed handful of launches)."""
+                   ) -> tuple[torch.Tensor | None, torch.Tensor] | None:
+    """``(scratch, first)``: the flat indices ``first`` of the first ``k`` (``0 < k``) of the
+    single flat key tensor ``keys`` under the index rule, where they come at once; None where
+    they do not -- above :data:`SMALL` entries, unless on the device path up to
+    :data:`._select_device.DIRECT_MAX`. Inside :func:`._radix.cuts_found`, whether a tie
+    straddles the cut is recorded.
+
+    - On the device path: one :func:`stable_order` (no host read, a fixed handful of
+      launches); ``scratch`` is its sorted copy of the keys, fresh, free to be overwritten.
+    - On the CPU, floating keys: ``topk`` of ``k + 1``, several times cheaper than a stable
+      sort. When its ``k``-th and next keys differ, no tie straddles the cut and the first
+      ``k`` are one set whatever the tie rule: the index rule's. Otherwise (NaN counted equal
+      to NaN) the stable sort decides. ``scratch`` is None there.
+    """
     n = keys.numel()
-    if n > SMALL and not (n <= _select_device.DIRECT_MAX and _select_device.wanted(keys)):
+    device_path = _select_device.wanted(keys)
+    if n > SMALL and not (n <= _select_device.DIRECT_MAX and device_path):
         return None
+    first, tied = (None, None) if device_path else _first_by_topk(keys, k, largest, magnitude)
+    if tied is not None and _radix.recording():
+        _radix.found(_radix.Straddle(tied))
+    if first is not None:
+        return None, first
     order = stable_order(keys, largest=largest, magnitude=magnitude)
-    if _radix.recording():
+    if tied is None:
         report_straddle(order.values, k)
-    return order
+    return order.values, order.indices[:k]
+
+
+def _first_by_topk(keys: torch.Tensor, k: int, largest: bool, magnitude: bool
+                   ) -> tuple[torch.Tensor | None, bool | None]:
+    """``(first, tied)`` for the flat CPU ``keys`` and ``0 < k``: whether a tie straddles the
+    cut of the first ``k`` under the index rule (NaN equal to NaN), and, where none does,
+    their flat indices, from ``topk`` of ``k + 1`` -- the first ``k`` are then one set
+    whatever the tie rule -- at a fraction of a stable sort's cost. ``first`` is None where
+    a tie straddles (the stable sort decides); both are None where ``topk`` is not used (all
+    taken, or keys not floating)."""
+    if k >= keys.numel() or not keys.is_floating_point():
+        return None, None
+    top = torch.topk(keys.abs() if magnitude else keys, k + 1, largest=largest)
+    last, after = top.values[k - 1:].tolist()
+    if last == after or (last != last and after != after):
+        return None, True
+    return top.indices[:k], False
 
 
 def report_straddle(ordered: torch.Tensor, k: int) -> None:

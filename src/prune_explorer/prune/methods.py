@@ -117,22 +117,26 @@ class _Unstructured(BasePruningMethod):
         keys = self._keys(t).reshape(-1)
         dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
         ties = resolve_ties(self.ties)
-        order = None if ties != "index" else \
+        cut = None if ties != "index" else \
             sorted_for_cut(keys, k, largest=self._LARGEST, magnitude=self._MAGNITUDE)
-        if order is not None:
-            # one stable sort; the mask is written over its sorted copy of the keys (fresh,
-            # of the keys' width): fill, then zero the first k -- no other pass
-            values, picked = order.values, order.indices[:k]
-            if values.device != default_mask.device:
-                out = torch.empty(values.shape, dtype=dtype, device=default_mask.device)
-                picked = picked.to(out.device)
-            elif values.dtype == dtype:
-                out = values
-            elif values.element_size() == dtype.itemsize:
-                out = values.view(dtype)
+        if cut is not None:
+            # the first k at once: the mask is written in one fill and one index_fill, over
+            # the sorted copy of the keys where there is one (fresh, of the keys' width)
+            values, picked = cut
+            device = default_mask.device
+            if values is None or values.device != device:
+                out = torch.ones(keys.shape, dtype=dtype, device=device)
+                if picked.device != device:
+                    picked = picked.to(device)
             else:
-                out = torch.empty(values.shape, dtype=dtype, device=default_mask.device)
-            kept = out.fill_(1).index_fill_(0, picked, 0).view(t.shape)
+                if values.dtype == dtype:
+                    out = values
+                elif values.element_size() == dtype.itemsize:
+                    out = values.view(dtype)
+                else:
+                    out = torch.empty(values.shape, dtype=dtype, device=device)
+                out.fill_(1)
+            kept = out.index_fill_(0, picked, 0).view(t.shape)
             # times the default mask (nothing to do for a tensor's first pruning)
             return kept if _is_all_ones_view(default_mask) else times_default(kept, default_mask)
         if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
@@ -442,9 +446,9 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         would take them from one stable sort (the index rule, a vector that
         :func:`._select.sorted_for_cut` sorts, one slice kept at least); None elsewhere."""
         kept = norms.numel() - k
-        order = None if ties != "index" or kept <= 0 else \
+        cut = None if ties != "index" or kept <= 0 else \
             sorted_for_cut(norms, kept, largest=True, magnitude=False)
-        return None if order is None else order.indices[:kept]
+        return None if cut is None else cut[1]
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}

@@ -1,0 +1,79 @@
+"""The CPU's first-k route (``topk`` of k + 1, the stable sort only when a tie straddles the
+cut) gives the index rule's masks and reports the straddle, as the stable sort did.
+
+Each case is checked against the rule itself, written out here: rank the keys (NaN above every
+number), ties by flat index, take the first k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from prune_explorer import prune
+from prune_explorer.prune import _radix, _select
+
+
+def _index_rule(keys: list[float], k: int, largest: bool) -> set[int]:
+    """The first k flat indices under the index rule, by Python's stable sort."""
+    def rank(i: int) -> tuple[int, float]:
+        v = keys[i]
+        if math.isnan(v):
+            return (1, 0.0) if not largest else (0, 0.0)
+        return (0, v) if not largest else (1, -v)
+    return set(sorted(range(len(keys)), key=rank)[:k])
+
+
+def _taken(cut: tuple[torch.Tensor | None, torch.Tensor] | None) -> set[int]:
+    assert cut is not None
+    return set(cut[1].tolist())
+
+
+@pytest.mark.parametrize("largest", [False, True])
+@pytest.mark.parametrize("case", ["distinct", "tie at the cut", "tie inside", "nan at the cut"])
+def test_first_k_follows_the_index_rule(case: str, largest: bool) -> None:
+    g = torch.Generator().manual_seed(3)
+    keys = torch.rand(300, generator=g)
+    k = 120
+    order = keys.argsort(descending=largest).tolist()
+    if case == "tie at the cut":  # five equal keys straddle the k-th place
+        keys[order[k - 3:k + 2]] = float(keys[order[k - 1]])
+    elif case == "tie inside":  # ties well inside the taken ones: no straddle
+        keys[order[10:20]] = float(keys[order[10]])
+    elif case == "nan at the cut":  # NaN ranks above every number: NaNs straddle the cut
+        nans = order[:k + 3] if largest else order[k - 2:]
+        keys[torch.tensor(nans)] = float("nan")
+    with _radix.cuts_found() as found:
+        cut = _select.sorted_for_cut(keys, k, largest=largest, magnitude=False)
+    assert _taken(cut) == _index_rule(keys.tolist(), k, largest)
+    straddles = [bool(f.flag) for f in found if isinstance(f, _radix.Straddle)]
+    assert straddles == [case in ("tie at the cut", "nan at the cut")]
+
+
+def test_a_straddling_tie_of_magnitudes_takes_the_lowest_indices() -> None:
+    # |w| ties across signs: -0.5 and 0.5 straddle the cut of 3
+    w = torch.tensor([[0.9, -0.5, 0.1], [0.5, 0.2, -0.5]])
+    m = prune.l1_unstructured(torch.nn.Linear(3, 2), "weight", amount=3,
+                              importance_scores=w)
+    assert m.weight_mask.tolist() == [[1.0, 0.0, 0.0], [1.0, 0.0, 1.0]]
+
+
+@pytest.mark.parametrize("shape", [(64, 576), (16, 16)])
+def test_masks_equal_the_stable_sort_on_tie_free_weights(shape: tuple[int, int]) -> None:
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(shape, generator=g) * 0.02
+    k = round(0.3 * w.numel())
+    ours = prune.L1Unstructured(amount=0.3).compute_mask(w, torch.ones_like(w))
+    reference = torch.ones(w.numel())
+    reference[torch.sort(w.abs().reshape(-1), stable=True).indices[:k]] = 0
+    assert torch.equal(ours, reference.view(shape))
+
+
+def test_integer_scores_keep_the_sort() -> None:
+    scores = torch.tensor([3, 1, 1, 1, 2])  # topk does not take them: the stable sort does
+    with _radix.cuts_found() as found:
+        cut = _select.sorted_for_cut(scores, 2, largest=False, magnitude=True)
+    assert _taken(cut) == {1, 2}
+    assert [bool(f.flag) for f in found] == [True]
