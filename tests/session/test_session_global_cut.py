@@ -254,3 +254,47 @@ def test_sorted_keys_decode_every_run_exactly():
     for start in (0, 1, STRIDE - 1, STRIDE, STRIDE + 1, 2 * STRIDE + 5):
         for stop in (start, start + 1, start + STRIDE + 3, code.size):
             assert torch.equal(code.run(start, stop), expected[start:stop]), (start, stop)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_bits_packed_on_the_way_are_the_masks(dtype, monkeypatch):
+    """A first pruning's CPU pass packs the history's bits as it writes the mask: the same
+    bits and count as packing the mask after, across blocks (sizes not multiples of 8), ties
+    taken across block boundaries, everything or nothing kept."""
+    from prune_explorer.session.tensors.packed import PackedMask
+
+    monkeypatch.setattr(key_pass_module, "BLOCK", 1000)  # several blocks per target
+    model = _model(dtype, seed=5, shapes=((37, 91), (50, 71)))
+    with torch.no_grad():
+        for layer in model:
+            layer.weight.copy_(torch.round(layer.weight * 40) / 40)
+    pairs = [(model[0], "weight"), (model[1], "weight")]
+    for amount in (0.0, 0.1, 0.5, 0.77, 1.0):
+        cut, _ = _cut(pairs, amount)
+        for i in range(2):
+            mask, bits = cut.mask_and_bits(i)
+            assert bits is not None
+            assert PackedMask.from_bits(mask.shape, *bits) == PackedMask.from_tensor(mask)
+            assert bits[1] == int(mask.count_nonzero()), (amount, i)
+    prune.l1_unstructured(model[1], "weight", amount=0.4)  # pruned before: packed after
+    cut, _ = _cut(pairs, 0.5)
+    assert cut.mask_and_bits(1)[1] is None
+
+
+def test_apply_after_a_global_preview_packs_no_mask_again(monkeypatch):
+    """After a global preview, the apply's history takes the bits the cut packed: none of
+    the targets' masks is read again to pack it, and the history equals the installed masks."""
+    from prune_explorer.session.tensors import packed as packed_module
+
+    s = Session(_model(torch.bfloat16, shapes=((400, 500), (400, 400))))
+    targets = ["0.weight", "1.weight"]
+    s.preview_global(targets, amount=0.6)
+    calls = []
+    original = packed_module._pack_on_host
+    monkeypatch.setattr(packed_module, "_pack_on_host",
+                        lambda flat: calls.append(flat.numel()) or original(flat))
+    s.apply_global(targets, amount=0.6)
+    assert calls == []
+    for name in targets:
+        buffer = s.model.get_submodule(name.split(".")[0]).weight_mask
+        assert s._histories[name][-1].mask == packed_module.PackedMask.from_tensor(buffer)

@@ -40,12 +40,12 @@ def _model(dtype: torch.dtype = torch.float32, seed: int = 0) -> nn.Module:
 def passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Every pass over a target's entries: (what, its entry count)."""
     seen: list[tuple[str, int]] = []
-    chunks, mask = _Source.chunks, GlobalCut.mask
+    chunks, mask = _Source.chunks, GlobalCut.mask_and_bits
     monkeypatch.setattr(_Source, "chunks", lambda self: (
         seen.append(("torch pass", self.values.numel())), chunks(self))[1])
     monkeypatch.setattr(global_cut_module, "key_pass", lambda values, *a, **k: (
         seen.append(("key pass", values.numel())), key_pass(values, *a, **k))[1])
-    monkeypatch.setattr(GlobalCut, "mask", lambda self, i: (
+    monkeypatch.setattr(GlobalCut, "mask_and_bits", lambda self, i: (
         seen.append(("mask", self._sources[i].values.numel())), mask(self, i))[1])
     return seen
 

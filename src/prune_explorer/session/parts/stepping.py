@@ -182,7 +182,9 @@ class Stepping:
               else None for _, module, tensor_name in located]
         action = Action(kind, step, snapshots, step.targets)
         self._state._journal.record(action)
-        kept: dict[str, torch.Tensor] = {}  # bool masks, where the orders gave them
+        # what the history packs (bool masks, where the orders gave them) or takes as it is
+        # (bits packed on the way, where a global cut's CPU pass built the mask)
+        kept: dict[str, torch.Tensor | PackedMask] = {}
         masks = None if cuts is None else _masks_of(cuts, located, kept)
         with engine.cuts_found() as core_cuts:  # the core's cuts: how it split ties
             ran = run_step(self._state._model, step, masks, self._state._calibrated)
@@ -206,7 +208,10 @@ class Stepping:
             sources = [kept[name] if masks is not None and name in kept
                        and buffers[name] is masks.get(name) else buffers[name]
                        for name, _, _ in located]
-            packed = dict(zip(buffers, PackedMask.from_tensors(sources), strict=True))
+            ready = iter(PackedMask.from_tensors(
+                [m for m in sources if not isinstance(m, PackedMask)]))
+            packed = dict(zip(buffers, [m if isinstance(m, PackedMask) else next(ready)
+                                        for m in sources], strict=True))
             for name, buffer in buffers.items():
                 # the next step's snapshot reuses it
                 self._state._bits.remember(buffer, packed[name])
@@ -219,18 +224,21 @@ class Stepping:
 
 
 def _masks_of(cuts: list[tuple[Any, int]], located: list[tuple[str, nn.Module, str]],
-              kept: dict[str, torch.Tensor]) -> dict[str, Any] | None:
+              kept: dict[str, torch.Tensor | PackedMask]) -> dict[str, Any] | None:
     """The masks a step leaves, from what its preview cached (see ``preview.masks.cached_cuts``;
     None: the core computes them, where a mask buffer's dtype or device differs from the mask
     the cache gives, which then would not be the core's). Where an order gives the mask, its
-    bool form goes in ``kept`` too (the history packs it: no second pass over the mask)."""
+    bool form goes in ``kept`` too (the history packs it: no second pass over the mask); where
+    a global cut packed its bits on the way, the packed mask does."""
     masks = {}
     for (source, n), (address, module, tensor_name) in zip(cuts, located, strict=True):
         if isinstance(source, TensorOrder):
-            kept[address] = source.kept(n)
-            mask = kept[address].to(source.mask_dtype)
+            kept[address] = order_kept = source.kept(n)
+            mask = order_kept.to(source.mask_dtype)
         else:
-            mask = source.mask(n)
+            mask, bits = source.mask_and_bits(n)
+            if bits is not None:
+                kept[address] = PackedMask.from_bits(mask.shape, *bits)
         buffer = module._buffers.get(tensor_name + "_mask")
         if buffer is not None and (buffer.dtype, buffer.device) != (mask.dtype, mask.device):
             kept.clear()

@@ -292,6 +292,13 @@ class GlobalCut:
         """Target ``i``'s mask (1 = kept; the dtype and device the core gives), built now from
         its values as they were when the cut was found: per piece, kept where the key is at or
         above the cut value, then the first ``take`` keys equal to it pruned."""
+        return self.mask_and_bits(i)[0]
+
+    def mask_and_bits(self, i: int) -> tuple[torch.Tensor, tuple[torch.Tensor, int] | None]:
+        """:meth:`mask` of target ``i``, with, where the CPU pass builds a first pruning's
+        mask, the same mask packed on the way (``(bytes, kept count)``, as
+        :class:`~prune_explorer.session.tensors.packed.PackedMask` stores it): the history's
+        bits without another pass over the mask. None elsewhere."""
         source = self._sources[i]
         if source.changed:
             raise RuntimeError(
@@ -301,11 +308,13 @@ class GlobalCut:
         dtype = values.dtype if kept is None else kept.dtype
         out = torch.empty(values.shape, dtype=dtype, device=values.device)
         if out.numel() == 0:  # nothing to cut (split() of an empty tensor still gives a piece)
-            return out
+            return out, None
         if cpu_pass_fits(values, kept) and out.is_floating_point():  # NumPy, this thread
-            cut_mask(values, kept, self.value, self.take[i], out,
-                     every_tie=self.take[i] == self.equal[i])
-            return out
+            packed = None if kept is not None else np.empty((out.numel() + 7) // 8, np.uint8)
+            count = cut_mask(values, kept, self.value, self.take[i], out,
+                             every_tie=self.take[i] == self.equal[i], bits=packed)
+            return out, (None if packed is None or count is None
+                         else (torch.from_numpy(packed), count))
         ints, bits = engine.int_view(values.reshape(-1))
         alive = None if kept is None else kept.reshape(-1).to(out.device)
         clear = (1 << bits) - 1
@@ -330,7 +339,7 @@ class GlobalCut:
                     left -= hits.numel()
             if kept is not None:  # as the core: what was pruned stays pruned
                 out.mul_(kept.to(out.device))
-        return out
+        return out, None
 
     def __repr__(self) -> str:
         return (f"GlobalCut({len(self.less)} targets, value bits {self.value:#x}, "

@@ -136,7 +136,8 @@ def key_pass(values: torch.Tensor, kept: torch.Tensor | None, *,
 
 
 def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: int,
-             out: torch.Tensor, *, every_tie: bool = False) -> None:
+             out: torch.Tensor, *, every_tie: bool = False, bits: np.ndarray | None = None
+             ) -> int | None:
     """Write the mask of a global cut at key ``value`` into ``out`` (a CPU floating tensor of
     ``values``' shape; see :func:`cpu_pass_fits`), in one pass, a block at a time: 1 where the
     key is at or above ``value`` (NaN lies above: kept, as the core), 0 below it and at the
@@ -145,6 +146,11 @@ def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: 
     pruned stays pruned, as the core).
 
     Written as bit patterns (1.0's, or 0): NumPy has no bfloat16, its integers do.
+
+    ``bits`` (a first pruning only: ``kept`` None): a uint8 array of ``ceil(n / 8)`` bytes
+    that also receives the mask packed (``np.packbits`` order, 1 = kept) from the flags each
+    block has in cache -- the history's bits without a second pass over the mask; the kept
+    count is then returned (else None).
 
     Examples
     --------
@@ -159,8 +165,12 @@ def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: 
     size = flat.element_size()
     ints = engine.int_view(flat)[0].numpy().view(_UNSIGNED[size])
     clear = (1 << (8 * size - 1)) - 1
-    bits = engine.int_view(out.view(-1))[0].numpy()
+    patterns = engine.int_view(out.view(-1))[0].numpy()
     one = int(engine.int_view(torch.ones(1, dtype=out.dtype))[0])
+    if bits is not None and kept is not None:
+        raise ValueError("cut_mask: bits is for a first pruning only (kept is None); got a "
+                         "kept mask")
+    count = 0
     dead = None if kept is None else dead_flags(kept)
     old = None if kept is None else engine.int_view(kept.detach().reshape(-1))[0].numpy()
     block = min(BLOCK, max(ints.size, 1))
@@ -181,7 +191,12 @@ def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: 
             hits = np.flatnonzero(equal)[:left]
             kept_here[hits] = False
             left -= hits.size
-        dest = bits[start:start + n]
+        dest = patterns[start:start + n]
         np.multiply(kept_here, one, out=dest, casting="unsafe")
         if pruned is not None and old is not None:
             np.copyto(dest, old[start:start + n], where=pruned)
+        if bits is not None:  # BLOCK is a multiple of 8: each block packs to whole bytes
+            packed = np.packbits(kept_here)
+            bits[start // 8:start // 8 + packed.size] = packed
+            count += int(np.count_nonzero(kept_here))
+    return count if bits is not None else None

@@ -193,9 +193,25 @@ class PackedMask:
                 out.append(ShardedMask.of(mask))
                 continue
             (flat, data, _), n_kept = next(found)
-            out.append(cls(mask.shape, None, n_kept, flat.device) if n_kept == flat.numel()
-                       else cls(mask.shape, data, n_kept))
+            out.append(cls.from_bits(mask.shape, data, n_kept))
         return out
+
+    @classmethod
+    def from_bits(cls, shape: Sequence[int], data: torch.Tensor, kept: int) -> PackedMask:
+        """The mask of ``shape`` whose bits ``data`` (uint8, :func:`_pack`'s order) are already
+        packed, ``kept`` of them set; a mask that keeps everything stores no bits (as
+        :meth:`ones`).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from prune_explorer.session import PackedMask
+        >>> PackedMask.from_bits((2, 2), torch.tensor([0b10110000], dtype=torch.uint8), 3)
+        PackedMask(shape=(2, 2), kept=3, pruned=1, 1 byte)
+        """
+        if kept == math.prod(shape):
+            return cls(shape, None, kept, data.device)
+        return cls(shape, data, kept)
 
     @classmethod
     def ones(cls, shape: Sequence[int], device: torch.device | str | None = None) -> PackedMask:
