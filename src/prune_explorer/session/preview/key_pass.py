@@ -166,7 +166,9 @@ def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: 
     ints = engine.int_view(flat)[0].numpy().view(_UNSIGNED[size])
     clear = (1 << (8 * size - 1)) - 1
     patterns = engine.int_view(out.view(-1))[0].numpy()
-    one = int(engine.int_view(torch.ones(1, dtype=out.dtype))[0])
+    # 1.0's bit pattern as a scalar of the patterns' own integer type: flags times it stay
+    # in that type (a Python int would make NumPy widen each block, then cast it back)
+    one = patterns.dtype.type(int(engine.int_view(torch.ones(1, dtype=out.dtype))[0]))
     if bits is not None and kept is not None:
         raise ValueError("cut_mask: bits is for a first pruning only (kept is None); got a "
                          "kept mask")
@@ -192,7 +194,7 @@ def cut_mask(values: torch.Tensor, kept: torch.Tensor | None, value: int, take: 
             kept_here[hits] = False
             left -= hits.size
         dest = patterns[start:start + n]
-        np.multiply(kept_here, one, out=dest, casting="unsafe")
+        np.multiply(kept_here, one, out=dest)
         if pruned is not None and old is not None:
             np.copyto(dest, old[start:start + n], where=pruned)
         if bits is not None:  # BLOCK is a multiple of 8: each block packs to whole bytes
