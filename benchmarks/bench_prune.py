@@ -16,7 +16,8 @@ one) -- ours splits ties at the cut lowest flat index first, torch by its partia
 
 Usage::
 
-    python benchmarks/bench_prune.py                  # all four cases
+    python benchmarks/bench_prune.py                  # every case
+    python benchmarks/bench_prune.py --cases layerwise mid --repeats 21 --torch-repeats 21
     python benchmarks/bench_prune.py --cases l1 ln    # a subset
     python benchmarks/bench_prune.py --cases gpt2 --dtype bfloat16 --data normal
     python benchmarks/bench_prune.py --cases session-global --dtype bfloat16 --data normal
@@ -93,7 +94,13 @@ CASES = {
                       "(torch: global_unstructured)",
     "l1": "l1_unstructured 0.5 on one 4096x4096 weight",
     "ln": "ln_structured n=2 dim=0 on one 4096x4096 weight",
+    "layerwise": "l1_unstructured 0.5 on each ResNet-50 weight, one call per layer",
+    "mid": "l1_unstructured 0.5 on 128x128, 64x576 and 256x512 weights, one call each",
 }
+#: Cases whose cut is per tensor: no one cut value over all of them to compare.
+PER_TENSOR = ("ln", "layerwise", "mid")
+#: Mid-size weights (16K to 128K entries): where a selection is one ``topk`` (or sort).
+MID_SHAPES = [(128, 128), (64, 576), (256, 512)]
 
 
 def resnet50_shapes() -> list[tuple[int, ...]]:
@@ -120,10 +127,12 @@ def gpt2_shapes(d: int = 768, vocab: int = 50257, ctx: int = 1024) -> list[tuple
 
 
 def case_shapes(case: str) -> list[tuple[int, ...]]:
-    if case == "resnet50":
+    if case in ("resnet50", "layerwise"):
         return resnet50_shapes()
     if case in ("gpt2", "session-global"):
         return gpt2_shapes()
+    if case == "mid":
+        return list(MID_SHAPES)
     return [(4096, 4096)]
 
 
@@ -198,6 +207,9 @@ def _run(impl: str, case: str, mods: list[torch.nn.Module], session: object = No
         prune.global_unstructured([(m, "weight") for m in mods], prune.L1Unstructured, amount=0.5)
     elif case == "l1":
         prune.l1_unstructured(mods[0], "weight", amount=0.5)
+    elif case in ("layerwise", "mid"):
+        for m in mods:
+            prune.l1_unstructured(m, "weight", amount=0.5)
     else:
         prune.ln_structured(mods[0], "weight", amount=0.5, n=2, dim=0)
 
@@ -733,7 +745,7 @@ def main() -> int:
         ours = measure("ours", case, data, args.dtype, args.repeats)
         same = theirs["digest"] == ours["digest"]
         alike = (theirs["pruned"] == ours["pruned"]
-                 and (case == "ln" or (theirs["cut"] == ours["cut"]
+                 and (case in PER_TENSOR or (theirs["cut"] == ours["cut"]
                                        and ours["cut"] <= ours["floor"])))
         verdict = "identical masks" if same else (
             "same count and cut, ties split lowest index first" if alike else "MASKS DIFFER")

@@ -219,12 +219,13 @@ def cuts_found() -> Iterator[list[Cut | Straddle]]:
 
 def recording() -> bool:
     """Whether a :func:`cuts_found` block collects the cuts found in this thread."""
-    return bool(getattr(_RECORDING, "stack", None))
+    # the thread's own dict: a getattr that misses would build an AttributeError each call
+    return bool(_RECORDING.__dict__.get("stack"))
 
 
 def found(cut: _Found) -> _Found:
     """Hand ``cut`` to the innermost :func:`cuts_found` block of this thread, if any."""
-    stack = getattr(_RECORDING, "stack", None)
+    stack = _RECORDING.__dict__.get("stack")
     if stack:
         stack[-1].append(cut)
     return cut
