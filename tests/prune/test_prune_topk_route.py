@@ -26,9 +26,13 @@ def _index_rule(keys: list[float], k: int, largest: bool) -> set[int]:
     return set(sorted(range(len(keys)), key=rank)[:k])
 
 
-def _taken(cut: tuple[torch.Tensor | None, torch.Tensor] | None) -> set[int]:
+def _taken(cut: _select.FirstK | None) -> set[int]:
     assert cut is not None
-    return set(cut[1].tolist())
+    taken = set(cut.ranked[:cut.k].tolist())
+    ones = torch.ones(300 if cut.ranked.numel() > 5 else 5)
+    written = cut.zero_first(ones)  # the mask write: zero at exactly the first k
+    assert set((written == 0).nonzero().view(-1).tolist()) == taken
+    return taken
 
 
 @pytest.mark.parametrize("largest", [False, True])
@@ -77,3 +81,23 @@ def test_integer_scores_keep_the_sort() -> None:
         cut = _select.sorted_for_cut(scores, 2, largest=False, magnitude=True)
     assert _taken(cut) == {1, 2}
     assert [bool(f.flag) for f in found] == [True]
+
+
+def test_the_cached_write_sources_serve_each_count_dtype_and_mode() -> None:
+    """The mask write's cached sources (k zeros, then a one) are kept by count and dtype:
+    each call, in whatever mode, writes its own count of zeros."""
+    _select._ZEROS_THEN_ONE.clear()
+    g = torch.Generator().manual_seed(1)
+    for amount, dtype, mode in [(0.3, torch.float32, torch.inference_mode),
+                                (0.3, torch.bfloat16, torch.no_grad),
+                                (0.5, torch.float32, torch.enable_grad),
+                                (0.3, torch.float32, torch.enable_grad)]:
+        w = (torch.randn(16, 16, generator=g) * 0.02).to(dtype)
+        k = round(amount * w.numel())
+        reference = torch.ones(w.numel(), dtype=dtype)
+        reference[torch.sort(w.abs().reshape(-1), stable=True).indices[:k]] = 0
+        with mode():
+            mask = prune.L1Unstructured(amount=amount).compute_mask(w, torch.ones_like(w))
+        assert mask.dtype == dtype
+        assert torch.equal(mask, reference.view(16, 16)), (amount, dtype, mode)
+    assert len(_select._ZEROS_THEN_ONE) == 3

@@ -68,6 +68,7 @@ import math
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -77,7 +78,7 @@ from ._select_cpu import INT_OF as _INT_OF
 from ._select_cpu import PIECE as _PIECE
 from ._select_cpu import holders, key_of, keys_into, locate_cut
 
-__all__ = ["SMALL", "TIE_RULES", "Selection", "get_tie_break", "report_straddle",
+__all__ = ["SMALL", "TIE_RULES", "FirstK", "Selection", "get_tie_break", "report_straddle",
            "resolve_ties", "select", "sorted_for_cut", "stable_order", "tie_break"]
 
 #: At or below this many entries the keys are simply sorted (or ``topk``-ed in torch mode).
@@ -467,10 +468,10 @@ def _by_sorting(
         idx = torch.topk(whole.abs() if magnitude else whole, k, largest=largest).indices
     else:
         flat = whole.reshape(-1)
-        first, tied = (None, None) if _select_device.wanted(flat) else \
-            _first_by_topk(flat, k, largest, magnitude)
-        if first is not None:
-            idx = first
+        ranked, tied = (None, None) if _select_device.wanted(flat) else \
+            _by_topk(flat, k, largest, magnitude)
+        if ranked is not None:
+            idx = ranked[:k]
         else:
             ordered = stable_order(flat, largest=largest, magnitude=magnitude)
             idx = ordered.indices[:k]
@@ -506,51 +507,86 @@ def stable_order(keys: torch.Tensor, *, largest: bool, magnitude: bool
     return torch.sort(keys, descending=largest, stable=True)
 
 
+class FirstK(NamedTuple):
+    """The first ``k`` of one flat key tensor under the index rule, found at once
+    (:func:`sorted_for_cut`)."""
+
+    #: the keys' sorted copy (device path), fresh, free to be overwritten; None on the CPU
+    scratch: torch.Tensor | None
+    #: flat indices in rank order: the first ``k``, then, on the CPU route, the next one (the
+    #: first kept: ``topk`` took it to see the cut)
+    ranked: torch.Tensor
+    k: int
+
+    def zero_first(self, out: torch.Tensor) -> torch.Tensor:
+        """``out`` (flat, all ones, on ``ranked``'s device) with the first ``k`` set to 0, in
+        one operation: past ``k``, a scatter of ``k`` zeros and a one (no slice of
+        ``ranked`` first, an operation of its own)."""
+        if self.ranked.numel() == self.k:
+            return out.index_fill_(0, self.ranked, 0)
+        if self.k < _TAIL_MAX:
+            key = (self.k, out.dtype, out.device)
+            source = _ZEROS_THEN_ONE.get(key)
+            if source is None:
+                if len(_ZEROS_THEN_ONE) >= 64:
+                    _ZEROS_THEN_ONE.clear()
+                source = torch.zeros(self.k + 1, dtype=out.dtype, device=out.device)
+                source[self.k] = 1
+                _ZEROS_THEN_ONE[key] = source  # read only: scatter_ reads its source
+            return out.scatter_(0, self.ranked, source)
+        return out.index_fill_(0, self.ranked[:self.k], 0)
+
+
+#: :meth:`FirstK.zero_first`'s sources (k zeros, then a one), by (k, dtype, device), for k
+#: below _TAIL_MAX: a few small tensors, the cache cleared when it holds 64.
+_ZEROS_THEN_ONE: dict[tuple[int, torch.dtype, torch.device], torch.Tensor] = {}
+_TAIL_MAX = 1 << 12
+
+
 def sorted_for_cut(keys: torch.Tensor, k: int, *, largest: bool, magnitude: bool
-                   ) -> tuple[torch.Tensor | None, torch.Tensor] | None:
-    """``(scratch, first)``: the flat indices ``first`` of the first ``k`` (``0 < k``) of the
-    single flat key tensor ``keys`` under the index rule, where they come at once; None where
-    they do not -- above :data:`SMALL` entries, unless on the device path up to
-    :data:`._select_device.DIRECT_MAX`. Inside :func:`._radix.cuts_found`, whether a tie
-    straddles the cut is recorded.
+                   ) -> FirstK | None:
+    """The first ``k`` (``0 < k``) of the single flat key tensor ``keys`` under the index
+    rule, where they come at once; None where they do not -- above :data:`SMALL` entries,
+    unless on the device path up to :data:`._select_device.DIRECT_MAX`. Inside
+    :func:`._radix.cuts_found`, whether a tie straddles the cut is recorded.
 
     - On the device path: one :func:`stable_order` (no host read, a fixed handful of
-      launches); ``scratch`` is its sorted copy of the keys, fresh, free to be overwritten.
+      launches); its sorted copy of the keys is the :class:`FirstK`'s ``scratch``.
     - On the CPU, floating keys: ``topk`` of ``k + 1``, several times cheaper than a stable
       sort. When its ``k``-th and next keys differ, no tie straddles the cut and the first
       ``k`` are one set whatever the tie rule: the index rule's. Otherwise (NaN counted equal
-      to NaN) the stable sort decides. ``scratch`` is None there.
+      to NaN) the stable sort decides.
     """
     n = keys.numel()
     device_path = _select_device.wanted(keys)
     if n > SMALL and not (n <= _select_device.DIRECT_MAX and device_path):
         return None
-    first, tied = (None, None) if device_path else _first_by_topk(keys, k, largest, magnitude)
+    ranked, tied = (None, None) if device_path else _by_topk(keys, k, largest, magnitude)
     if tied is not None and _radix.recording():
         _radix.found(_radix.Straddle(tied))
-    if first is not None:
-        return None, first
+    if ranked is not None:
+        return FirstK(None, ranked, k)
     order = stable_order(keys, largest=largest, magnitude=magnitude)
     if tied is None:
         report_straddle(order.values, k)
-    return order.values, order.indices[:k]
+    return FirstK(order.values, order.indices[:k], k)
 
 
-def _first_by_topk(keys: torch.Tensor, k: int, largest: bool, magnitude: bool
-                   ) -> tuple[torch.Tensor | None, bool | None]:
-    """``(first, tied)`` for the flat CPU ``keys`` and ``0 < k``: whether a tie straddles the
-    cut of the first ``k`` under the index rule (NaN equal to NaN), and, where none does,
-    their flat indices, from ``topk`` of ``k + 1`` -- the first ``k`` are then one set
-    whatever the tie rule -- at a fraction of a stable sort's cost. ``first`` is None where
-    a tie straddles (the stable sort decides); both are None where ``topk`` is not used (all
-    taken, or keys not floating)."""
+def _by_topk(keys: torch.Tensor, k: int, largest: bool, magnitude: bool
+             ) -> tuple[torch.Tensor | None, bool | None]:
+    """``(ranked, tied)`` for the flat CPU ``keys`` and ``0 < k``: whether a tie straddles
+    the cut of the first ``k`` under the index rule (NaN equal to NaN), and, where none does,
+    the flat indices of the first ``k + 1`` in rank order, from ``topk`` -- the first ``k``
+    are then one set whatever the tie rule -- at a fraction of a stable sort's cost.
+    ``ranked`` is None where a tie straddles (the stable sort decides); both are None where
+    ``topk`` is not used (all taken, or keys not floating)."""
     if k >= keys.numel() or not keys.is_floating_point():
         return None, None
     top = torch.topk(keys.abs() if magnitude else keys, k + 1, largest=largest)
     last, after = top.values[k - 1:].tolist()
     if last == after or (last != last and after != after):
         return None, True
-    return top.indices[:k], False
+    return top.indices, False
 
 
 def report_straddle(ordered: torch.Tensor, k: int) -> None:

@@ -114,20 +114,22 @@ class _Unstructured(BasePruningMethod):
         k = count_to_prune(self.amount, t.nelement(), self.where, "prunable entries")
         if k == 0:
             return default_mask.clone(memory_format=torch.contiguous_format)
-        keys = self._keys(t).reshape(-1)
+        keys = self._keys(t)
+        keys = keys.view(-1) if keys.is_contiguous() else keys.reshape(-1)
         dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
         ties = resolve_ties(self.ties)
         cut = None if ties != "index" else \
             sorted_for_cut(keys, k, largest=self._LARGEST, magnitude=self._MAGNITUDE)
         if cut is not None:
-            # the first k at once: the mask is written in one fill and one index_fill, over
-            # the sorted copy of the keys where there is one (fresh, of the keys' width)
-            values, picked = cut
+            # the first k at once: the mask is one fill and one write of the first k's
+            # zeros, over the keys' sorted copy where there is one (fresh, of their width)
             device = default_mask.device
+            values = cut.scratch
             if values is None or values.device != device:
-                out = torch.ones(keys.shape, dtype=dtype, device=device)
-                if picked.device != device:
-                    picked = picked.to(device)
+                # (a ``*_like`` factory: taking a shape costs a factory twice the time)
+                out = torch.ones_like(keys, dtype=dtype, device=device)
+                if cut.ranked.device != device:
+                    cut = cut._replace(ranked=cut.ranked.to(device))
             else:
                 if values.dtype == dtype:
                     out = values
@@ -136,7 +138,7 @@ class _Unstructured(BasePruningMethod):
                 else:
                     out = torch.empty(values.shape, dtype=dtype, device=device)
                 out.fill_(1)
-            kept = out.index_fill_(0, picked, 0).view(t.shape)
+            kept = cut.zero_first(out).view(t.shape)
             # times the default mask (nothing to do for a tensor's first pruning)
             return kept if _is_all_ones_view(default_mask) else times_default(kept, default_mask)
         if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
@@ -279,7 +281,8 @@ class _Structured(BasePruningMethod):
         shape = [1] * t.dim()
         shape[dim] = t.shape[dim]
         # one pass: broadcast and converted while written (times_default then reuses it)
-        kept = torch.empty(t.shape, dtype=t.dtype, device=default_mask.device)
+        kept = torch.empty_like(t, device=default_mask.device,
+                                memory_format=torch.contiguous_format)
         kept.copy_(keep.view(shape).expand(t.shape))
         return times_default(kept, default_mask, dtype=t.dtype)
 
@@ -417,7 +420,8 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         if t.numel() <= SMALL and _is_all_ones_view(default_mask):
             kept = self._kept_by_sorting(norms, k, ties)
             if kept is not None:
-                mask = torch.zeros(t.shape, dtype=t.dtype, device=default_mask.device)
+                mask = torch.zeros_like(t, device=default_mask.device,
+                                        memory_format=torch.contiguous_format)
                 return mask.index_fill_(dim, kept.to(mask.device), 1)
         return self._mask(t, dim, self.keep_slices(norms, k, ties), default_mask)
 
@@ -436,7 +440,7 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         # (inside a session step, the selection records whether tied norms straddled the cut)
         kept = LnStructured._kept_by_sorting(norms, k, ties)
         if kept is not None:
-            flags = torch.zeros(norms.shape, dtype=torch.bool, device=norms.device)
+            flags = torch.zeros_like(norms, dtype=torch.bool)
             return flags.index_fill_(0, kept, True)
         return select([norms], norms.numel() - k, largest=True, ties=ties).selected(norms)
 
@@ -448,7 +452,7 @@ class LnStructured(_Structured, _torch_prune.LnStructured):
         kept = norms.numel() - k
         cut = None if ties != "index" or kept <= 0 else \
             sorted_for_cut(norms, kept, largest=True, magnitude=False)
-        return None if cut is None else cut[1]
+        return None if cut is None else cut.ranked[:kept]
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "n": self.n, "dim": self.dim}
