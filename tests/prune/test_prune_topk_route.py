@@ -101,3 +101,15 @@ def test_the_cached_write_sources_serve_each_count_dtype_and_mode() -> None:
         assert mask.dtype == dtype
         assert torch.equal(mask, reference.view(16, 16)), (amount, dtype, mode)
     assert len(_select._ZEROS_THEN_ONE) == 3
+
+
+@pytest.mark.parametrize("method", ["l1_unstructured", "random_unstructured"])
+def test_pruning_under_fake_tensors_reads_no_value(method: str) -> None:
+    """While a model is traced with fake tensors (no values), the cut is not read back: the
+    sort route needs no value, as torch's own pruning needs none."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        layer = torch.nn.Linear(16, 16)
+        getattr(prune, method)(layer, "weight", amount=0.3)
+        assert layer.weight_mask.shape == (16, 16)

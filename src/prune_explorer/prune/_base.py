@@ -64,6 +64,12 @@ def all_ones_like(t: torch.Tensor) -> torch.Tensor:
     """An all-ones mask for ``t`` as a broadcast view: the default mask of a fresh tensor,
     without allocating or filling a tensor-sized buffer (read-only)."""
     shape = t.shape
+    if type(t) is not torch.Tensor and type(t) is not nn.Parameter:
+        # a tensor subclass (a FakeTensor while a model is traced, say): its own ones, never
+        # cached -- a cached plain tensor cannot meet it, nor it a later plain one
+        own = t.new_ones(()).expand(shape)
+        setattr(own, _MARK, True)
+        return own
     key = (t.dtype, t.device)
     ones = _VIEWS.get((key, shape))
     if ones is not None:

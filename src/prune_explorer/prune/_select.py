@@ -579,8 +579,10 @@ def _by_topk(keys: torch.Tensor, k: int, largest: bool, magnitude: bool
     the flat indices of the first ``k + 1`` in rank order, from ``topk`` -- the first ``k``
     are then one set whatever the tie rule -- at a fraction of a stable sort's cost.
     ``ranked`` is None where a tie straddles (the stable sort decides); both are None where
-    ``topk`` is not used (all taken, or keys not floating)."""
-    if k >= keys.numel() or not keys.is_floating_point():
+    ``topk`` is not used: all taken, keys not floating, or not a plain tensor (a tensor
+    subclass -- a ``FakeTensor`` while a model is traced, say -- may have no values to read:
+    the sort needs none)."""
+    if k >= keys.numel() or not keys.is_floating_point() or type(keys) is not torch.Tensor:
         return None, None
     top = torch.topk(keys.abs() if magnitude else keys, k + 1, largest=largest)
     last, after = top.values[k - 1:].tolist()
