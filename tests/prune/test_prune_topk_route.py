@@ -113,3 +113,34 @@ def test_pruning_under_fake_tensors_reads_no_value(method: str) -> None:
         layer = torch.nn.Linear(16, 16)
         getattr(prune, method)(layer, "weight", amount=0.3)
         assert layer.weight_mask.shape == (16, 16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_the_cut_keys_are_read_as_tolist_reads_them(dtype: torch.dtype) -> None:
+    # float32/float64 are read in place (no slice, no list); the rest by tolist
+    values = torch.tensor([3.0, 2.5, -0.0, 0.0, float("nan"), float("nan"), 1e-30, -7.0],
+                          dtype=dtype)
+    for k in range(1, values.numel()):
+        got = _select._kth_and_next(values, k)
+        want = values[k - 1:k + 1].tolist()
+        assert [type(x) for x in got] == [float, float]
+        assert [math.isnan(x) for x in got] == [math.isnan(x) for x in want], k
+        assert all(a == b for a, b in zip(got, want, strict=True) if not math.isnan(a)), k
+
+
+@pytest.mark.parametrize("method", ["l1_unstructured", "random_unstructured"])
+def test_a_tiny_first_pruning_makes_no_tensor_beyond_its_work(method: str) -> None:
+    # On a tiny weight each aten op, views included, is several percent of the call
+    # (bench_launches.py --host): keys, their flat view, topk, the ones, the flat view they
+    # are written through, the scatter, the pruned copy -- and no slice to read the cut.
+    from helpers.ops import OpCounter
+
+    getattr(prune, method)(torch.nn.Linear(16, 16), "weight", amount=0.5)  # once a process
+    layer = torch.nn.Linear(16, 16)
+    with OpCounter() as counter:
+        getattr(prune, method)(layer, "weight", amount=0.5)
+    assert "slice" not in counter.ops, counter.ops
+    assert counter.ops["view"] == 2, counter.ops
+    assert counter.ops["topk"] == 1, counter.ops
+    assert sum(counter.ops.values()) == 7, counter.ops
+    assert int((layer.weight_mask == 0).sum()) == 128

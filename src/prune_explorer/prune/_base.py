@@ -99,10 +99,13 @@ def times_default(
     """New contiguous mask ``kept * default_mask`` (``kept`` 0/1, broadcastable; default dtype:
     ``default_mask``'s). Reuses ``kept``'s buffer where the default is all ones."""
     dtype = dtype or default_mask.dtype
-    kept = kept.to(device=default_mask.device)
+    device = default_mask.device
     if kept.shape == default_mask.shape and _is_all_ones_view(default_mask):
-        return kept.to(dtype=dtype, memory_format=torch.contiguous_format)
-    out = torch.empty(default_mask.shape, dtype=dtype, device=default_mask.device)
+        if kept.dtype == dtype and kept.device == device and kept.is_contiguous():
+            return kept  # (no ``to`` call: parsing its arguments is most of its cost)
+        return kept.to(device=device, dtype=dtype, memory_format=torch.contiguous_format)
+    kept = kept.to(device=device)
+    out = torch.empty(default_mask.shape, dtype=dtype, device=device)
     return torch.mul(kept.to(dtype), default_mask.to(dtype), out=out)
 
 
@@ -136,8 +139,14 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
     PRUNING_TYPE: str = "unstructured"
     # torch's stubs declare ``str``, but a method has no tensor until it is applied
     _tensor_name: str | None = None  # type: ignore[assignment]
-    #: The public call that made this method, named in its error messages.
-    _where: str | None = None
+    #: The public call that made this method, named in its error messages: the class's name
+    #: (set for each subclass) unless an ``apply`` made it. A plain attribute, not a property:
+    #: the methods read it on every call.
+    where: str = "BasePruningMethod"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.where = cls.__name__
 
     def __call__(self, module: nn.Module, inputs: Any) -> None:
         setattr(module, self._require_name("forward pre-hook"), self.apply_mask(module))
@@ -150,10 +159,6 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
         neither. For a tensor pruned for the first time ``default_mask`` is an all-ones
         broadcast view (read-only; ``default_mask.clone()`` gives a writable copy).
         """
-
-    @property
-    def where(self) -> str:
-        return self._where or type(self).__name__
 
     def _require_name(self, action: str) -> str:
         if self._tensor_name is None:
@@ -236,7 +241,7 @@ class BasePruningMethod(_torch_prune.BasePruningMethod, ABC):
             except (TypeError, ValueError, RuntimeError, OverflowError):
                 cls._check_settings(where, kwargs)  # the same rule, told in where's name
                 raise
-        method._where = where
+        method.where = where
         return method
 
     @classmethod

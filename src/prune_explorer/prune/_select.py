@@ -62,13 +62,14 @@ whatever the size (a CPU tensor too inside ``_select_device.forced()``, for test
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import functools
 import math
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -522,7 +523,7 @@ class FirstK(NamedTuple):
         """``out`` (flat, all ones, on ``ranked``'s device) with the first ``k`` set to 0, in
         one operation: past ``k``, a scatter of ``k`` zeros and a one (no slice of
         ``ranked`` first, an operation of its own)."""
-        if self.ranked.numel() == self.k:
+        if self.ranked.shape[0] == self.k:
             return out.index_fill_(0, self.ranked, 0)
         if self.k < _TAIL_MAX:
             key = (self.k, out.dtype, out.device)
@@ -582,13 +583,31 @@ def _by_topk(keys: torch.Tensor, k: int, largest: bool, magnitude: bool
     ``topk`` is not used: all taken, keys not floating, or not a plain tensor (a tensor
     subclass -- a ``FakeTensor`` while a model is traced, say -- may have no values to read:
     the sort needs none)."""
-    if k >= keys.numel() or not keys.is_floating_point() or type(keys) is not torch.Tensor:
+    if k >= keys.shape[0] or not keys.dtype.is_floating_point or type(keys) is not torch.Tensor:
         return None, None
     top = torch.topk(keys.abs() if magnitude else keys, k + 1, largest=largest)
-    last, after = top.values[k - 1:].tolist()
+    last, after = _kth_and_next(top.values, k)
     if last == after or (last != last and after != after):
         return None, True
     return top.indices, False
+
+
+#: Two adjacent CPU floats, by dtype, as :func:`_kth_and_next` reads them in place.
+_PAIRS: dict[torch.dtype, type[ctypes.Array[Any]]] = {torch.float32: ctypes.c_float * 2,
+                                                    torch.float64: ctypes.c_double * 2}
+
+
+def _kth_and_next(values: torch.Tensor, k: int) -> tuple[float, float]:
+    """Entries ``k - 1`` and ``k`` of the fresh, contiguous CPU ``values`` (``topk``'s), as
+    Python numbers. Float32 and float64 are read in place: a slice and ``tolist`` make a tensor
+    and a list, and on a tiny weight that costs several percent of a whole pruning call
+    (``benchmarks/bench_launches.py --host``)."""
+    dtype = values.dtype
+    if dtype not in _PAIRS:
+        last, after = values[k - 1:k + 1].tolist()
+        return last, after
+    pair = _PAIRS[dtype].from_address(values.data_ptr() + (k - 1) * values.itemsize)
+    return pair[0], pair[1]
 
 
 def report_straddle(ordered: torch.Tensor, k: int) -> None:

@@ -68,8 +68,11 @@ HOST_READS = _Reads()
 def wanted(t: torch.Tensor | torch.device) -> bool:
     """Whether selections over ``t`` (a tensor, or any tensor on a device) take this path:
     any non-CPU tensor, or inside :func:`forced`."""
-    device = t if isinstance(t, torch.device) else t.device
-    return _force or device.type != "cpu"
+    if _force:
+        return True
+    if isinstance(t, torch.device):
+        return t.type != "cpu"
+    return not t.is_cpu  # (a tensor's ``device.type`` builds a string: several times the cost)
 
 
 @contextlib.contextmanager

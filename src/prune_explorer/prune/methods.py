@@ -114,9 +114,8 @@ class _Unstructured(BasePruningMethod):
         k = count_to_prune(self.amount, t.nelement(), self.where, "prunable entries")
         if k == 0:
             return default_mask.clone(memory_format=torch.contiguous_format)
-        keys = self._keys(t)
-        keys = keys.view(-1) if keys.is_contiguous() else keys.reshape(-1)
-        dtype = default_mask.dtype if default_mask.is_floating_point() else torch.float32
+        keys = self._keys(t).ravel()  # flat, contiguous (a view where it can be)
+        dtype = default_mask.dtype if default_mask.dtype.is_floating_point else torch.float32
         ties = resolve_ties(self.ties)
         cut = None if ties != "index" else \
             sorted_for_cut(keys, k, largest=self._LARGEST, magnitude=self._MAGNITUDE)
@@ -126,10 +125,17 @@ class _Unstructured(BasePruningMethod):
             device = default_mask.device
             values = cut.scratch
             if values is None or values.device != device:
-                # (a ``*_like`` factory: taking a shape costs a factory twice the time)
-                out = torch.ones_like(keys, dtype=dtype, device=device)
+                # the mask in t's shape, written through a flat view: a ``*_like`` factory
+                # (one given a shape costs twice the time), no argument it does not need, and
+                # no view given a shape (several times the cost of ``view(-1)``)
+                if t.dtype == dtype and t.device == device and t.is_contiguous():
+                    kept = torch.ones_like(t)
+                else:
+                    kept = torch.ones_like(t, dtype=dtype, device=device,
+                                           memory_format=torch.contiguous_format)
                 if cut.ranked.device != device:
                     cut = cut._replace(ranked=cut.ranked.to(device))
+                cut.zero_first(kept.view(-1))
             else:
                 if values.dtype == dtype:
                     out = values
@@ -138,7 +144,7 @@ class _Unstructured(BasePruningMethod):
                 else:
                     out = torch.empty(values.shape, dtype=dtype, device=device)
                 out.fill_(1)
-            kept = cut.zero_first(out).view(t.shape)
+                kept = cut.zero_first(out).view_as(t)
             # times the default mask (nothing to do for a tensor's first pruning)
             return kept if _is_all_ones_view(default_mask) else times_default(kept, default_mask)
         if keys.dtype == dtype and keys.device == default_mask.device and not self._MAGNITUDE:
@@ -152,7 +158,7 @@ class _Unstructured(BasePruningMethod):
         chosen = select([keys], k, largest=self._LARGEST, ties=ties,
                         magnitude=magnitude, scratch=scratch)
         kept = chosen.write_kept(keys, out)
-        return times_default(kept.view(t.shape), default_mask)
+        return times_default(kept.view_as(t), default_mask)
 
     def _settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {"amount": self.amount}
@@ -280,10 +286,14 @@ class _Structured(BasePruningMethod):
         """Mask of ``t``'s dtype: ``default_mask`` where ``keep`` (0/1 per slice) along ``dim``."""
         shape = [1] * t.dim()
         shape[dim] = t.shape[dim]
-        # one pass: broadcast and converted while written (times_default then reuses it)
-        kept = torch.empty_like(t, device=default_mask.device,
-                                memory_format=torch.contiguous_format)
-        kept.copy_(keep.view(shape).expand(t.shape))
+        # one pass: broadcast and converted while written (times_default then reuses it);
+        # arguments only where needed (each one parsed costs a call a few percent)
+        if t.is_contiguous() and t.device == default_mask.device:
+            kept = torch.empty_like(t)
+        else:
+            kept = torch.empty_like(t, device=default_mask.device,
+                                    memory_format=torch.contiguous_format)
+        kept.copy_(keep.view(shape).expand_as(t))
         return times_default(kept, default_mask, dtype=t.dtype)
 
 
@@ -322,7 +332,7 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
         if k == 0:
             return default_mask
         keep = self.keep_slices(self.slice_draws(t.shape[dim]), k)
-        return self._mask(t, dim, keep.to(t.device), default_mask)
+        return self._mask(t, dim, keep if t.is_cpu else keep.to(t.device), default_mask)
 
     def slice_draws(self, size: int) -> torch.Tensor:
         """The ``size`` scores this method draws, one per slice (CPU), as torch draws them."""
@@ -330,13 +340,13 @@ class RandomStructured(_RandomDraws, _Structured, _torch_prune.RandomStructured)
             prob = torch.rand(size)
         else:
             prob = torch.rand(size, generator=self.generator, device=self.generator.device)
-        return prob.cpu()
+        return prob if prob.is_cpu else prob.cpu()
 
     @staticmethod
     def keep_slices(draws: torch.Tensor, k: int) -> torch.Tensor:
         """Which slices stay (bool) when ``k >= 1`` are pruned by their ``draws`` (torch's
         rule: pruned are those at most the ``k``-th smallest draw)."""
-        return draws > torch.kthvalue(draws, k=k).values
+        return draws > torch.kthvalue(draws, k)[0]
 
     def _settings(self) -> dict[str, Any]:
         return {"amount": self.amount, "dim": self.dim}
@@ -355,7 +365,7 @@ def _exact_norms_wanted(t: torch.Tensor) -> bool:
     (devices whose own bf16/fp16 reductions round in their own order). On the CPU, torch's
     norm already gives the correctly rounded norm in the tested cases
     (tests/prune/test_prune_device_path.py) and a float64 pass there is ~50x slower."""
-    return t.device.type != "cpu" and t.element_size() == 2 and t.is_floating_point()
+    return not t.is_cpu and t.element_size() == 2 and t.is_floating_point()
 
 
 def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
@@ -369,7 +379,7 @@ def slice_norms(t: torch.Tensor, n: Any, dim: int) -> torch.Tensor:
         return torch.linalg.vector_norm(t, ord=order, dim=others,
                                         dtype=torch.float64).to(t.dtype)
     if type(n) in (int, float) and type(t) in _PLAIN_TENSORS and t.layout is torch.strided \
-            and t.device.type in ("cpu", "cuda"):
+            and (t.is_cpu or t.is_cuda):
         # the call torch.norm makes for a numeric order there, without its Python layers
         return torch.linalg.vector_norm(t, n, others)
     return torch.norm(t, p=n, dim=others)
@@ -492,8 +502,11 @@ class CustomFromMask(BasePruningMethod, _torch_prune.CustomFromMask):
             raise ShapeMismatchError(problem(
                 self.where, "mask", f"the shape of the pruned tensor {tuple(default_mask.shape)}",
                 tuple(self.mask.shape)))
-        check_same_device(self.mask, default_mask, self.where, "mask", "the pruned tensor")
-        return default_mask * self.mask.to(dtype=default_mask.dtype)
+        mask = self.mask
+        if mask.device != default_mask.device:  # (the check named only where it fails)
+            check_same_device(mask, default_mask, self.where, "mask", "the pruned tensor")
+        return default_mask * (mask if mask.dtype == default_mask.dtype else
+                               mask.to(default_mask.dtype))
 
     def _settings(self) -> dict[str, Any]:
         kept = int(torch.count_nonzero(self.mask))
