@@ -74,6 +74,8 @@ class Gate:
     """The state of one :func:`held_interrupts` section: ``pending`` is True once a SIGINT
     arrived while held; :meth:`open` lets interrupts through for a block."""
 
+    __slots__ = ("is_open", "pending", "previous")
+
     def __init__(self, previous: Any) -> None:
         self.previous = previous
         self.pending = False
@@ -112,6 +114,8 @@ class Gate:
 
 class _Unheld(Gate):
     """Outside the main thread: no signal ever arrives; nothing is held."""
+
+    __slots__ = ()
 
 
 class _Opened:

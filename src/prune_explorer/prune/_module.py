@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _torch_module
 
 from . import _fsdp
 from ._hooks import pruning_hooks
@@ -359,14 +360,27 @@ def _install_fresh(module: nn.Module, name: str, method: Any, mask: torch.Tensor
         return False
     orig = parameters[name]
     pruned = method.apply_mask_to(mask, orig)
+    entries = _plain_entries(module, name, orig)
     with held_interrupts() as gate:
         order = tuple(parameters)
         hooks_before = len(module._forward_pre_hooks)
         try:
-            module.register_parameter(name + "_orig", orig)
-            del parameters[name]
-            module.register_buffer(name + "_mask", mask)
-            setattr(module, name, pruned)
+            if entries:  # what Module's methods below would do here, without their lookups
+                parameters[name + "_orig"] = orig
+                del parameters[name]
+                module._buffers[name + "_mask"] = mask
+                module._non_persistent_buffers_set.discard(name + "_mask")
+                object.__setattr__(module, name, pruned)
+            else:
+                module.register_parameter(name + "_orig", orig)
+                del parameters[name]
+                module.register_buffer(name + "_mask", mask)
+                # a registration hook may store a value of its own: as torch's, the pruned
+                # tensor is the product of what is stored
+                stored = parameters[name + "_orig"], module._buffers[name + "_mask"]
+                if stored[0] is not orig or stored[1] is not mask:
+                    pruned = method.apply_mask_to(stored[1], stored[0])
+                setattr(module, name, pruned)
             module.register_forward_pre_hook(method)
             _fsdp.attached(module, name, kept=True)  # FSDP2 (last: cannot fail)
             # A Ctrl-C held meanwhile goes to the handler around: raised there (taken back
@@ -376,6 +390,52 @@ def _install_fresh(module: nn.Module, name: str, method: Any, mask: torch.Tensor
             _take_back_fresh(module, name, orig, order, hooks_before)
             raise
     return True
+
+
+#: Where ``Module.register_parameter`` / ``register_buffer`` find the hooks registered for
+#: every module (``torch.nn.modules.module.register_module_*_registration_hook``); None if a
+#: torch release moves them, and then :func:`_plain_entries` always says no.
+_PARAMETER_HOOKS = getattr(_torch_module, "_global_parameter_registration_hooks", None)
+_BUFFER_HOOKS = getattr(_torch_module, "_global_buffer_registration_hooks", None)
+_Module = nn.Module
+
+
+def _plain_entries(module: nn.Module, name: str, orig: Any) -> bool:
+    """Whether ``register_parameter(name_orig, orig)``, ``register_buffer(name_mask, mask)``
+    and ``setattr(module, name, pruned)`` (after ``name`` left the parameters) would each do no
+    more than store one entry, so that storing it directly changes the module identically
+    (for :func:`_install_fresh`, which has checked that ``name_orig`` is no parameter,
+    ``name_mask`` no buffer and ``name`` no instance attribute yet, and makes a plain ``mask``
+    and so a plain ``mask * orig``).
+
+    They would when each of those methods is ``nn.Module``'s own (no subclass or class behind
+    ``Module`` in the order of lookup overrides one, nor ``__getattribute__``), no registration
+    hook is registered for every module, ``orig`` is a leaf ``Parameter``, ``name`` is in no
+    other dict of the module and neither new name is taken anywhere: not in the module's dicts
+    nor an attribute of its class. Anything else takes Module's methods, with their errors (an
+    attribute in the way raises their ``KeyError``), hooks and overrides.
+
+    Those methods' own checks cost more than a first pruning of a small weight computes: each
+    looks its new name up with ``hasattr``, and Module's ``__getattr__`` builds an
+    ``AttributeError`` to say that it is free.
+    """
+    if _PARAMETER_HOOKS or _BUFFER_HOOKS or _PARAMETER_HOOKS is None or _BUFFER_HOOKS is None:
+        return False
+    cls = type(module)
+    if (cls.__setattr__ is not _Module.__setattr__ or cls.__getattr__ is not _Module.__getattr__
+            or cls.register_parameter is not _Module.register_parameter
+            or cls.register_buffer is not _Module.register_buffer
+            or cls.__getattribute__ is not object.__getattribute__
+            or cls.__mro__[-2] is not _Module):
+        return False
+    if type(orig) is not nn.Parameter or not orig.is_leaf:
+        return False
+    state, buffers, modules = module.__dict__, module._buffers, module._modules
+    new_orig, new_mask = name + "_orig", name + "_mask"
+    return not (name in buffers or name in modules or new_orig in buffers
+                or new_mask in module._parameters or new_orig in modules or new_mask in modules
+                or new_orig in state or new_mask in state
+                or hasattr(cls, new_orig) or hasattr(cls, new_mask))
 
 
 def _take_back_fresh(module: nn.Module, name: str, orig: nn.Parameter | None,
