@@ -289,3 +289,23 @@ def test_alive_cell_counts_subtract_the_kept_exact_zeros(method):
     np.testing.assert_array_equal(alive, np.array(by_block))
     # L1 cuts the zeros first (the smallest |w|); random keeps some of them
     assert (int(kept.sum()) > int(alive.sum())) == method.startswith("random")
+
+
+def test_a_tensor_holding_nan_finds_what_was_computed_for_it():
+    # the state's value sample is compared bit for bit: NaN == NaN there (torch.equal says
+    # otherwise, and every lookup of such a tensor used to build its histogram again)
+    model = _model()
+    layer = model[0]
+    with torch.no_grad():
+        layer.weight[0, 0] = float("nan")  # entry 0: always in the sample
+    cache = OrderCache()
+    built = cache.histogram(layer, "weight")
+    assert built is not None
+    assert cache.histogram(layer, "weight", build=False) is built
+    calls = []
+    for _ in range(2):
+        cache.memo(layer, "weight", "count", lambda: calls.append(1) or len(calls))
+    assert calls == [1]
+    with torch.no_grad():  # a write that keeps the NaN still invalidates
+        layer.weight[0, 1] += 1
+    assert cache.histogram(layer, "weight", build=False) is None
