@@ -72,8 +72,8 @@ and ``orig * mask``), whose page faults take about half of our time with 4 KiB p
 from __future__ import annotations
 
 import argparse
-import gc
 import contextlib
+import gc
 import hashlib
 import json
 import math
