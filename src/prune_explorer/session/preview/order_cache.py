@@ -88,15 +88,21 @@ def _state(module: nn.Module, name: str) -> tuple[Any, ...]:
 
 
 def _still(state: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    # the samples compared bit for bit: a NaN is its own value (torch.equal says NaN != NaN,
-    # and a tensor holding one would never find what was computed for it)
-    if len(state) != len(now) or not torch.equal(state[-1].view(torch.uint8),
-                                                 now[-1].view(torch.uint8)):
+    if len(state) != len(now) or not _same_bits(state[-1], now[-1]):
         return False
     return all(ref() is not None and ref() is new_ref() and version == new_version
                and device == new_device
                for (ref, version, device), (new_ref, new_version, new_device) in zip(
                    state[:-1], now[:-1], strict=True))
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two value samples hold the same bits: a NaN is its own value (``torch.equal``
+    says NaN != NaN, and a tensor holding one would never find what was computed for it).
+    A tensor subclass (a DTensor's sample) is compared by ``torch.equal``."""
+    if type(a) is torch.Tensor and type(b) is torch.Tensor:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return torch.equal(a, b)
 
 
 def _fact_state(module: nn.Module, name: str, values_only: bool) -> tuple[Any, ...] | None:
