@@ -302,3 +302,25 @@ def test_a_first_pruning_of_a_plain_layer_stores_its_entries_directly() -> None:
     assert list(module._parameters) == ["bias", "weight_orig"]
     assert list(module._buffers) == ["weight_mask"]
     torch.testing.assert_close(module.weight, module.weight_orig * module.weight_mask)
+
+
+@pytest.mark.parametrize("moved", ["_PARAMETER_HOOKS", "_BUFFER_HOOKS"])
+def test_without_torchs_hook_registries_every_first_pruning_takes_modules_methods(
+        moved: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a torch release that moved the global registration hooks: none can be ruled out
+    from prune_explorer.prune import _module
+    monkeypatch.setattr(_module, moved, None)
+    module = _linear()
+    seen: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is nn.Module.register_buffer.__code__:
+            seen.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        prune.l1_unstructured(module, "weight", amount=0.5)
+    finally:
+        sys.setprofile(None)
+    assert seen == ["register_buffer"]
+    assert list(module._buffers) == ["weight_mask"]
